@@ -1,0 +1,65 @@
+"""The FastAPI app: /metrics, /healthz, /readyz, a landing page, and every component's routes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from sidecar import __version__
+from sidecar.service import Service
+
+__all__ = ["create_app"]
+
+
+def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if manage_lifecycle:
+            await service.start()
+        try:
+            yield
+        finally:
+            if manage_lifecycle:
+                await service.shutdown()
+
+    app = FastAPI(title="Triton sidecar", version=__version__, lifespan=lifespan, docs_url="/docs",
+                  redoc_url=None)
+    app.state.service = service
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errs = exc.errors()
+        first = errs[0] if errs else {"loc": (), "msg": "invalid request"}
+        path = ".".join(str(p) for p in first["loc"])
+        return JSONResponse(status_code=400, content={"error": f"{path}: {first['msg']}", "errors": len(errs)})
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        ok, details = service.readiness()
+        return JSONResponse(status_code=200 if ok else 503,
+                            content={"status": "ready" if ok else "not ready", "components": details})
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        return Response(generate_latest(service.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> HTMLResponse:
+        links = [("/metrics", "Prometheus metrics"), ("/readyz", "Readiness"), ("/traces", "Recent traces"),
+                 ("/docs", "API")]
+        items = "".join(f'<li><a href="{h}">{t}</a></li>' for h, t in links)
+        return HTMLResponse(f"<!doctype html><title>Triton sidecar</title><h1>Triton sidecar {__version__}</h1>"
+                            f"<ul>{items}</ul>")
+
+    for router in service.routers():
+        app.include_router(router)
+    return app

@@ -1,0 +1,102 @@
+"""The contract every source, check and exporter follows, and the context they are built with.
+
+Lifecycle (the OpenTelemetry Collector's): ``start()`` returns quickly (it may spawn asyncio tasks or threads);
+``shutdown()`` is idempotent, safe without ``start()``, and flushes within its deadline. The service starts
+components downstream-first and stops them upstream-first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import httpx
+from prometheus_client import CollectorRegistry, Counter
+
+from sidecar.clock import Clock
+from sidecar.model import Batch, BatchKind
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
+
+    from sidecar.config import SidecarConfig
+    from sidecar.httpguard import RequestGuard
+    from sidecar.store import Store
+
+__all__ = ["Bus", "Component", "Context", "Readiness", "Role"]
+
+Role = str  # "exporter" | "check" | "source": decides start/stop order
+
+
+@dataclass(frozen=True)
+class Readiness:
+    ok: bool
+    detail: str = ""
+
+
+@runtime_checkable
+class Component(Protocol):
+    name: str
+    role: Role
+
+    async def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+    def readiness(self) -> Readiness | None:
+        """None when this component has no say in /readyz."""
+
+    def routes(self) -> APIRouter | None:
+        """HTTP routes this component serves, or None."""
+
+
+class Bus:
+    """Fans batches out to subscribers; each subscriber is isolated so one failing never blocks the others.
+
+    Subscribers must be O(1)-ish per item (append into a bounded window); heavy work belongs in evaluate().
+    """
+
+    def __init__(self, registry: CollectorRegistry, logger: logging.Logger | None = None) -> None:
+        self._subs: dict[BatchKind, list[tuple[str, Callable[[Batch], None]]]] = {"events": [], "spans": []}
+        self._log = logger or logging.getLogger("sidecar.bus")
+        self._published = Counter(
+            "sidecar_bus_items", "Items published on the internal bus, by kind and source.",
+            ["kind", "source"], registry=registry,
+        )
+        self._errors = Counter(
+            "sidecar_bus_subscriber_errors", "Batches a subscriber failed to take (the item is lost for it only).",
+            ["subscriber"], registry=registry,
+        )
+
+    def subscribe(self, kind: BatchKind, name: str, fn: Callable[[Batch], None]) -> None:
+        self._subs[kind].append((name, fn))
+
+    def subscribers(self, kind: BatchKind) -> Sequence[str]:
+        return [n for n, _ in self._subs[kind]]
+
+    def publish(self, batch: Batch) -> None:
+        self._published.labels(batch.kind, batch.source).inc(len(batch.items))
+        for name, fn in self._subs[batch.kind]:
+            try:
+                fn(batch)
+            except Exception:
+                self._errors.labels(name).inc()
+                self._log.exception("subscriber %s failed on a %s batch", name, batch.kind)
+
+
+@dataclass
+class Context:
+    """Everything a component may use; there are no globals."""
+
+    config: SidecarConfig
+    registry: CollectorRegistry
+    clock: Clock
+    http: httpx.AsyncClient
+    store: Store
+    bus: Bus
+    guard: RequestGuard
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("sidecar"))
+    # Components look each other up by name here after build (e.g. the alert book finds the change log).
+    components: dict[str, object] = field(default_factory=dict)

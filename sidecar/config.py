@@ -1,0 +1,140 @@
+"""One pydantic model tree for the one YAML file.
+
+Loading does three things in order: parse YAML, substitute ``${env:VAR}`` (or ``${env:VAR:-default}``) in string
+values, validate. Every error becomes a ``ConfigError`` whose path names the field (``triton.interval_secs``).
+Secrets are ``SecretStr`` so they never show in logs, reprs or ``sidecar validate`` output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, SecretStr, ValidationError
+
+from sidecar.alerting.config import AlertingConfig
+from sidecar.checks.config import ChecksConfig
+from sidecar.configbase import StrictModel
+from sidecar.errors import ConfigError
+from sidecar.events.config import EventsConfig
+from sidecar.gpu.config import GpuConfig
+from sidecar.sources.triton_config import TritonConfig
+from sidecar.traces.config import TracesConfig
+
+__all__ = ["ServerConfig", "SidecarConfig", "StoreConfig", "load_config", "parse_config"]
+
+_ENV_RE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ServerConfig(StrictModel):
+    host: str = Field("127.0.0.1", description="Address the sidecar's HTTP server binds.")
+    port: int = Field(9500, ge=0, le=65535, description="Port of the sidecar's HTTP server (0 picks a free one).")
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, gt=0, description="Largest request body accepted, checked after decompression (413 above)."
+    )
+    push_token: SecretStr | None = Field(
+        None, description="Bearer token required on push endpoints (/v1/traces, /v1/events, /v1/changes)."
+    )
+    admin_token: SecretStr | None = Field(None, description="Bearer token required on admin endpoints (/admin/*).")
+    max_inflight_requests: int = Field(64, gt=0, description="Push requests handled at once; more get 429.")
+    memory_limit_mib: int | None = Field(
+        None, gt=0, description="Resident memory above which push endpoints answer 503 with Retry-After."
+    )
+    public_url: str | None = Field(
+        None, description="URL operators reach the sidecar at; used for links in alerts. Defaults to host:port."
+    )
+
+
+class StoreConfig(StrictModel):
+    path: str = Field(
+        "sidecar-state.sqlite",
+        description="Embedded SQLite store (WAL) for references, baselines, the alert outbox and audit events.",
+    )
+
+
+class SidecarConfig(StrictModel):
+    """The whole sidecar configuration (the YAML file's top level)."""
+
+    server: ServerConfig = ServerConfig()  # type: ignore[call-arg]
+    store: StoreConfig = StoreConfig()
+    triton: TritonConfig = TritonConfig()
+    traces: TracesConfig = TracesConfig()
+    events: EventsConfig = EventsConfig()
+    checks: ChecksConfig = ChecksConfig()
+    alerting: AlertingConfig = AlertingConfig()
+    gpu: GpuConfig = GpuConfig()
+    dashboard_url: str | None = Field(None, description="Grafana base URL used in alert links.")
+    runbook_url: str = Field(
+        "https://github.com/triton-sidecar/triton-sidecar/blob/main/docs/runbooks",
+        description="Base URL of the runbooks linked from alerts.",
+    )
+
+
+def _substitute(value: Any, path: str) -> Any:
+    if isinstance(value, str):
+        def repl(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in os.environ:
+                return os.environ[name]
+            if default is not None:
+                return default
+            raise ConfigError(path, f"environment variable {name} is not set")
+
+        return _ENV_RE.sub(repl, value)
+    if isinstance(value, Mapping):
+        return {k: _substitute(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _loc_to_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            # pydantic puts the union member's name or a function name in the location; skip those noise parts.
+            if isinstance(part, str) and (part.startswith("function-") or "[" in part):
+                continue
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def parse_config(data: Mapping[str, Any] | None) -> SidecarConfig:
+    """Validate an already-parsed mapping; raises ``ConfigError`` naming the first bad field."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError("", "the config file must be a mapping at its top level")
+    data = _substitute(data, "")
+    try:
+        return SidecarConfig.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        path = _loc_to_path(tuple(first["loc"]))
+        msg = first["msg"]
+        if first["type"] == "extra_forbidden":
+            msg = "unknown key"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ConfigError(path, f"{msg}{more}") from None
+
+
+def load_config(path: str | Path) -> SidecarConfig:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError("", f"cannot read {p}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError("", f"{p} is not valid YAML{where}") from None
+    return parse_config(data)

@@ -1,0 +1,127 @@
+"""What every push and admin route shares: bearer tokens, body limits, decompression and overload refusal.
+
+Each refusal is answered with a 4xx/5xx that says why, and counted in ``sidecar_http_refused_total``.
+Decompression is incremental and capped, so a gzip bomb costs at most ``max_body_bytes`` of memory.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import zlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Literal
+
+from fastapi import HTTPException, Request
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from pydantic import SecretStr
+
+__all__ = ["RequestGuard", "rss_bytes"]
+
+Scope = Literal["push", "admin"]
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process (Linux /proc; 0 where unknown)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class RequestGuard:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        max_body_bytes: int,
+        push_token: SecretStr | None = None,
+        admin_token: SecretStr | None = None,
+        max_inflight: int = 64,
+        memory_limit_bytes: int | None = None,
+    ) -> None:
+        self.max_body_bytes = max_body_bytes
+        self._tokens: dict[Scope, SecretStr | None] = {"push": push_token, "admin": admin_token}
+        self.max_inflight = max_inflight
+        self.memory_limit_bytes = memory_limit_bytes
+        self._inflight = 0
+        self.refused = Counter(
+            "sidecar_http_refused", "Requests refused, by endpoint and reason.", ["endpoint", "reason"],
+            registry=registry,
+        )
+        self._inflight_g = Gauge("sidecar_http_inflight_requests", "Push requests being handled now.",
+                                 registry=registry)
+
+    def refuse(self, endpoint: str, reason: str, status: int, message: str,
+               headers: dict[str, str] | None = None) -> HTTPException:
+        self.refused.labels(endpoint, reason).inc()
+        return HTTPException(status_code=status, detail=message, headers=headers)
+
+    def authorize(self, request: Request, scope: Scope, endpoint: str) -> None:
+        token = self._tokens[scope]
+        if token is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
+                                                                 token.get_secret_value().encode()):
+            raise self.refuse(endpoint, "unauthorized", 401, "missing or wrong bearer token",
+                              {"WWW-Authenticate": "Bearer"})
+
+    @asynccontextmanager
+    async def admit(self, endpoint: str) -> AsyncIterator[None]:
+        """Refuse with 429 when too many pushes are in flight, 503 when memory is over the limit."""
+        if self._inflight >= self.max_inflight:
+            raise self.refuse(endpoint, "overloaded", 429, "too many requests in flight; retry later",
+                              {"Retry-After": "1"})
+        if self.memory_limit_bytes is not None and rss_bytes() > self.memory_limit_bytes:
+            raise self.refuse(endpoint, "memory_limit", 503, "the sidecar is over its memory limit; retry later",
+                              {"Retry-After": "5"})
+        self._inflight += 1
+        self._inflight_g.set(self._inflight)
+        try:
+            yield
+        finally:
+            self._inflight -= 1
+            self._inflight_g.set(self._inflight)
+
+    async def read_body(self, request: Request, endpoint: str) -> bytes:
+        """The request body, decompressed, never more than ``max_body_bytes`` before or after decompression."""
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise self.refuse(endpoint, "too_large", 413,
+                              f"body of {declared} bytes is over the limit of {self.max_body_bytes}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise self.refuse(endpoint, "too_large", 413, f"body is over the limit of {self.max_body_bytes} bytes")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        encoding = request.headers.get("content-encoding", "identity").strip().lower()
+        if encoding in ("", "identity"):
+            return raw
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            return self._inflate(raw, encoding, endpoint)
+        raise self.refuse(endpoint, "bad_encoding", 415, f"unsupported Content-Encoding {encoding!r}")
+
+    def _inflate(self, raw: bytes, encoding: str, endpoint: str) -> bytes:
+        wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS
+        d = zlib.decompressobj(wbits)
+        try:
+            out = d.decompress(raw, self.max_body_bytes + 1)
+            if len(out) > self.max_body_bytes or d.unconsumed_tail:
+                raise self.refuse(endpoint, "too_large", 413,
+                                  f"decompressed body is over the limit of {self.max_body_bytes} bytes")
+            out += d.flush()
+        except zlib.error as exc:
+            raise self.refuse(endpoint, "bad_encoding", 400, f"body is not valid {encoding}: {exc}") from None
+        if len(out) > self.max_body_bytes:
+            raise self.refuse(endpoint, "too_large", 413,
+                              f"decompressed body is over the limit of {self.max_body_bytes} bytes")
+        if not d.eof:
+            raise self.refuse(endpoint, "bad_encoding", 400, f"body is truncated {encoding}")
+        return out

@@ -1,0 +1,132 @@
+"""The frozen data types that flow between sources, checks and exporters.
+
+Sources publish ``Batch`` objects on the ``Bus``; checks observe them and produce ``Finding`` objects; the alert
+book turns findings into ``Alert`` lifecycles; ``Change`` records annotate alerts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "Batch",
+    "BatchKind",
+    "Change",
+    "Event",
+    "Finding",
+    "Span",
+    "SpanEvent",
+]
+
+FeatureValue = float | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One prediction as the model served it (from /v1/events, a JSONL file or a TENSORS trace file).
+
+    ``features`` maps a feature name to a number, a category string, or None (missing). NaN stays NaN: checks
+    count it as missing on purpose, they never drop it silently.
+    """
+
+    model: str
+    version: str
+    timestamp: float
+    features: Mapping[str, FeatureValue] = field(default_factory=dict)
+    score: float | None = None
+    prediction_class: str | None = None
+    label: float | str | None = None
+    trace_id: str | None = None
+    request_id: str | None = None
+    user_id: str | None = None
+    # Extra numeric fields a business check may aggregate (e.g. ``wer``, ``clicked``).
+    fields: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    name: str
+    time_unix_nano: int
+    attributes: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One span, ids as lowercase hex (trace id 32 chars, span id 16 chars)."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    start_unix_nano: int
+    end_unix_nano: int
+    service_name: str = ""
+    attributes: Mapping[str, object] = field(default_factory=dict)
+    events: tuple[SpanEvent, ...] = ()
+    status_code: int = 0  # OTLP: 0 unset, 1 ok, 2 error
+    status_message: str = ""
+    kind: int = 0
+
+    @property
+    def duration_ns(self) -> int:
+        return max(0, self.end_unix_nano - self.start_unix_nano)
+
+    @property
+    def is_error(self) -> bool:
+        return self.status_code == 2
+
+
+BatchKind = Literal["events", "spans"]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What a source publishes: items of one kind, with the source's name for self-telemetry."""
+
+    kind: BatchKind
+    source: str
+    items: tuple[Event, ...] | tuple[Span, ...]
+    received_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One evaluation result of a check.
+
+    ``labels`` identify the series (model, version, feature or check name); ``active`` is whether the check's
+    condition holds right now (before any hold duration, which the alert book applies).
+    """
+
+    check: str
+    kind: str  # drift | business | slo | probe
+    labels: Mapping[str, str]
+    active: bool
+    value: float | None
+    threshold: float | None = None
+    baseline: float | None = None
+    p_value: float | None = None
+    effect_size: float | None = None
+    window_secs: float | None = None
+    severity: str = "warning"
+    summary: str = ""
+    description: str = ""
+    evaluated_at: float = 0.0
+    insufficient_data: bool = False
+    trace_id: str | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A deploy or model-version event used to annotate alerts."""
+
+    what: str
+    at: float
+    who: str = ""
+    model: str | None = None
+    version: str | None = None
+    link: str | None = None
+    source: str = "api"  # api | triton_repository
+    id: str = ""

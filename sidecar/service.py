@@ -1,0 +1,190 @@
+"""Builds components from config, starts them downstream-first, stops them upstream-first, runs the evaluation ticker.
+
+Checks (components with ``evaluate(now)``) are evaluated every ``checks.eval_interval_secs`` in a worker thread,
+so statistics never block the event loop; their findings go to every component with ``on_findings``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from sidecar.clock import Clock, SystemClock
+from sidecar.component import Bus, Component, Context, Readiness
+from sidecar.config import SidecarConfig
+from sidecar.httpguard import RequestGuard
+from sidecar.model import Finding
+from sidecar.store import Store
+
+__all__ = ["Check", "FindingSink", "Service", "default_factories"]
+
+_ROLE_ORDER = {"exporter": 0, "sink": 1, "check": 2, "source": 3}
+
+
+@runtime_checkable
+class Check(Protocol):
+    name: str
+
+    def evaluate(self, now: float) -> Sequence[Finding]: ...
+
+
+@runtime_checkable
+class FindingSink(Protocol):
+    name: str
+
+    def on_findings(self, findings: Sequence[Finding], now: float) -> None: ...
+
+
+Factory = Callable[[Context], list[Any]]
+
+
+def default_factories() -> list[Factory]:
+    # Imported here so that a broken optional area fails loudly at build time with its own traceback.
+    from sidecar.alerting.factory import build as alerting
+    from sidecar.checks.business_factory import build as business
+    from sidecar.checks.drift_factory import build as drift
+    from sidecar.events.factory import build as events
+    from sidecar.gpu.factory import build as gpu
+    from sidecar.sources.triton_factory import build as triton
+    from sidecar.traces.factory import build as traces
+
+    # Build order = dependency order: later factories may look earlier components up in ctx.components.
+    return [alerting, triton, gpu, traces, events, drift, business]
+
+
+class Service:
+    def __init__(
+        self,
+        config: SidecarConfig,
+        *,
+        clock: Clock | None = None,
+        http: httpx.AsyncClient | None = None,
+        registry: CollectorRegistry | None = None,
+        store: Store | None = None,
+        logger: logging.Logger | None = None,
+        factories: list[Factory] | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        self._own_http = http is None
+        self.http = http or httpx.AsyncClient(timeout=10.0, follow_redirects=False)
+        self._own_store = store is None
+        self.store = store or Store(config.store.path)
+        self.logger = logger or logging.getLogger("sidecar")
+        self.bus = Bus(self.registry, self.logger.getChild("bus"))
+        srv = config.server
+        self.guard = RequestGuard(
+            self.registry, max_body_bytes=srv.max_body_bytes, push_token=srv.push_token,
+            admin_token=srv.admin_token, max_inflight=srv.max_inflight_requests,
+            memory_limit_bytes=srv.memory_limit_mib * 1024 * 1024 if srv.memory_limit_mib else None,
+        )
+        self.ctx = Context(config=config, registry=self.registry, clock=self.clock, http=self.http,
+                           store=self.store, bus=self.bus, guard=self.guard, logger=self.logger)
+        self.components: list[Any] = []
+        for factory in factories if factories is not None else default_factories():
+            for comp in factory(self.ctx):
+                self.components.append(comp)
+                self.ctx.components[comp.name] = comp
+        self._eval_task: asyncio.Task[None] | None = None
+        self._started: list[Any] = []
+        self._stopped = False
+        self._eval_seconds = Histogram(
+            "sidecar_check_evaluation_seconds", "Time one evaluation of a check took.", ["check"],
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), registry=self.registry,
+        )
+        self._eval_errors = Counter("sidecar_check_evaluation_errors", "Evaluations that raised.", ["check"],
+                                    registry=self.registry)
+        self._eval_lag = Gauge("sidecar_check_evaluation_lag_seconds",
+                               "How far the last evaluation round ran past its interval (0 when on time).",
+                               registry=self.registry)
+        self._up = Gauge("sidecar_start_time_seconds", "Unix time the sidecar started.", registry=self.registry)
+
+    def _ordered(self) -> list[Any]:
+        return sorted(self.components, key=lambda c: _ROLE_ORDER.get(getattr(c, "role", "source"), 3))
+
+    async def start(self) -> None:
+        self._up.set(self.clock.now())
+        for comp in self._ordered():
+            await comp.start()
+            self._started.append(comp)
+        self._eval_task = asyncio.create_task(self._eval_loop(), name="sidecar-eval")
+
+    async def shutdown(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._eval_task is not None:
+            self._eval_task.cancel()
+            try:
+                await self._eval_task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for comp in reversed(self._started):
+            try:
+                await comp.shutdown()
+            except Exception:
+                self.logger.exception("component %s failed to shut down", comp.name)
+        if self._own_http:
+            await self.http.aclose()
+        if self._own_store:
+            self.store.close()
+
+    def checks(self) -> list[Check]:
+        return [c for c in self.components if isinstance(c, Check)]
+
+    def evaluate_once(self, now: float | None = None) -> list[Finding]:
+        """One evaluation round (tests call this directly with a fake clock)."""
+        now = self.clock.now() if now is None else now
+        findings: list[Finding] = []
+        for check in self.checks():
+            t0 = time.perf_counter()
+            try:
+                findings.extend(check.evaluate(now))
+            except Exception:
+                self._eval_errors.labels(check.name).inc()
+                self.logger.exception("check %s failed to evaluate", check.name)
+            finally:
+                self._eval_seconds.labels(check.name).observe(time.perf_counter() - t0)
+        for sink in self.components:
+            if isinstance(sink, FindingSink):
+                try:
+                    sink.on_findings(findings, now)
+                except Exception:
+                    self.logger.exception("finding sink %s failed", sink.name)
+        return findings
+
+    async def _eval_loop(self) -> None:
+        interval = self.config.checks.eval_interval_secs
+        while True:
+            t0 = self.clock.monotonic()
+            await asyncio.to_thread(self.evaluate_once)
+            spent = self.clock.monotonic() - t0
+            self._eval_lag.set(max(0.0, spent - interval))
+            await asyncio.sleep(max(0.0, interval - spent))
+
+    def readiness(self) -> tuple[bool, dict[str, str]]:
+        ok = True
+        details: dict[str, str] = {}
+        for comp in self.components:
+            r: Readiness | None = comp.readiness() if hasattr(comp, "readiness") else None
+            if r is None:
+                continue
+            details[comp.name] = ("ok" if r.ok else "not ready") + (f": {r.detail}" if r.detail else "")
+            ok = ok and r.ok
+        return ok, details
+
+    def routers(self) -> list[Any]:
+        out = []
+        for comp in self.components:
+            if isinstance(comp, Component) or hasattr(comp, "routes"):
+                r = comp.routes()
+                if r is not None:
+                    out.append(r)
+        return out

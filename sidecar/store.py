@@ -1,0 +1,69 @@
+"""The embedded SQLite store (WAL) shared by components that must survive a restart.
+
+Each component owns its tables (prefixed with its name) and creates them itself; the store only serialises
+access, because sqlite3 connections are not safe to share across threads without a lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Store"]
+
+
+class Store:
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
+        self._lock = threading.RLock()
+        with self._lock:
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("CREATE TABLE IF NOT EXISTS kv (ns TEXT, k TEXT, v BLOB, PRIMARY KEY (ns, k))")
+        self._closed = False
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns the number of rows changed."""
+        with self._lock:
+            cur = self._conn.execute(sql, params)
+            return cur.rowcount
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                self._conn.executemany(sql, rows)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return list(self._conn.execute(sql, params).fetchall())
+
+    def put(self, ns: str, key: str, value: bytes | str) -> None:
+        self.execute("INSERT OR REPLACE INTO kv (ns, k, v) VALUES (?, ?, ?)", (ns, key, value))
+
+    def get(self, ns: str, key: str) -> bytes | str | None:
+        rows = self.query("SELECT v FROM kv WHERE ns = ? AND k = ?", (ns, key))
+        return rows[0][0] if rows else None
+
+    def keys(self, ns: str) -> list[str]:
+        return [r[0] for r in self.query("SELECT k FROM kv WHERE ns = ? ORDER BY k", (ns,))]
+
+    def delete(self, ns: str, key: str) -> None:
+        self.execute("DELETE FROM kv WHERE ns = ? AND k = ?", (ns, key))
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._conn.close()
+                self._closed = True
