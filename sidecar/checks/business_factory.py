@@ -1,13 +1,21 @@
-"""Builds this area's components from config (placeholder until the area lands)."""
+"""Builds the business-metric checks and subscribes them to the events bus."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from sidecar.checks.business import BusinessChecks
 from sidecar.component import Context
 
 __all__ = ["build"]
 
 
 def build(ctx: Context) -> list[Any]:
-    return []
+    cfg = ctx.config.checks.business
+    if not cfg.enabled or not cfg.checks:
+        return []
+    comp = BusinessChecks(
+        cfg, registry=ctx.registry, clock=ctx.clock, store=ctx.store, logger=ctx.logger.getChild("business")
+    )
+    ctx.bus.subscribe("events", comp.name, comp.observe)
+    return [comp]
