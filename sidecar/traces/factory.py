@@ -1,4 +1,5 @@
-"""Builds this area's components from config (placeholder until the area lands)."""
+"""Builds the span side from ``traces`` config: hub (store + stage histograms), receiver, file tailer, pages,
+failure join and the OTLP forwarder, each only where configured."""
 
 from __future__ import annotations
 
@@ -10,4 +11,31 @@ __all__ = ["build"]
 
 
 def build(ctx: Context) -> list[Any]:
-    return []
+    cfg = ctx.config.traces
+    if not cfg.enabled:
+        return []
+    from sidecar.traces.hub import TraceHub
+    from sidecar.traces.pages import TracePages
+    from sidecar.traces.receiver import OtlpReceiver
+
+    log = ctx.logger.getChild("traces")
+    hub = TraceHub(cfg, ctx.registry, ctx.clock, ctx.bus, log)
+    out: list[Any] = [hub]
+    if cfg.forward.endpoint:
+        from exporters.otlp_forward import OtlpForwarder
+
+        fwd = OtlpForwarder(cfg.forward, ctx.registry, log.getChild("forward"))
+        hub.sinks.append(fwd)
+        out.append(fwd)
+    if cfg.receiver_enabled:
+        out.append(OtlpReceiver(hub, ctx.guard, ctx.registry, log.getChild("receiver")))
+    if cfg.file.path:
+        from sidecar.traces.tracefile import TraceFileTailer
+
+        out.append(TraceFileTailer(cfg.file, hub, ctx.registry, ctx.clock, log.getChild("file")))
+    if cfg.failure_join.metrics_url:
+        from sidecar.traces.failure_join import FailureJoin
+
+        out.append(FailureJoin(cfg.failure_join, hub, ctx.http, ctx.registry, ctx.clock, log.getChild("failures")))
+    out.append(TracePages(hub, cfg))
+    return out

@@ -1,0 +1,84 @@
+"""The trace hub: where every span source hands its spans (store, stage histograms, bus, forwarder).
+
+All ingest runs on the event loop thread (the file tailer parses in a worker thread but ingests on the loop), so
+the store and the histograms need no lock against each other; the store still locks for readers in threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter
+
+from sidecar.clock import Clock
+from sidecar.component import Bus, Readiness
+from sidecar.model import Batch, Span
+from sidecar.traces.config import TracesConfig
+from sidecar.traces.stages import StageHistograms
+from sidecar.traces.store import TraceStore
+
+__all__ = ["SpanSink", "TraceHub"]
+
+
+class SpanSink(Protocol):
+    def offer(self, spans: Sequence[Span]) -> None:
+        """Take spans without ever blocking (drop and count when full)."""
+
+
+class TraceHub:
+    name = "traces"
+    role = "sink"
+
+    def __init__(self, cfg: TracesConfig, registry: CollectorRegistry, clock: Clock, bus: Bus | None = None,
+                 logger: logging.Logger | None = None) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.bus = bus
+        self.log = logger or logging.getLogger("sidecar.traces")
+        self.store = TraceStore(registry, max_traces=cfg.max_traces, max_age_secs=cfg.max_age_secs,
+                                max_spans_per_trace=cfg.max_spans_per_trace,
+                                slow_threshold_ns=int(cfg.slow_threshold_ms * 1e6))
+        self.stages = StageHistograms(registry, buckets=cfg.stage_buckets_secs,
+                                      max_model_versions=cfg.max_model_versions)
+        self.sinks: list[SpanSink] = []
+        self._ingested = Counter("sidecar_traces_spans_ingested", "Spans taken into the trace store, by source.",
+                                 ["source"], registry=registry)
+        self._task: asyncio.Task[None] | None = None
+
+    def ingest(self, spans: Sequence[Span], source: str) -> None:
+        if not spans:
+            return
+        now = self.clock.now()
+        changed = self.store.add(spans, now)
+        self.stages.observe_entries(changed)
+        self._ingested.labels(source).inc(len(spans))
+        for sink in self.sinks:
+            sink.offer(spans)
+        if self.bus is not None and self.cfg.publish_spans:
+            self.bus.publish(Batch(kind="spans", source=source, items=tuple(spans), received_at=now))
+
+    async def start(self) -> None:
+        # Age eviction also happens on ingest; this loop covers a sidecar that stopped receiving.
+        self._task = asyncio.create_task(self._expire_loop(), name="traces-expire")
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(min(60.0, self.cfg.max_age_secs / 10))
+            self.store.expire(self.clock.now())
+
+    async def shutdown(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def readiness(self) -> Readiness | None:
+        return None
+
+    def routes(self) -> None:
+        return None
