@@ -1,13 +1,28 @@
-"""Builds this area's components from config (placeholder until the area lands)."""
+"""Builds the GPU area: the hub (``ctx.components["gpu"]``: exposition, ``gpu_by_uuid()``) and sources."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from sidecar.component import Context
+from sidecar.gpu.dcgm import DcgmSource
+from sidecar.gpu.exposition import GpuHub
+from sidecar.gpu.nvml import NvmlSource
 
 __all__ = ["build"]
 
 
 def build(ctx: Context) -> list[Any]:
-    return []
+    cfg = ctx.config.gpu
+    if not cfg.enabled or not (cfg.nvml.enabled or cfg.dcgm.enabled):
+        return []
+    log = ctx.logger.getChild("gpu")
+    hub = GpuHub(
+        ctx.registry, ctx.clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs, logger=log
+    )
+    out: list[Any] = [hub]
+    if cfg.nvml.enabled:
+        out.append(NvmlSource(cfg.nvml, hub, ctx.registry, ctx.clock, logger=log.getChild("nvml")))
+    if cfg.dcgm.enabled:
+        out.append(DcgmSource(cfg.dcgm, hub, ctx.registry, ctx.clock, ctx.http, logger=log.getChild("dcgm")))
+    return out
