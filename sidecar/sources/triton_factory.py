@@ -1,13 +1,18 @@
-"""Builds the Triton metrics source (placeholder until it lands)."""
+"""Builds the Triton metrics source."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from sidecar.component import Context
+from sidecar.sources.triton_metrics import TritonMetricsSource
 
 __all__ = ["build"]
 
 
 def build(ctx: Context) -> list[Any]:
-    return []
+    cfg = ctx.config.triton
+    if not cfg.enabled:
+        return []
+    return [TritonMetricsSource(cfg, registry=ctx.registry, clock=ctx.clock, http=ctx.http,
+                                logger=ctx.logger.getChild("triton"), components=ctx.components)]

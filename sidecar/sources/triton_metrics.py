@@ -1,0 +1,184 @@
+"""Scrapes Triton's Prometheus endpoint on an interval and feeds the SLI deriver.
+
+A scrape that times out, answers non-200, answers something that is not an exposition (an HTML error page), is
+malformed or truncated counts as failed with a bounded ``reason``; the target is then marked down and the derived
+interval values are withdrawn until the next good scrape. Nothing here raises out of the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+
+import httpx
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+
+from sidecar.clock import Clock
+from sidecar.component import Readiness
+from sidecar.errors import ParseError, ScrapeError
+from sidecar.processors.derive import Deriver, snapshot_models
+from sidecar.promtext import parse_exposition
+from sidecar.sources.triton_config import TritonConfig
+
+__all__ = ["TritonMetricsSource"]
+
+_MAX_BODY = 64 * 1024 * 1024
+_LABEL_CACHE_MAX = 50_000
+
+
+class _DerivedCollector(Collector):
+    def __init__(self, source: TritonMetricsSource) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        return self._source.deriver.collect(self._source.gpu_labels())
+
+    def describe(self) -> list[Metric]:
+        # Series come and go with models; describing nothing keeps registration from calling collect().
+        return []
+
+
+class TritonMetricsSource:
+    name = "triton_metrics"
+    role = "source"
+
+    def __init__(self, config: TritonConfig, *, registry: CollectorRegistry, clock: Clock,
+                 http: httpx.AsyncClient, logger: logging.Logger | None = None,
+                 components: dict[str, object] | None = None) -> None:
+        self.config = config
+        self.clock = clock
+        self.http = http
+        self.log = logger or logging.getLogger("sidecar.triton")
+        self.deriver = Deriver()
+        self._components = components if components is not None else {}
+        self._label_cache: dict[str, dict[str, str]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._last_error: str = "no scrape yet"
+        self._ever_ok = False
+        self._up = Gauge("sidecar_triton_up", "1 when the last scrape of Triton succeeded.", registry=registry)
+        self._duration = Gauge("sidecar_triton_scrape_duration_seconds", "Duration of the last scrape.",
+                               registry=registry)
+        self._scrapes = Counter("sidecar_triton_scrapes", "Scrapes of Triton by result.", ["result"],
+                                registry=registry)
+        self._failures = Counter("sidecar_triton_scrape_failures", "Failed scrapes by reason.", ["reason"],
+                                 registry=registry)
+        self._series = Gauge("sidecar_triton_series", "Series in the last good scrape.", registry=registry)
+        self._series_refused = Counter("sidecar_triton_series_refused",
+                                       "Series refused because a scrape held more than triton.max_series.",
+                                       registry=registry)
+        self._models_refused = Counter("sidecar_triton_models_refused",
+                                       "Model/version pairs refused per scrape above triton.max_models.",
+                                       registry=registry)
+        self._resets = Counter("sidecar_triton_counter_resets",
+                               "Counter resets seen (Triton restarted or a model reloaded).", registry=registry)
+        self._last_ok = Gauge("sidecar_triton_last_success_timestamp_seconds",
+                              "Unix time of the last good scrape.", registry=registry)
+        self._models = Gauge("sidecar_triton_models", "Model/version pairs in the last good scrape.",
+                             registry=registry)
+        for reason in ("timeout", "connect", "http_status", "content_type", "parse", "too_large"):
+            self._failures.labels(reason)
+        for result in ("success", "failure"):
+            self._scrapes.labels(result)
+        registry.register(_DerivedCollector(self))
+
+    def gpu_labels(self) -> dict[str, dict[str, str]]:
+        gpu = self._components.get("gpu")
+        fn = getattr(gpu, "gpu_by_uuid", None)
+        if fn is None:
+            return {}
+        try:
+            return dict(fn())
+        except Exception:
+            return {}
+
+    async def scrape_once(self) -> bool:
+        """One scrape; True when it succeeded. Never raises."""
+        t0 = self.clock.monotonic()
+        try:
+            text = await self._fetch()
+            if len(self._label_cache) > _LABEL_CACHE_MAX:
+                self._label_cache.clear()
+            expo = parse_exposition(text, self._label_cache)
+            if len(expo.samples) > self.config.max_series:
+                self._series_refused.inc(len(expo.samples) - self.config.max_series)
+                del expo.samples[self.config.max_series:]
+            models, passthrough, refused = snapshot_models(expo, self.config.max_models)
+            if refused:
+                self._models_refused.inc(refused)
+            before = self.deriver.resets
+            self.deriver.update(models, passthrough, self.clock.now())
+            if self.deriver.resets > before:
+                self._resets.inc(self.deriver.resets - before)
+        except ScrapeError as exc:
+            return self._failed(exc.reason, str(exc), t0)
+        except ParseError as exc:
+            return self._failed("parse", f"malformed exposition: {exc}", t0)
+        self._duration.set(self.clock.monotonic() - t0)
+        self._scrapes.labels("success").inc()
+        self._series.set(len(expo.samples))
+        self._models.set(len(models))
+        self._up.set(1)
+        self._last_ok.set(self.clock.now())
+        if not self._ever_ok or self._last_error:
+            self.log.info("scraping Triton at %s: up, %d series", self.config.metrics_url, len(expo.samples))
+        self._ever_ok = True
+        self._last_error = ""
+        return True
+
+    def _failed(self, reason: str, message: str, t0: float) -> bool:
+        self._duration.set(self.clock.monotonic() - t0)
+        self._scrapes.labels("failure").inc()
+        self._failures.labels(reason).inc()
+        self._up.set(0)
+        self.deriver.mark_stale()
+        if message != self._last_error:
+            # One line per change of state, not one per failed scrape.
+            self.log.warning("scrape of %s failed (%s): %s", self.config.metrics_url, reason, message)
+        self._last_error = message
+        return False
+
+    async def _fetch(self) -> str:
+        url = self.config.metrics_url
+        try:
+            resp = await self.http.get(url, timeout=self.config.timeout_secs,
+                                       headers={"Accept": "text/plain;version=0.0.4"})
+        except httpx.TimeoutException:
+            raise ScrapeError("timeout", f"no answer within {self.config.timeout_secs}s") from None
+        except httpx.HTTPError as exc:
+            raise ScrapeError("connect", f"cannot reach Triton: {exc.__class__.__name__}") from None
+        if resp.status_code != 200:
+            raise ScrapeError("http_status", f"Triton answered HTTP {resp.status_code}")
+        ctype = resp.headers.get("content-type", "text/plain")
+        if not ctype.startswith(("text/plain", "application/openmetrics-text")):
+            raise ScrapeError("content_type", f"Triton answered {ctype.split(';')[0]}, not a Prometheus exposition")
+        if len(resp.content) > _MAX_BODY:
+            raise ScrapeError("too_large", f"exposition of {len(resp.content)} bytes is over {_MAX_BODY}")
+        return resp.text
+
+    async def _loop(self) -> None:
+        while True:
+            await self.scrape_once()
+            await asyncio.sleep(self.config.interval_secs)
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="triton-scrape")
+
+    async def shutdown(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def readiness(self) -> Readiness:
+        if self._last_error:
+            return Readiness(False, f"Triton metrics at {self.config.metrics_url}: {self._last_error}")
+        return Readiness(True, f"Triton metrics at {self.config.metrics_url}: up")
+
+    def routes(self) -> None:
+        return None
