@@ -1,7 +1,7 @@
 """The trace hub: where every span source hands its spans (store, stage histograms, bus, forwarder).
 
-All ingest runs on the event loop thread (the file tailer parses in a worker thread but ingests on the loop), so
-the store and the histograms need no lock against each other; the store still locks for readers in threads.
+All ingest runs on the event loop thread (the file tailer's files are small and read there too), so the store
+and the histograms need no lock against each other; the store still locks for readers in other threads.
 """
 
 from __future__ import annotations
