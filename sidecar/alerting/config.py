@@ -1,11 +1,180 @@
-"""AlertingConfig (placeholder until this area lands)."""
+"""Config of alerting: the alert book, annotation templates, changes, Alertmanager delivery, audit events."""
 
 from __future__ import annotations
 
+from pydantic import Field, SecretStr, field_validator
+
+from sidecar.alerting.templates import TemplateError, validate_template
 from sidecar.configbase import StrictModel
 
-__all__ = ["AlertingConfig"]
+__all__ = [
+    "AlertingConfig",
+    "AlertmanagerConfig",
+    "AuditConfig",
+    "ChangesConfig",
+    "ElasticsearchConfig",
+    "RetryConfig",
+    "TemplatesConfig",
+]
+
+
+class RetryConfig(StrictModel):
+    initial_backoff_secs: float = Field(default=0.5, gt=0, description="First delay after a failed delivery.")
+    max_backoff_secs: float = Field(default=30.0, gt=0, description="Longest delay between two tries.")
+    multiplier: float = Field(default=2.0, ge=1, description="Backoff growth per failed try.")
+    jitter: float = Field(
+        default=0.2, ge=0, le=1, description="Random +- share of each delay (spreads retries out)."
+    )
+    max_elapsed_secs: float = Field(
+        default=300.0,
+        gt=0,
+        description="Give up on a batch after this long (queued exporters only; the outbox keeps it).",
+    )
+
+
+class TemplatesConfig(StrictModel):
+    summary: str = Field(
+        default="[{SEVERITY}] {display_name} {direction_word} {abs_change_pct:.1f}%"
+        " ({baseline_window} avg {baseline:.3g}"
+        " -> {value:.3g}) | model {model} v{version} | recent change: {recent_change}",
+        description="One-line summary of a finding compared with a baseline.",
+    )
+    summary_absolute: str = Field(
+        default="[{SEVERITY}] {display_name} {value:.4g} {comparison} {threshold:.4g} over {window}"
+        " | model {model} v{version} | recent change: {recent_change}",
+        description="One-line summary of a finding compared with a fixed threshold.",
+    )
+    summary_other: str = Field(
+        default="[{SEVERITY}] {finding_summary} | model {model} v{version} | recent change: {recent_change}",
+        description="One-line summary of findings of other kinds (drift, slo) around the check's summary.",
+    )
+    description: str = Field(
+        default="{display_name} ({aggregate}) over the last {window} is {value:.4g};"
+        " baseline over the {baseline_window}"
+        " before it {baseline:.4g}; threshold {threshold:.4g} ({compare}, {direction}); {events} events."
+        " Recent changes: {recent_changes}",
+        description="Longer description of a finding compared with a baseline.",
+    )
+    description_absolute: str = Field(
+        default="{display_name} ({aggregate}) over the last {window} is {value:.4g};"
+        " threshold {threshold:.4g}"
+        " ({direction}); {events} events. Recent changes: {recent_changes}",
+        description="Longer description of a finding compared with a fixed threshold.",
+    )
+    description_other: str = Field(
+        default="{finding_description} Recent changes: {recent_changes}",
+        description="Longer description of findings of other kinds.",
+    )
+    runbook_url: str = Field(default="{runbook_base}/{runbook}", description="Runbook link.")
+    dashboard_url: str = Field(
+        default="{dashboard_base}/d/triton-sidecar-business?var-model={model}&var-check={check}",
+        description="Dashboard link; left out when no dashboard_url is configured.",
+    )
+    trace_url: str = Field(
+        default="{sidecar_url}/traces/{trace_id}",
+        description="Trace link; left out when the finding has no trace.",
+    )
+
+    @field_validator("*")
+    @classmethod
+    def _valid(cls, v: str) -> str:
+        try:
+            return validate_template(v)
+        except TemplateError as exc:
+            raise ValueError(str(exc)) from None
+
+
+class ChangesConfig(StrictModel):
+    poll_repository: bool = Field(
+        default=True,
+        description="Poll Triton's repository index (triton.http_url) and record versions appearing/going.",
+    )
+    poll_interval_secs: float = Field(
+        default=30.0, gt=0, description="Seconds between repository-index polls."
+    )
+    max_changes: int = Field(
+        default=10_000, gt=0, description="Changes kept in the store; the oldest go first (counted)."
+    )
+    annotate_window_secs: float = Field(
+        default=86_400.0, gt=0, description="Changes this recent annotate an alert of the same model."
+    )
+    max_in_annotation: int = Field(
+        default=3, gt=0, description="Most recent changes listed in an alert's description."
+    )
+
+
+class AlertmanagerConfig(StrictModel):
+    urls: list[str] = Field(
+        default_factory=list,
+        description="Every Alertmanager of the cluster (base URLs); each gets every notice.",
+    )
+    timeout_secs: float = Field(default=10.0, gt=0, description="Timeout of one POST /api/v2/alerts.")
+    max_outbox: int = Field(
+        default=10_000,
+        gt=0,
+        description="Notices held in the persisted outbox per Alertmanager; more are refused (counted).",
+    )
+    max_batch: int = Field(default=500, gt=0, description="Alerts per POST.")
+    flush_interval_secs: float = Field(
+        default=1.0, gt=0, description="How often the outbox is drained when idle."
+    )
+    retry: RetryConfig = Field(default_factory=RetryConfig, description="See RetryConfig.")
+
+    @field_validator("urls")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        for u in v:
+            if not u.startswith(("http://", "https://")):
+                raise ValueError(f"{u!r} is not an http(s) URL")
+        if len(set(v)) != len(v):
+            raise ValueError("the same Alertmanager is listed twice")
+        return [u.rstrip("/") for u in v]
+
+
+class ElasticsearchConfig(StrictModel):
+    url: str = Field(description="Elasticsearch base URL.")
+    index: str = Field(default="sidecar-audit", description="Index audit events are written to.")
+    api_key: SecretStr | None = Field(default=None, description="API key (Authorization: ApiKey ...).")
+    max_queue: int = Field(
+        default=10_000, gt=0, description="Audit events queued for Elasticsearch; more are dropped."
+    )
+    max_batch: int = Field(default=500, gt=0, description="Documents per bulk request.")
+    timeout_secs: float = Field(default=10.0, gt=0, description="Timeout of one bulk request.")
+    retry: RetryConfig = Field(default_factory=RetryConfig, description="See RetryConfig.")
+
+
+class AuditConfig(StrictModel):
+    enabled: bool = Field(
+        default=True, description="Record alerts fired/resolved and changes as audit events."
+    )
+    max_rows: int = Field(
+        default=100_000, gt=0, description="Audit events kept in SQLite; the oldest go first (counted)."
+    )
+    elasticsearch: ElasticsearchConfig | None = Field(
+        default=None, description="Also ship audit events to Elasticsearch."
+    )
 
 
 class AlertingConfig(StrictModel):
-    enabled: bool = False
+    enabled: bool = Field(default=False, description="Run the alert book, the change log and alert delivery.")
+    resend_delay_secs: float = Field(
+        default=60.0, gt=0, description="A firing alert is re-sent at most this often."
+    )
+    resolved_retention_secs: float = Field(
+        default=900.0, ge=0, description="A resolved alert is kept, and re-sent, for this long."
+    )
+    max_active_alerts: int = Field(
+        default=1_000, gt=0, description="Alerts held at once; new ones above it are refused."
+    )
+    for_secs: dict[str, float] = Field(
+        default_factory=dict, description="Hold durations by check name, overriding what the check declares."
+    )
+    default_for_secs: float = Field(
+        default=0.0, ge=0, description="Hold duration for checks that declare none."
+    )
+    templates: TemplatesConfig = Field(default_factory=TemplatesConfig, description="See TemplatesConfig.")
+    changes: ChangesConfig = Field(default_factory=ChangesConfig, description="See ChangesConfig.")
+    alertmanager: AlertmanagerConfig = Field(
+        default_factory=AlertmanagerConfig, description="See AlertmanagerConfig."
+    )
+    audit: AuditConfig = Field(default_factory=AuditConfig, description="See AuditConfig.")

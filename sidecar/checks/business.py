@@ -24,6 +24,7 @@ from typing import Any
 from datasketches import kll_floats_sketch
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from sidecar.alerting.templates import human_secs
 from sidecar.checks.business_config import BusinessCheckConfig, BusinessConfig, parse_field_ref
 from sidecar.clock import Clock
 from sidecar.component import Readiness
@@ -348,6 +349,7 @@ class BusinessChecks:
             "direction": cfg.direction,
             "events": str(n),
             "runbook": cfg.runbook,
+            "baseline_window": human_secs(cfg.baseline_secs),
         }
         if change is not None:
             ann["change_pct"] = f"{change * 100:.1f}"

@@ -36,58 +36,70 @@ class BusinessCheckConfig(StrictModel):
         "features.<name>."
     )
     aggregate: Literal["mean", "quantile", "rate", "ratio"] = Field(
-        "mean",
+        default="mean",
         description="mean of the field; quantile (see `quantile`); rate = sum of the field per second; "
         "ratio = sum of the field / sum of `denominator`.",
     )
     quantile: float | None = Field(
-        None, gt=0, lt=1, description="Quantile for aggregate=quantile (0.95 = p95)."
+        default=None, gt=0, lt=1, description="Quantile for aggregate=quantile (0.95 = p95)."
     )
     denominator: str | None = Field(
-        None, description="Event field summed as the denominator of aggregate=ratio."
+        default=None, description="Event field summed as the denominator of aggregate=ratio."
     )
     display_name: str = Field(
-        "", description="Human name in alert summaries (e.g. 'CTR mean'); defaults to the name."
+        default="", description="Human name in alert summaries (e.g. 'CTR mean'); defaults to the name."
     )
-    model: str | None = Field(None, description="Only events of this model (default: every model).")
+    model: str | None = Field(default=None, description="Only events of this model (default: every model).")
     group_by: list[Literal["model", "version"]] = Field(
-        ["model"], description="Series keys; the baseline is kept per series."
+        default=["model"], description="Series keys; the baseline is kept per series."
     )
-    window_secs: float = Field(3600.0, gt=0, description="The current window the aggregate is taken over.")
-    bucket_secs: float = Field(60.0, gt=0, description="Resolution of the current window.")
+    window_secs: float = Field(
+        default=3600.0, gt=0, description="The current window the aggregate is taken over."
+    )
+    bucket_secs: float = Field(default=60.0, gt=0, description="Resolution of the current window.")
     baseline_secs: float | None = Field(
-        None, gt=0, description="Baseline window ending where the current window starts (compare=relative)."
+        default=None,
+        gt=0,
+        description="Baseline window ending where the current window starts (compare=relative).",
     )
-    baseline_bucket_secs: float = Field(3600.0, gt=0, description="Resolution of the baseline window.")
+    baseline_bucket_secs: float = Field(
+        default=3600.0, gt=0, description="Resolution of the baseline window."
+    )
     compare: Literal["relative", "absolute"] = Field(
-        "absolute",
+        default="absolute",
         description="relative: (value - baseline) / |baseline| vs threshold; absolute: value vs threshold.",
     )
     direction: Literal["up", "down"] = Field(
-        "up",
+        default="up",
         description="up: fires when the value (or change) is above the threshold; down: when it is below.",
     )
     threshold: float = Field(
         description="absolute: the value limit; relative: the change as a positive fraction (0.15 = 15%)."
     )
-    for_secs: float = Field(0.0, ge=0, description="How long the condition must hold before the alert fires.")
-    severity: Literal["info", "low", "warning", "high", "critical"] = Field(
-        "warning", description="Alert severity."
+    for_secs: float = Field(
+        default=0.0, ge=0, description="How long the condition must hold before the alert fires."
     )
-    team: str = Field("", description="Team label for Alertmanager routing (empty: no team label).")
-    min_events: int = Field(30, ge=1, description="Fewer events in the current window: insufficient data.")
+    severity: Literal["info", "low", "warning", "high", "critical"] = Field(
+        default="warning", description="Alert severity."
+    )
+    team: str = Field(default="", description="Team label for Alertmanager routing (empty: no team label).")
+    min_events: int = Field(
+        default=30, ge=1, description="Fewer events in the current window: insufficient data."
+    )
     min_baseline_events: int = Field(
-        100, ge=1, description="Fewer events in the baseline: insufficient data."
+        default=100, ge=1, description="Fewer events in the baseline: insufficient data."
     )
     min_baseline_coverage: float = Field(
-        0.5,
+        default=0.5,
         ge=0,
         le=1,
         description="Share of the baseline window that must hold data, else insufficient data.",
     )
-    max_series: int = Field(100, gt=0, description="Series this check tracks; new ones above it are refused.")
+    max_series: int = Field(
+        default=100, gt=0, description="Series this check tracks; new ones above it are refused."
+    )
     runbook: str = Field(
-        "business-metric.md", description="Runbook page (relative to runbook_url) for the alert."
+        default="business-metric.md", description="Runbook page (relative to runbook_url) for the alert."
     )
 
     @field_validator("field", "denominator")
@@ -120,13 +132,17 @@ class BusinessCheckConfig(StrictModel):
 
 
 class BusinessConfig(StrictModel):
-    enabled: bool = Field(False, description="Run the business-metric checks declared under `checks`.")
+    enabled: bool = Field(
+        default=False, description="Run the business-metric checks declared under `checks`."
+    )
     checks: dict[str, BusinessCheckConfig] = Field(
         default_factory=dict,
         description="Checks by name (lowercase, digits, underscores); the name is the alert's.",
     )
     max_future_skew_secs: float = Field(
-        300.0, ge=0, description="Events stamped further in the future than this are dropped (counted)."
+        default=300.0,
+        ge=0,
+        description="Events stamped further in the future than this are dropped (counted).",
     )
 
     @field_validator("checks")

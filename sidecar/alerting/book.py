@@ -1,0 +1,326 @@
+"""The alert book: turns each round of findings into alert lifecycles the way Prometheus does
+(``rules/alerting.go``): pending until the hold duration passes, then firing, then resolved.
+
+Sending follows Prometheus too: a firing alert is (re-)sent when it starts firing and then every
+``resend_delay_secs`` with ``endsAt = now + 4 x max(eval interval, resend delay)``, so Alertmanager resolves
+it by itself if the sidecar dies; a resolved alert is sent with ``endsAt`` = when it resolved (in the past)
+and re-sent on the same interval while it is kept (``resolved_retention_secs``). Notices go to the outbox of
+the Alertmanager exporter, which persists them.
+
+A finding with ``insufficient_data`` never fires an alert; it counts as "condition not holding".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from fastapi import APIRouter
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from sidecar.alerting.changes import iso
+from sidecar.alerting.config import AlertingConfig
+from sidecar.alerting.templates import TemplateError, human_secs, render
+from sidecar.model import Change, Finding
+
+__all__ = ["Alert", "AlertBook", "NoticeSink", "fingerprint"]
+
+
+class NoticeSink(Protocol):
+    def enqueue(self, notices: Sequence[Mapping[str, Any]]) -> None: ...
+
+
+@dataclass
+class Alert:
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    state: str  # pending | firing | inactive
+    active_at: float
+    hold_secs: float
+    fired_at: float | None = None
+    resolved_at: float | None = None
+    last_sent_at: float | None = None
+    valid_until: float = 0.0
+    kind: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def notice(self, generator_url: str) -> dict[str, Any]:
+        """The Alertmanager v2 representation (a postableAlert)."""
+        ends = self.resolved_at if self.resolved_at is not None else self.valid_until
+        out: dict[str, Any] = {
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+            "startsAt": iso(self.active_at),
+            "endsAt": iso(ends),
+        }
+        if generator_url:
+            out["generatorURL"] = generator_url
+        return out
+
+
+def fingerprint(labels: Mapping[str, str]) -> str:
+    raw = "\x1f".join(f"{k}\x1e{v}" for k, v in sorted(labels.items()))
+    return hashlib.sha1(raw.encode()).hexdigest()[:16]
+
+
+class AlertBook:
+    name = "alert_book"
+    role = "sink"
+
+    def __init__(
+        self,
+        cfg: AlertingConfig,
+        *,
+        registry: CollectorRegistry,
+        eval_interval_secs: float,
+        sink: NoticeSink | None,
+        components: dict[str, object],
+        runbook_base: str,
+        dashboard_base: str | None,
+        sidecar_url: str,
+        logger: logging.Logger | None = None,
+        on_transition: Callable[[str, Alert, float], None] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.sink = sink
+        self.components = components
+        self.eval_interval = eval_interval_secs
+        self.runbook_base = runbook_base.rstrip("/")
+        self.dashboard_base = dashboard_base.rstrip("/") if dashboard_base else None
+        self.sidecar_url = sidecar_url.rstrip("/")
+        self.log = logger or logging.getLogger("sidecar.alert_book")
+        self.on_transition = on_transition
+        self.alerts: dict[str, Alert] = {}
+        self._lock = threading.Lock()
+        self._gauge = Gauge("sidecar_alerts", "Alerts in the book, by state.", ["state"], registry=registry)
+        self._refused = Counter(
+            "sidecar_alerts_refused",
+            "New alerts refused because max_active_alerts was reached.",
+            registry=registry,
+        )
+        self._notices = Counter(
+            "sidecar_alert_notices", "Notices handed to delivery, by state.", ["state"], registry=registry
+        )
+        self._tmpl_errors = Counter(
+            "sidecar_alert_template_errors",
+            "Annotations that failed to render (a fallback text was used).",
+            ["template"],
+            registry=registry,
+        )
+        for s in ("pending", "firing", "resolved"):
+            self._gauge.labels(s).set(0)
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        return None
+
+    async def shutdown(self) -> None:
+        return None
+
+    def readiness(self) -> None:
+        return None
+
+    def routes(self) -> APIRouter:
+        router = APIRouter()
+
+        @router.get("/v1/alerts")
+        async def get_alerts() -> list[dict[str, Any]]:
+            with self._lock:
+                return [{**a.notice(""), "state": a.state} for a in self.alerts.values()]
+
+        return router
+
+    # -- evaluation ------------------------------------------------------------------------------------------
+    def _hold(self, f: Finding) -> float:
+        if f.check in self.cfg.for_secs:
+            return self.cfg.for_secs[f.check]
+        for comp in self.components.values():
+            fn = getattr(comp, "hold_secs", None)
+            if callable(fn):
+                v = fn(f.check)
+                if v is not None:
+                    return float(v)
+        return self.cfg.default_for_secs
+
+    def _labels(self, f: Finding) -> dict[str, str]:
+        labels = {k: v for k, v in f.labels.items() if v != ""}
+        labels.setdefault("alertname", "".join(p.capitalize() for p in f.check.split("_") if p))
+        labels["check"] = f.check
+        labels["severity"] = f.severity
+        return labels
+
+    def on_findings(self, findings: Sequence[Finding], now: float) -> None:
+        notices: list[dict[str, Any]] = []
+        with self._lock:
+            seen: set[str] = set()
+            for f in findings:
+                labels = self._labels(f)
+                fp = fingerprint(labels)
+                seen.add(fp)
+                a = self.alerts.get(fp)
+                if f.active and not f.insufficient_data:
+                    if a is None or a.state == "inactive":
+                        if self._count_active() >= self.cfg.max_active_alerts:
+                            self._refused.inc()
+                            continue
+                        a = self.alerts[fp] = Alert(
+                            labels=labels,
+                            annotations={},
+                            state="pending",
+                            active_at=now,
+                            hold_secs=self._hold(f),
+                            kind=f.kind,
+                        )
+                    a.annotations = self._annotate(f, labels, now)
+                    if a.state == "pending" and now - a.active_at >= a.hold_secs:
+                        a.state = "firing"
+                        a.fired_at = now
+                        self._transition("fired", a, now)
+                elif a is not None:
+                    self._deactivate(fp, a, now)
+            for fp, a in list(self.alerts.items()):
+                if fp not in seen and a.state != "inactive":
+                    self._deactivate(fp, a, now)  # the series vanished: Prometheus resolves it too
+                if (
+                    a.state == "inactive"
+                    and a.resolved_at is not None
+                    and now - a.resolved_at > self.cfg.resolved_retention_secs
+                ):
+                    del self.alerts[fp]
+            notices = self._due(now)
+            counts = {"pending": 0, "firing": 0, "resolved": 0}
+            for a in self.alerts.values():
+                counts["resolved" if a.state == "inactive" else a.state] += 1
+            for s, n in counts.items():
+                self._gauge.labels(s).set(n)
+        if notices and self.sink is not None:
+            self.sink.enqueue(notices)
+
+    def _count_active(self) -> int:
+        return sum(1 for a in self.alerts.values() if a.state != "inactive")
+
+    def _deactivate(self, fp: str, a: Alert, now: float) -> None:
+        if a.state == "pending":
+            del self.alerts[fp]
+        elif a.state == "firing":
+            a.state = "inactive"
+            a.resolved_at = now
+            self._transition("resolved", a, now)
+
+    def _transition(self, what: str, a: Alert, now: float) -> None:
+        if self.on_transition is not None:
+            try:
+                self.on_transition(what, a, now)
+            except Exception:
+                self.log.exception("transition hook failed")
+
+    def _due(self, now: float) -> list[dict[str, Any]]:
+        out = []
+        valid = now + 4 * max(self.eval_interval, self.cfg.resend_delay_secs)
+        gen = self.sidecar_url + "/v1/alerts" if self.sidecar_url else ""
+        for a in self.alerts.values():
+            if a.state == "pending":
+                continue
+            due = (
+                a.last_sent_at is None
+                or (a.resolved_at is not None and a.resolved_at > a.last_sent_at)
+                or a.last_sent_at + self.cfg.resend_delay_secs <= now
+            )
+            if not due:
+                continue
+            a.last_sent_at = now
+            if a.state == "firing":
+                a.valid_until = valid
+            out.append(a.notice(gen))
+            self._notices.labels("firing" if a.state == "firing" else "resolved").inc()
+        return out
+
+    # -- annotations -----------------------------------------------------------------------------------------
+    def _changes(self, model: str | None, now: float) -> list[Change]:
+        log = self.components.get("changes")
+        fn = getattr(log, "recent", None)
+        if not callable(fn):
+            return []
+        try:
+            return list(fn(model, None, now - self.cfg.changes.annotate_window_secs))[
+                : self.cfg.changes.max_in_annotation
+            ]
+        except Exception:
+            self.log.exception("could not read recent changes")
+            return []
+
+    def _annotate(self, f: Finding, labels: Mapping[str, str], now: float) -> dict[str, str]:
+        ann = dict(f.annotations)
+        changes = self._changes(labels.get("model"), now)
+
+        def one(c: Change) -> str:
+            return c.what + (f" ({c.link})" if c.link and c.link not in c.what else "")
+
+        change_pct = f.effect_size * 100 if f.effect_size is not None and f.kind == "business" else None
+        direction = ann.get("direction", "up")
+        variables: dict[str, object] = {
+            "alertname": labels.get("alertname", ""),
+            "check": f.check,
+            "kind": f.kind,
+            "severity": f.severity,
+            "SEVERITY": f.severity.upper(),
+            "model": labels.get("model", ""),
+            "version": labels.get("version", ""),
+            "team": labels.get("team", ""),
+            "display_name": ann.get("display_name", f.check.replace("_", " ")),
+            "aggregate": ann.get("aggregate", ""),
+            "compare": ann.get("compare", ""),
+            "direction": direction,
+            "direction_word": ("down" if change_pct < 0 else "up") if change_pct is not None else direction,
+            "comparison": "above" if direction == "up" else "below",
+            "value": f.value,
+            "baseline": f.baseline,
+            "threshold": f.threshold,
+            "change_pct": change_pct,
+            "abs_change_pct": abs(change_pct) if change_pct is not None else None,
+            "window": human_secs(f.window_secs),
+            "baseline_window": ann.get("baseline_window", ""),
+            "events": ann.get("events", ""),
+            "finding_summary": f.summary or f.check,
+            "finding_description": f.description,
+            "insufficient_reason": ann.get("insufficient_reason", ""),
+            "recent_change": one(changes[0]) if changes else "none",
+            "recent_changes": "; ".join(f"{one(c)} by {c.who or '?'} at {iso(c.at)}" for c in changes)
+            or "none",
+            "runbook": ann.get("runbook", f"{f.kind}.md"),
+            "runbook_base": self.runbook_base,
+            "dashboard_base": self.dashboard_base or "",
+            "sidecar_url": self.sidecar_url,
+            "trace_id": f.trace_id or "",
+        }
+        t = self.cfg.templates
+        if f.kind != "business":
+            summary_t, summary_name = t.summary_other, "summary_other"
+            desc_t, desc_name = t.description_other, "description_other"
+        elif f.baseline is not None and change_pct is not None:
+            summary_t, summary_name = t.summary, "summary"
+            desc_t, desc_name = t.description, "description"
+        else:
+            summary_t, summary_name = t.summary_absolute, "summary_absolute"
+            desc_t, desc_name = t.description_absolute, "description_absolute"
+        out = {
+            "summary": self._render(summary_name, summary_t, variables, f.summary or f.check),
+            "description": self._render(desc_name, desc_t, variables, f.description),
+            "runbook_url": self._render("runbook_url", t.runbook_url, variables, ""),
+        }
+        if self.dashboard_base:
+            out["dashboard_url"] = self._render("dashboard_url", t.dashboard_url, variables, "")
+        if f.trace_id:
+            out["trace_url"] = self._render("trace_url", t.trace_url, variables, "")
+        return {k: v for k, v in out.items() if v}
+
+    def _render(self, name: str, template: str, variables: Mapping[str, object], fallback: str) -> str:
+        try:
+            return render(template, variables)
+        except TemplateError:
+            self._tmpl_errors.labels(name).inc()
+            return fallback
