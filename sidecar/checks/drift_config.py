@@ -1,11 +1,98 @@
-"""Drift check config (placeholder until the drift check lands)."""
+"""Config of the drift check (``checks.drift``)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field, model_validator
+
 from sidecar.configbase import StrictModel
 
-__all__ = ["DriftConfig"]
+__all__ = ["DriftConfig", "ModelDriftConfig", "ReferenceConfig"]
+
+
+class ReferenceConfig(StrictModel):
+    mode: Literal["pinned", "file", "rolling"] = Field(
+        "pinned",
+        description="Where the reference comes from: 'pinned' (the first `pinned_events` events of a "
+                    "version), "
+                    "'file' (Parquet, CSV or JSONL at `path`, e.g. a training-set sample) or 'rolling' "
+                    "(the same hours one week earlier).",
+    )
+    path: str | None = Field(None, description="Reference file for mode 'file' (.parquet, .csv or .jsonl).")
+    pinned_events: int = Field(
+        5000, gt=0, le=10_000_000, description="Mode 'pinned': how many events after a version is first seen "
+                                               "make its reference.",
+    )
+    pinned_version: str | None = Field(
+        None, description="Mode 'pinned': pin every version to this version's first events (default: each "
+                          "version is compared with its own first events).",
+    )
+    rolling_offset_secs: float = Field(
+        7 * 86400.0, gt=0, description="Mode 'rolling': how far back the reference window lies (a week).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> ReferenceConfig:
+        if self.mode == "file" and not self.path:
+            raise ValueError("path: required when mode is 'file'")
+        return self
+
+
+class ModelDriftConfig(StrictModel):
+    features: dict[str, Literal["numeric", "categorical"]] = Field(
+        default_factory=dict,
+        description="Declared feature kinds. Undeclared features are inferred on first sight (a number -> "
+                    "numeric, a string -> categorical) and then fixed, unless `infer_features` is false.",
+    )
+    reference: ReferenceConfig | None = Field(None, description="This model's reference (default: "
+                                                                "`checks.drift.reference`).")
 
 
 class DriftConfig(StrictModel):
-    enabled: bool = False
+    enabled: bool = Field(False, description="Run the drift check on events from the events sources.")
+    window_secs: float = Field(1800.0, gt=0, description="Length of the current window compared with the "
+                                                          "reference.")
+    bucket_count: int = Field(6, ge=1, le=1000, description="Time buckets the current window is split into "
+                                                            "(the window slides one bucket at a time).")
+    min_samples: int = Field(200, ge=1, description="Fewer non-missing values than this in the current "
+                                                    "window or the reference gives an insufficient-data "
+                                                    "finding.")
+    p_threshold: float = Field(0.01, gt=0, lt=1, description="Benjamini-Hochberg-adjusted p-value below "
+                                                             "which a feature may drift.")
+    ks_effect_floor: float = Field(0.05, ge=0, le=1, description="Smallest KS D (numeric) that counts as "
+                                                                  "drift, whatever the p-value.")
+    psi_effect_floor: float = Field(0.1, ge=0, description="Smallest PSI (categorical) that counts as drift.")
+    missing_ratio_increase: float = Field(
+        0.1, gt=0, le=1, description="A rise of the missing/NaN ratio over the reference's by this much is "
+                                     "reported as a missing-values finding (test='missing').",
+    )
+    sustained_secs: float = Field(600.0, ge=0, description="The drift condition must hold this long before "
+                                                           "a finding is active (decided in the check).")
+    max_exact_samples: int = Field(
+        20_000, ge=100, description="Raw values kept per feature per current window; beyond it buckets fold "
+                                    "into KLL sketches (bounded memory, error in docs/drift.md).",
+    )
+    kll_k: int = Field(200, ge=8, le=65535,
+                       description="KLL sketch size parameter (rank error ~1.33% at 200).")
+    max_reference_samples: int = Field(200_000, ge=100, description="Largest numeric reference kept per "
+                                                                    "feature (files are subsampled, seeded).")
+    max_series: int = Field(1000, gt=0, description="Most model/version/feature series; new ones are refused "
+                                                     "and counted.")
+    max_categories: int = Field(100, ge=2, description="Categories tracked per categorical feature; the rest "
+                                                        "are counted under __other__.")
+    max_models: int = Field(50, gt=0, description="Most model/version pairs tracked.")
+    infer_features: bool = Field(True, description="Infer undeclared features' kinds on first sight.")
+    monitor_score: bool = Field(True, description="Also test the prediction score (feature '_score') and "
+                                                   "predicted class (feature '_class').")
+    persist_interval_secs: float = Field(60.0, gt=0, description="How often windows are saved to the store.")
+    reference: ReferenceConfig = Field(default_factory=ReferenceConfig,  # type: ignore[arg-type]
+                                       description="Default reference for every model.")
+    models: dict[str, ModelDriftConfig] = Field(default_factory=dict,
+                                                description="Per-model feature kinds and references.")
+
+    @model_validator(mode="after")
+    def _check(self) -> DriftConfig:
+        if self.max_exact_samples < self.bucket_count:
+            raise ValueError("max_exact_samples: must be at least bucket_count")
+        return self
