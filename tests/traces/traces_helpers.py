@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import uvicorn
 from prometheus_client import CollectorRegistry
 
+from sidecar.app import create_app
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
+from sidecar.demo.tritonserver import free_port
 from sidecar.service import Service
 from sidecar.traces.factory import build
 
@@ -25,3 +32,36 @@ def make_service(traces: dict[str, Any] | None = None, server: dict[str, Any] | 
 def sample(registry: CollectorRegistry, name: str, labels: dict[str, str] | None = None) -> float:
     v = registry.get_sample_value(name, labels or {})
     return 0.0 if v is None else v
+
+
+@contextlib.contextmanager
+def live_sidecar(traces: dict[str, Any] | None = None, registry: CollectorRegistry | None = None,
+                 ) -> Iterator[tuple[str, Service]]:
+    """The real app under uvicorn in a thread on a free loopback port; stopped even when the test fails."""
+    svc = Service(parse_config({"store": {"path": ":memory:"}, "traces": {"enabled": True, **(traces or {})}}),
+                  registry=registry or CollectorRegistry(), factories=[build])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the sidecar did not start")
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port}", svc
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+def wait_for(cond: Callable[[], bool], secs: float) -> bool:
+    """Poll a condition until a deadline (for real processes that work at their own pace)."""
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()

@@ -1,0 +1,126 @@
+"""Join Triton's failure counters into traces, because Triton's own spans never carry an error status.
+
+Every ``interval_secs`` the counter ``nv_inference_request_failure`` (summed over ``reason``) is read per model
+and version. An increase of N between two reads means N requests of that model and version failed in that
+interval; ``TraceStore.mark_failures`` then marks the traced requests of the interval: *failed* when N covers all of
+them, *possibly failed* otherwise (a counter cannot say which request failed). Intervals are applied one round
+late, because Triton's OTLP exporter batches spans for seconds after the request ends.
+
+Only the one metric family is needed, so the exposition is filtered line by line with a regex rather than run
+through a full parser (Triton's exposition has thousands of series we would parse for nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections import deque
+
+import httpx
+from prometheus_client import CollectorRegistry, Counter
+
+from sidecar.clock import Clock
+from sidecar.component import Readiness
+from sidecar.traces.config import FailureJoinConfig
+from sidecar.traces.hub import TraceHub
+
+__all__ = ["FailureJoin", "failure_counts"]
+
+_LINE = re.compile(r"^nv_inference_request_failure\{([^}]*)\}\s+(\S+)", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_MAX_INTERVALS = 1000
+
+
+def failure_counts(text: str) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], float] = {}
+    for m in _LINE.finditer(text):
+        labels = dict(_LABEL.findall(m.group(1)))
+        key = (labels.get("model", ""), labels.get("version", ""))
+        try:
+            out[key] = out.get(key, 0.0) + float(m.group(2))
+        except ValueError:
+            continue
+    return out
+
+
+class FailureJoin:
+    name = "trace_failure_join"
+    role = "source"
+
+    def __init__(self, cfg: FailureJoinConfig, hub: TraceHub, http: httpx.AsyncClient, registry: CollectorRegistry,
+                 clock: Clock, logger: logging.Logger | None = None) -> None:
+        assert cfg.metrics_url is not None
+        self.cfg = cfg
+        self.url = cfg.metrics_url
+        self.hub = hub
+        self.http = http
+        self.clock = clock
+        self.log = logger or logging.getLogger("sidecar.traces.failures")
+        self._last: dict[tuple[str, str], float] = {}
+        self._last_ns: int | None = None
+        self._intervals: deque[tuple[str, str, int, int, int]] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._errors = Counter("sidecar_trace_failure_join_errors", "Failed reads of Triton's failure counters.",
+                               ["reason"], registry=registry)
+        self._marked = Counter("sidecar_trace_failure_join_marked", "Traces marked failed or possibly failed.",
+                               registry=registry)
+        self._dropped = Counter("sidecar_trace_failure_join_intervals_dropped",
+                                "Failure intervals dropped because too many were waiting.", registry=registry)
+
+    async def poll_once(self, *, apply_all: bool = False) -> int:
+        """Read the counters, queue new failure intervals, apply the ones from earlier rounds; returns marks."""
+        now_ns = int(self.clock.now() * 1e9)
+        try:
+            r = await self.http.get(self.url, timeout=10.0)
+            r.raise_for_status()
+            counts = failure_counts(r.text)
+        except httpx.HTTPError as exc:
+            self._errors.labels("http").inc()
+            self.log.warning("reading %s failed: %s", self.url, exc)
+            return 0
+        ready = list(self._intervals)
+        self._intervals.clear()
+        if self._last_ns is not None:
+            for key, v in counts.items():
+                delta = v - self._last.get(key, 0.0)
+                if delta > 0:
+                    if len(self._intervals) >= _MAX_INTERVALS:
+                        self._dropped.inc()
+                        continue
+                    self._intervals.append((key[0], key[1], self._last_ns, now_ns, int(delta)))
+        self._last, self._last_ns = counts, now_ns
+        if apply_all:
+            ready += list(self._intervals)
+            self._intervals.clear()
+        marked = 0
+        for model, version, since, until, failed in ready:
+            marked += self.hub.store.mark_failures(model, version, since, until, failed)
+        self._marked.inc(marked)
+        return marked
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="trace-failure-join")
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.poll_once()
+            except Exception:
+                self._errors.labels("internal").inc()
+                self.log.exception("failure join failed")
+            await asyncio.sleep(self.cfg.interval_secs)
+
+    async def shutdown(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def readiness(self) -> Readiness | None:
+        return None
+
+    def routes(self) -> None:
+        return None
