@@ -273,6 +273,7 @@ class AlertBook:
             "team": labels.get("team", ""),
             "display_name": ann.get("display_name", f.check.replace("_", " ")),
             "aggregate": ann.get("aggregate", ""),
+            "agg_short": "avg" if ann.get("aggregate") == "mean" else ann.get("aggregate", ""),
             "compare": ann.get("compare", ""),
             "direction": direction,
             "direction_word": ("down" if change_pct < 0 else "up") if change_pct is not None else direction,

@@ -35,8 +35,8 @@ class RetryConfig(StrictModel):
 class TemplatesConfig(StrictModel):
     summary: str = Field(
         default="[{SEVERITY}] {display_name} {direction_word} {abs_change_pct:.1f}%"
-        " ({baseline_window} avg {baseline:.3g}"
-        " -> {value:.3g}) | model {model} v{version} | recent change: {recent_change}",
+        " ({baseline_window} {agg_short} {baseline:.3g}"
+        " -> {window} {agg_short} {value:.3g}) | model {model} v{version} | recent change: {recent_change}",
         description="One-line summary of a finding compared with a baseline.",
     )
     summary_absolute: str = Field(

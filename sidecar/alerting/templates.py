@@ -26,6 +26,7 @@ VARIABLES: dict[str, object] = {
     "team": "growth",
     "display_name": "CTR mean",
     "aggregate": "mean",
+    "agg_short": "avg",
     "compare": "relative",
     "direction": "down",
     "direction_word": "down",
@@ -103,7 +104,8 @@ def human_secs(secs: float | None) -> str:
     """86400 -> "1d", 300 -> "5m"; "" for None."""
     if secs is None or not math.isfinite(secs):
         return ""
+    # Days only from two days up, so a day reads "24h" as operators say it.
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= size and secs % size == 0:
+        if secs >= (2 * size if unit == "d" else size) and secs % size == 0:
             return f"{int(secs // size)}{unit}"
     return f"{secs:g}s"

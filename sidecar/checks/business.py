@@ -297,12 +297,13 @@ class BusinessChecks:
     def _evaluate_series(self, chk: _Check, s: _Series, now: float) -> Finding | None:
         cfg = chk.cfg
         lo = now - cfg.window_secs
-        for start in [b for b in s.cur if b + cfg.bucket_secs <= lo]:
+        # A bucket belongs to the window when it starts inside it, so a rate divides by about window_secs.
+        for start in [b for b in s.cur if b <= lo]:
             del s.cur[start]
         cur = [b for start, b in s.cur.items() if start <= now]
         if cfg.baseline_secs is not None:
             blo = lo - cfg.baseline_secs
-            for start in [b for b in s.base if b + cfg.baseline_bucket_secs <= blo]:
+            for start in [b for b in s.base if b < blo]:
                 del s.base[start]
         if not s.cur and not s.base:
             return None
@@ -312,7 +313,8 @@ class BusinessChecks:
         insufficient = n < cfg.min_events or value is None
         reason = f"{n} events in the window (need {cfg.min_events})" if insufficient else ""
         if cfg.compare == "relative":
-            base = [b for start, b in s.base.items() if start < lo]
+            # Only buckets wholly before the current window, so the regression is not in its own baseline.
+            base = [b for start, b in s.base.items() if start + cfg.baseline_bucket_secs <= lo]
             baseline, bn = self._aggregate(chk, base, cfg.baseline_secs or 1.0)
             coverage = len(base) * cfg.baseline_bucket_secs / (cfg.baseline_secs or 1.0)
             if not insufficient and (
