@@ -1,8 +1,8 @@
 """An NVML stand-in with pynvml's function names, return shapes and real error classes.
 
 Errors are raised as ``pynvml.NVMLError(code)``, which pynvml itself turns into the same subclass the real
-library raises (``NVMLError_NotSupported``, ``NVMLError_GpuIsLost``, ...), so the source under test sees exactly
-what it would see from libnvidia-ml.
+library raises (``NVMLError_NotSupported``, ``NVMLError_GpuIsLost``, ...), so the source under test sees
+exactly what it would see from libnvidia-ml.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ class FakeGpu:
     mem_mhz: int = 2619
     pcie_kb: tuple[int, int] = (1000, 2000)  # tx, rx in KB/s
     energy_mj: int = 123_456_789
-    throttle_mask: int = pynvml.nvmlClocksEventReasonSwPowerCap | pynvml.nvmlClocksEventReasonHwThermalSlowdown
+    throttle_mask: int = (
+        pynvml.nvmlClocksEventReasonSwPowerCap | pynvml.nvmlClocksEventReasonHwThermalSlowdown
+    )
     ecc: tuple[int, int] = (3, 0)  # corrected, uncorrected
     processes: list[tuple[int, int | None]] = field(default_factory=list)  # (pid, used bytes or None)
     errors: dict[str, int] = field(default_factory=dict)  # nvml function name -> NVML_ERROR_* code
@@ -43,7 +45,9 @@ class FakeGpu:
 
 
 class FakeNvml:
-    def __init__(self, gpus: list[FakeGpu], *, init_error: int | None = None, driver: str = "550.54.15") -> None:
+    def __init__(
+        self, gpus: list[FakeGpu], *, init_error: int | None = None, driver: str = "550.54.15"
+    ) -> None:
         self.gpus = gpus
         self.init_error = init_error
         self.driver = driver
@@ -70,8 +74,13 @@ class FakeNvml:
         return gpu
 
     def xid(self, index: int, code: int) -> None:
-        self.events.append(SimpleNamespace(device=SimpleNamespace(index=index),
-                                           eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=code))
+        self.events.append(
+            SimpleNamespace(
+                device=SimpleNamespace(index=index),
+                eventType=pynvml.nvmlEventTypeXidCriticalError,
+                eventData=code,
+            )
+        )
 
     # -- the pynvml surface the source uses ---------------------------------------------------------------
     def nvmlInit(self) -> None:
@@ -146,8 +155,12 @@ class FakeNvml:
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: Any) -> list[Any]:
         g = self._gpu("nvmlDeviceGetComputeRunningProcesses", h)
-        return [SimpleNamespace(pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
-                for pid, used in g.processes]
+        return [
+            SimpleNamespace(
+                pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF
+            )
+            for pid, used in g.processes
+        ]
 
     def nvmlEventSetCreate(self) -> Any:
         return SimpleNamespace(kind="event_set")
@@ -182,8 +195,13 @@ class Rig:
         return self.registry.get_sample_value(metric, labels)
 
 
-def make_rig(gpus: list[FakeGpu], *, init_error: int | None = None, processes: dict[int, str] | None = None,
-             gpu_config: dict[str, Any] | None = None) -> Rig:
+def make_rig(
+    gpus: list[FakeGpu],
+    *,
+    init_error: int | None = None,
+    processes: dict[int, str] | None = None,
+    gpu_config: dict[str, Any] | None = None,
+) -> Rig:
     cfg = GpuConfig.model_validate(gpu_config or {})
     reg = CollectorRegistry(auto_describe=True)
     clock = FakeClock()

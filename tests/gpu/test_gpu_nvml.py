@@ -1,4 +1,4 @@
-"""The NVML source against the NVML stand-in (tests/gpu/conftest.py) that raises pynvml's real error classes."""
+"""The NVML source against the NVML stand-in (gpu_fake_nvml.py), which raises pynvml's real errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import logging
 
 import pynvml
 import pytest
-
 from gpu_fake_nvml import GIB, FakeGpu, make_rig
 
 U0 = "GPU-11111111-2222-3333-4444-555555555555"
@@ -55,12 +54,18 @@ def test_values_are_exported_in_base_units_with_named_throttle_reasons() -> None
 
 
 def test_failing_fields_are_skipped_and_counted_not_the_whole_sample() -> None:
-    gpu0 = FakeGpu(U0, errors={
-        "nvmlDeviceGetTotalEccErrors": pynvml.NVML_ERROR_NOT_SUPPORTED,
-        "nvmlDeviceGetTotalEnergyConsumption": pynvml.NVML_ERROR_NOT_SUPPORTED,
-        "nvmlDeviceGetComputeRunningProcesses": pynvml.NVML_ERROR_NO_PERMISSION,
-    }, processes=[(10, GIB)])
-    rig = make_rig([gpu0, FakeGpu(U1, processes=[(11, GIB)])], processes={10: "tritonserver", 11: "tritonserver"})
+    gpu0 = FakeGpu(
+        U0,
+        errors={
+            "nvmlDeviceGetTotalEccErrors": pynvml.NVML_ERROR_NOT_SUPPORTED,
+            "nvmlDeviceGetTotalEnergyConsumption": pynvml.NVML_ERROR_NOT_SUPPORTED,
+            "nvmlDeviceGetComputeRunningProcesses": pynvml.NVML_ERROR_NO_PERMISSION,
+        },
+        processes=[(10, GIB)],
+    )
+    rig = make_rig(
+        [gpu0, FakeGpu(U1, processes=[(11, GIB)])], processes={10: "tritonserver", 11: "tritonserver"}
+    )
     rig.source.sample_once()
     v = rig.value
     assert v("sidecar_gpu_ecc_errors_total", **lab("0", U0), type="corrected") is None
@@ -80,7 +85,7 @@ def test_failing_fields_are_skipped_and_counted_not_the_whole_sample() -> None:
     ecc_calls = rig.nvml.calls["nvmlDeviceGetTotalEccErrors"]
     rig.clock.advance(10)
     rig.source.sample_once()
-    # NOT_SUPPORTED does not change on a GPU: it is not asked again; NO_PERMISSION is retried and counted again
+    # NOT_SUPPORTED never changes on a GPU: not asked again; NO_PERMISSION is retried and counted again
     assert rig.nvml.calls["nvmlDeviceGetTotalEccErrors"] == ecc_calls + 2  # GPU 1's two calls only
     assert v(errs, field="ecc_corrected", reason="not_supported") == 1
     assert v(errs, field="processes", reason="no_permission") == 2
@@ -162,25 +167,52 @@ def test_xid_events_drained_per_sample_are_bounded() -> None:
 
 def test_process_memory_tells_triton_apart_from_other_tenants() -> None:
     procs = [(100, 3 * GIB), (101, GIB), (200, 2 * GIB), (300, None)]
-    rig = make_rig([FakeGpu(U0, processes=procs)],
-                   processes={100: "tritonserver", 101: "triton_python_b", 200: "python3"},
-                   gpu_config={"nvml": {"max_processes_per_gpu": 2}})
+    rig = make_rig(
+        [FakeGpu(U0, processes=procs)],
+        processes={100: "tritonserver", 101: "triton_python_b", 200: "python3"},
+        gpu_config={"nvml": {"max_processes_per_gpu": 2}},
+    )
     rig.source.sample_once()
     v = rig.value
     assert v("sidecar_gpu_owner_memory_used_bytes", **lab("0", U0), owner="triton") == 4 * GIB
     assert v("sidecar_gpu_owner_memory_used_bytes", **lab("0", U0), owner="other") == 2 * GIB
-    assert v("sidecar_gpu_process_memory_used_bytes", **lab("0", U0), pid="100", command="tritonserver",
-             owner="triton") == 3 * GIB
-    assert v("sidecar_gpu_process_memory_used_bytes", **lab("0", U0), pid="200", command="python3",
-             owner="other") == 2 * GIB
+    assert (
+        v(
+            "sidecar_gpu_process_memory_used_bytes",
+            **lab("0", U0),
+            pid="100",
+            command="tritonserver",
+            owner="triton",
+        )
+        == 3 * GIB
+    )
+    assert (
+        v(
+            "sidecar_gpu_process_memory_used_bytes",
+            **lab("0", U0),
+            pid="200",
+            command="python3",
+            owner="other",
+        )
+        == 2 * GIB
+    )
     # bounded: the third-largest process is not exported as a series, but counted
-    assert v("sidecar_gpu_process_memory_used_bytes", **lab("0", U0), pid="101", command="triton_python_b",
-             owner="triton") is None
+    assert (
+        v(
+            "sidecar_gpu_process_memory_used_bytes",
+            **lab("0", U0),
+            pid="101",
+            command="triton_python_b",
+            owner="triton",
+        )
+        is None
+    )
     assert v("sidecar_gpu_skipped_total", what="processes") == 1
 
 
 def test_without_a_driver_no_gpu_is_visible_one_log_line_and_init_retried_on_its_own_interval(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     rig = make_rig([FakeGpu(U0)], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
     with caplog.at_level(logging.INFO, logger="sidecar.gpu.nvml"):
         for _ in range(5):
@@ -207,8 +239,12 @@ def test_no_fabricated_zeros_and_no_stale_values() -> None:
     rig = make_rig([FakeGpu(U0)], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
     rig.source.sample_once()
     names = {m.name for m in rig.registry.collect()}
-    gpu_series = [s for m in rig.registry.collect() for s in m.samples
-                  if s.name.startswith("sidecar_gpu_") and "gpu" in s.labels]
+    gpu_series = [
+        s
+        for m in rig.registry.collect()
+        for s in m.samples
+        if s.name.startswith("sidecar_gpu_") and "gpu" in s.labels
+    ]
     assert gpu_series == []
     assert "sidecar_gpu_visible_devices" in names
 
