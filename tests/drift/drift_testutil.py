@@ -37,7 +37,8 @@ def make_ctx(store_path: str | Path, clock: FakeClock, config: Mapping[str, Any]
 
 def events(model: str, version: str, ts: float, features: Iterable[Mapping[str, Any]]) -> Batch:
     return Batch(kind="events", source="test",
-                 items=tuple(Event(model=model, version=version, timestamp=ts, features=dict(f)) for f in features))
+                 items=tuple(Event(model=model, version=version, timestamp=ts, features=dict(f))
+                             for f in features))
 
 
 def feed(check: Any, clock: FakeClock, model: str, version: str, rows: list[dict[str, Any]],
@@ -48,7 +49,8 @@ def feed(check: Any, clock: FakeClock, model: str, version: str, rows: list[dict
         clock.advance(1.0)
 
 
-def normal_rows(rng: np.random.Generator, n: int, names: Iterable[str], loc: Mapping[str, float] | None = None,
+def normal_rows(rng: np.random.Generator, n: int, names: Iterable[str],
+                loc: Mapping[str, float] | None = None,
                 scale: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     names = list(names)
     loc = loc or {}
