@@ -50,6 +50,8 @@ def _page(title: str, body: str) -> str:
 
 def _ms(ns: int | float) -> str:
     ms = ns / 1e6
+    if ms == 0:
+        return "0 ms"
     return f"{ms:.3f} ms" if ms < 10 else f"{ms:.1f} ms"
 
 
