@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from sidecar.clock import Clock, SystemClock
 from sidecar.component import Bus, Component, Context, Readiness
@@ -70,6 +70,9 @@ class Service:
         logger: logging.Logger | None = None,
         factories: list[Factory] | None = None,
     ) -> None:
+        # The *_created series would double the series count, and Prometheus' text format reads them as separate
+        # gauges; this is a process-wide switch in prometheus_client, idempotent.
+        disable_created_metrics()
         self.config = config
         self.clock = clock or SystemClock()
         self.registry = registry or CollectorRegistry(auto_describe=True)

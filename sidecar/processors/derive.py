@@ -68,6 +68,7 @@ class ModelSnapshot:
     failures: dict[str, float] = field(default_factory=dict)
     pending: float | None = None
     quantiles: dict[tuple[str, str], float] = field(default_factory=dict)  # (stage, quantile) -> seconds
+    summary_totals: dict[str, tuple[float, float]] = field(default_factory=dict)  # stage -> (count, sum seconds)
 
 
 def snapshot_models(
@@ -104,8 +105,15 @@ def snapshot_models(
             snap.pending = value
         else:
             stage = summaries.get(name)
-            if stage is not None and "quantile" in lab and not math.isnan(value):
-                snap.quantiles[(stage, lab["quantile"])] = value / 1e6
+            if stage is not None:
+                if "quantile" in lab and not math.isnan(value):
+                    snap.quantiles[(stage, lab["quantile"])] = value / 1e6
+            elif name.endswith(("_summary_us_count", "_summary_us_sum")):
+                base, _, part = name.rpartition("_")
+                stage = summaries.get(base)
+                if stage is not None:
+                    count, total = snap.summary_totals.get(stage, (0.0, 0.0))
+                    snap.summary_totals[stage] = (value, total) if part == "count" else (count, value / 1e6)
     return models, passthrough, len(refused)
 
 
@@ -139,11 +147,14 @@ class Deriver:
         return sorted(self._current)
 
     def mark_stale(self) -> None:
-        """A scrape failed: stop reporting interval values; the next success starts a new interval."""
+        """A scrape failed: stop reporting interval values.
+
+        The last good scrape is kept, so the next good one derives over the whole gap (as ``rate()`` over a
+        window spanning it would), with any reset in between handled as a reset.
+        """
         self.fresh = False
         self._derived = {}
         self._passthrough = []
-        self._prev_t = None
 
     def update(self, models: dict[Key, ModelSnapshot],
                passthrough: list[tuple[str, dict[str, str], float]], now: float) -> None:
@@ -255,15 +266,20 @@ class Deriver:
 
         pending = GaugeMetricFamily("sidecar_model_pending_requests",
                                     "Requests queued or executing in Triton right now.", labels=mv)
-        quant = GaugeMetricFamily("sidecar_model_stage_latency_seconds",
-                                  "Triton's own latency summary quantiles per stage (since Triton started).",
-                                  labels=[*mv, "stage", "quantile"])
+        # Triton's summaries re-exported as real summaries in seconds (quantiles over Triton's own window).
+        quant = Metric("sidecar_model_stage_latency_seconds",
+                       "Triton's latency summary per stage: quantiles over Triton's window, count and sum since "
+                       "Triton started.", "summary")
         if self.fresh:
             for (m, v), snap in sorted(self._current.items()):
                 if snap.pending is not None:
                     pending.add_metric([m, v], snap.pending)
                 for (s, q), val in sorted(snap.quantiles.items()):
-                    quant.add_metric([m, v, s, q], val)
+                    quant.add_sample(quant.name, {"model": m, "version": v, "stage": s, "quantile": q}, val)
+                for s, (count, total) in sorted(snap.summary_totals.items()):
+                    lab = {"model": m, "version": v, "stage": s}
+                    quant.add_sample(quant.name + "_count", lab, count)
+                    quant.add_sample(quant.name + "_sum", lab, total)
         yield pending
         yield quant
 

@@ -73,7 +73,7 @@ class TritonMetricsSource:
         self._models_refused = Counter("sidecar_triton_models_refused",
                                        "Model/version pairs refused per scrape above triton.max_models.",
                                        registry=registry)
-        self._resets = Counter("sidecar_triton_counter_resets",
+        self._resets = Counter("sidecar_triton_series_resets",
                                "Counter resets seen (Triton restarted or a model reloaded).", registry=registry)
         self._last_ok = Gauge("sidecar_triton_last_success_timestamp_seconds",
                               "Unix time of the last good scrape.", registry=registry)

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import gzip
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from sidecar.app import create_app
+from sidecar.clock import FakeClock
+from sidecar.component import Context, Readiness
+from sidecar.config import parse_config
+from sidecar.service import Service
+from sidecar.store import Store
+
+
+class Echo:
+    """A push component that only uses the shared guard: auth, admission, body limits."""
+
+    name = "echo"
+    role = "source"
+
+    def __init__(self, ctx: Context, ready: bool = True) -> None:
+        self.ctx = ctx
+        self.ready = ready
+
+    async def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+    def readiness(self) -> Readiness:
+        return Readiness(self.ready, "echo detail")
+
+    def routes(self) -> APIRouter:
+        router = APIRouter()
+        guard = self.ctx.guard
+
+        @router.post("/v1/echo")
+        async def echo(request: Request) -> dict[str, int]:
+            guard.authorize(request, "push", "echo")
+            async with guard.admit("echo"):
+                body = await guard.read_body(request, "echo")
+            return {"bytes": len(body)}
+
+        return router
+
+
+def client(ready: bool = True, **server: Any) -> tuple[TestClient, Service]:
+    cfg = parse_config({"server": {"max_body_bytes": 1000, **server}, "triton": {"enabled": False}})
+    svc = Service(cfg, clock=FakeClock(), store=Store(":memory:"), factories=[lambda ctx: [Echo(ctx, ready)]])
+    return TestClient(create_app(svc)), svc
+
+
+def refused(svc: Service, reason: str) -> float:
+    return svc.registry.get_sample_value("sidecar_http_refused_total", {"endpoint": "echo", "reason": reason}) or 0
+
+
+def test_health_ready_and_metrics() -> None:
+    c, _ = client()
+    with c:
+        assert c.get("/healthz").json() == {"status": "ok"}
+        r = c.get("/readyz")
+        assert r.status_code == 200 and r.json()["components"] == {"echo": "ok: echo detail"}
+        assert "sidecar_http_inflight_requests" in c.get("/metrics").text
+    c, _ = client(ready=False)
+    with c:
+        assert c.get("/readyz").status_code == 503
+        assert c.get("/healthz").status_code == 200
+
+
+def test_bearer_token_is_required_and_refusals_are_counted() -> None:
+    c, svc = client(push_token="s3cret")
+    with c:
+        assert c.post("/v1/echo", content=b"x").status_code == 401
+        assert c.post("/v1/echo", content=b"x", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        r = c.post("/v1/echo", content=b"xyz", headers={"Authorization": "Bearer s3cret"})
+        assert r.status_code == 200 and r.json() == {"bytes": 3}
+    assert refused(svc, "unauthorized") == 2
+
+
+def test_body_limits_before_and_after_decompression() -> None:
+    c, svc = client()
+    with c:
+        assert c.post("/v1/echo", content=b"x" * 1001).status_code == 413
+        ok = gzip.compress(b"y" * 900)
+        r = c.post("/v1/echo", content=ok, headers={"Content-Encoding": "gzip"})
+        assert r.json() == {"bytes": 900}
+        # The first 999 bytes of a 50 MB gzip bomb already inflate past the limit: refused before inflating more.
+        bomb = gzip.compress(b"\0" * 50_000_000)
+        r = c.post("/v1/echo", content=bomb[:999], headers={"Content-Encoding": "gzip"})
+        assert r.status_code == 413
+        small_bomb = gzip.compress(b"\0" * 100_000)
+        assert len(small_bomb) < 1000
+        r = c.post("/v1/echo", content=small_bomb, headers={"Content-Encoding": "gzip"})
+        assert r.status_code == 413 and "decompressed" in r.json()["detail"]
+        r = c.post("/v1/echo", content=b"not gzip", headers={"Content-Encoding": "gzip"})
+        assert r.status_code == 400
+        r = c.post("/v1/echo", content=b"x", headers={"Content-Encoding": "br"})
+        assert r.status_code == 415
+        assert c.get("/healthz").status_code == 200
+    assert refused(svc, "too_large") == 3
+    assert refused(svc, "bad_encoding") >= 2
+
+
+def test_secret_tokens_never_show_in_config_dumps() -> None:
+    cfg = parse_config({"server": {"push_token": "s3cret", "admin_token": "adm1n"}})
+    assert isinstance(cfg.server.push_token, SecretStr)
+    dumped = cfg.model_dump_json() + repr(cfg) + str(cfg)
+    assert "s3cret" not in dumped and "adm1n" not in dumped

@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
+
+from sidecar.processors.derive import Deriver, snapshot_models
+from sidecar.promtext import parse_exposition
+
+
+def scrape(success: dict[tuple[str, str], float], failures: dict[tuple[str, str, str], float] | None = None,
+           queue_us: float = 0.0, execs: float | None = None) -> str:
+    lines = []
+    for (m, v), n in success.items():
+        lines.append(f'nv_inference_request_success{{model="{m}",version="{v}"}} {n}')
+        lines.append(f'nv_inference_count{{model="{m}",version="{v}"}} {n}')
+        lines.append(f'nv_inference_exec_count{{model="{m}",version="{v}"}} {execs if execs is not None else n}')
+        lines.append(f'nv_inference_queue_duration_us{{model="{m}",version="{v}"}} {queue_us}')
+        lines.append(f'nv_inference_pending_request_count{{model="{m}",version="{v}"}} 3')
+        lines.append(f'nv_inference_queue_summary_us{{model="{m}",version="{v}",quantile="0.99"}} 2500')
+        lines.append(f'nv_inference_queue_summary_us_count{{model="{m}",version="{v}"}} {n}')
+        lines.append(f'nv_inference_queue_summary_us_sum{{model="{m}",version="{v}"}} {queue_us}')
+    for (m, v, r), n in (failures or {}).items():
+        lines.append(f'nv_inference_request_failure{{model="{m}",reason="{r}",version="{v}"}} {n}')
+    return "\n".join(lines) + "\n"
+
+
+def feed(d: Deriver, text: str, t: float) -> None:
+    models, passthrough, _ = snapshot_models(parse_exposition(text), 100)
+    d.update(models, passthrough, t)
+
+
+def exposition(d: Deriver) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    reg = CollectorRegistry()
+
+    class C(Collector):
+        def collect(self):  # type: ignore[no-untyped-def]
+            return d.collect()
+
+    reg.register(C())
+    out = {}
+    for fam in reg.collect():
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+K = (("model", "ctr"), ("version", "1"))
+
+
+def test_rates_error_ratio_by_reason_stage_average_and_batch_efficiency() -> None:
+    d = Deriver()
+    feed(d, scrape({("ctr", "1"): 100}, {("ctr", "1", "BACKEND"): 0}, queue_us=1000, execs=50), 0.0)
+    feed(d, scrape({("ctr", "1"): 160}, {("ctr", "1", "BACKEND"): 20}, queue_us=13000, execs=70), 10.0)
+    e = exposition(d)
+    assert e[("sidecar_model_requests_per_second", K)] == 8.0  # (60 ok + 20 failed) / 10 s
+    assert e[("sidecar_model_successes_per_second", K)] == 6.0
+    assert e[("sidecar_model_failures_per_second", (("model", "ctr"), ("reason", "BACKEND"), ("version", "1")))] == 2.0
+    assert e[("sidecar_model_error_ratio", K)] == 0.25
+    # 12,000 us of queueing over 60 successful requests = 200 us each.
+    assert abs(e[("sidecar_model_stage_average_seconds", (*K[:1], ("stage", "queue"), K[1]))] - 0.0002) < 1e-12
+    assert e[("sidecar_model_inferences_per_execution", K)] == 3.0  # 60 inferences over 20 executions
+    assert e[("sidecar_model_pending_requests", K)] == 3.0
+    assert e[("sidecar_model_stage_latency_seconds", (("model", "ctr"), ("quantile", "0.99"), ("stage", "queue"),
+                                                      ("version", "1")))] == 0.0025
+    assert e[("sidecar_model_stage_latency_seconds_count", (("model", "ctr"), ("stage", "queue"),
+                                                            ("version", "1")))] == 160
+
+
+def test_counter_reset_is_handled_like_prometheus_rate_never_negative() -> None:
+    d = Deriver()
+    feed(d, scrape({("ctr", "1"): 1000}), 0.0)
+    feed(d, scrape({("ctr", "1"): 1100}), 10.0)
+    feed(d, scrape({("ctr", "1"): 30}), 20.0)  # Triton restarted: counters start again from zero
+    e = exposition(d)
+    assert e[("sidecar_model_requests_per_second", K)] == 3.0  # 30 since the reset, not -107
+    assert d.resets >= 1
+    # The reset-corrected total keeps growing through the restart.
+    assert e[("sidecar_model_request_success_total", K)] == 1130.0
+
+
+def test_first_scrape_has_no_rates_and_a_vanished_version_disappears() -> None:
+    d = Deriver()
+    feed(d, scrape({("ctr", "1"): 10, ("ctr", "2"): 5}), 0.0)
+    assert not any(k[0] == "sidecar_model_requests_per_second" for k in exposition(d))
+    feed(d, scrape({("ctr", "1"): 20, ("ctr", "2"): 6}), 5.0)
+    feed(d, scrape({("ctr", "1"): 30}), 10.0)  # version 2 unloaded
+    e = exposition(d)
+    versions = {dict(k[1])["version"] for k in e if k[0].startswith("sidecar_model_")}
+    assert versions == {"1"}
+
+
+def test_no_traffic_gives_zero_rate_and_no_error_ratio() -> None:
+    d = Deriver()
+    feed(d, scrape({("ctr", "1"): 10}, {("ctr", "1", "OTHER"): 0}), 0.0)
+    feed(d, scrape({("ctr", "1"): 10}, {("ctr", "1", "OTHER"): 0}), 5.0)
+    e = exposition(d)
+    assert e[("sidecar_model_requests_per_second", K)] == 0.0
+    assert ("sidecar_model_error_ratio", K) not in e
+
+
+def test_stale_marking_withdraws_interval_values() -> None:
+    d = Deriver()
+    feed(d, scrape({("ctr", "1"): 10}), 0.0)
+    feed(d, scrape({("ctr", "1"): 20}), 5.0)
+    d.mark_stale()
+    e = exposition(d)
+    assert not any(k[0] in ("sidecar_model_requests_per_second", "sidecar_model_pending_requests") for k in e)
+    assert e[("sidecar_model_request_success_total", K)] == 20.0
+
+
+def test_model_cardinality_limit_refuses_new_pairs() -> None:
+    text = scrape({("a", "1"): 1, ("b", "1"): 1, ("c", "1"): 1})
+    models, _, refused = snapshot_models(parse_exposition(text), 2)
+    assert set(models) == {("a", "1"), ("b", "1")}
+    assert refused == 1
+
+
+def test_gpu_series_are_joined_on_uuid() -> None:
+    d = Deriver()
+    text = 'nv_gpu_utilization{gpu_uuid="GPU-1"} 0.5\nnv_gpu_power_usage{gpu_uuid="GPU-2"} 70\n'
+    models, passthrough, _ = snapshot_models(parse_exposition(text), 10)
+    d.update(models, passthrough, 0.0)
+    fams = {f.name: f for f in d.collect({"GPU-1": {"index": "0", "name": "NVIDIA H100"}})}
+    util = fams["sidecar_triton_gpu_utilization_ratio"].samples[0]
+    assert util.labels == {"gpu_uuid": "GPU-1", "gpu": "0", "gpu_name": "NVIDIA H100"}
+    power = fams["sidecar_triton_gpu_power_usage_watts"].samples[0]
+    assert power.labels["gpu"] == "" and power.value == 70

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
+
+from sidecar.clock import FakeClock
+from sidecar.sources.triton_config import TritonConfig
+from sidecar.sources.triton_metrics import TritonMetricsSource
+
+FIXTURE = (Path(__file__).parent.parent / "data" / "core" / "triton-2.51-metrics.txt").read_text()
+
+
+def bump(text: str, by: int) -> str:
+    """The same scrape with every fraud success counter moved on by ``by``."""
+    return text.replace('nv_inference_request_success{model="fraud",version="1"} 79',
+                        f'nv_inference_request_success{{model="fraud",version="1"}} {79 + by}')
+
+
+def make(handler: Callable[[httpx.Request], httpx.Response], registry: CollectorRegistry, clock: FakeClock,
+         **cfg: object) -> tuple[TritonMetricsSource, httpx.AsyncClient]:
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    src = TritonMetricsSource(TritonConfig(metrics_url="http://triton:8002/metrics", **cfg),  # type: ignore[arg-type]
+                              registry=registry, clock=clock, http=http)
+    return src, http
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+FRAUD = {"model": "fraud", "version": "1"}
+
+
+async def test_good_scrapes_give_rates_and_self_health(registry: CollectorRegistry, clock: FakeClock) -> None:
+    bodies = [FIXTURE, bump(FIXTURE, 50)]
+    src, http = make(lambda r: httpx.Response(200, text=bodies.pop(0), headers={"content-type": "text/plain"}),
+                     registry, clock)
+    assert await src.scrape_once()
+    clock.advance(5)
+    assert await src.scrape_once()
+    assert value(registry, "sidecar_triton_up") == 1
+    assert value(registry, "sidecar_triton_series") == 134
+    assert value(registry, "sidecar_model_successes_per_second", **FRAUD) == 10.0
+    assert value(registry, "sidecar_triton_scrapes_total", result="success") == 2
+    assert src.readiness().ok
+    await http.aclose()
+
+
+@pytest.mark.parametrize(
+    "response, reason",
+    [
+        (lambda r: httpx.Response(500, text="oops"), "http_status"),
+        (lambda r: httpx.Response(200, text="<html>login</html>", headers={"content-type": "text/html"}),
+         "content_type"),
+        (lambda r: httpx.Response(200, text=FIXTURE[:4000], headers={"content-type": "text/plain"}), "parse"),
+        (lambda r: httpx.Response(200, text="<html>\n", headers={"content-type": "text/plain"}), "parse"),
+    ],
+)
+async def test_bad_answers_fail_the_scrape_and_withdraw_fresh_values(
+    registry: CollectorRegistry, clock: FakeClock, response: Callable[[httpx.Request], httpx.Response], reason: str
+) -> None:
+    answers: list[Callable[[httpx.Request], httpx.Response]] = [
+        lambda r: httpx.Response(200, text=FIXTURE),
+        lambda r: httpx.Response(200, text=bump(FIXTURE, 5)),
+        response,
+    ]
+    src, http = make(lambda r: answers.pop(0)(r), registry, clock)
+    await src.scrape_once()
+    clock.advance(5)
+    await src.scrape_once()
+    assert value(registry, "sidecar_model_successes_per_second", **FRAUD) == 1.0
+    clock.advance(5)
+    assert not await src.scrape_once()
+    assert value(registry, "sidecar_triton_up") == 0
+    assert value(registry, "sidecar_triton_scrape_failures_total", reason=reason) == 1
+    # The last good interval is no longer reported as fresh.
+    assert value(registry, "sidecar_model_successes_per_second", **FRAUD) is None
+    assert value(registry, "sidecar_model_pending_requests", **FRAUD) is None
+    assert not src.readiness().ok
+    await http.aclose()
+
+
+async def test_timeout_and_vanished_target_are_counted(registry: CollectorRegistry, clock: FakeClock) -> None:
+    def timeout(r: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("slow", request=r)
+
+    def refused(r: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=r)
+
+    answers = [timeout, refused, lambda r: httpx.Response(200, text=FIXTURE)]
+    src, http = make(lambda r: answers.pop(0)(r), registry, clock)
+    assert not await src.scrape_once()
+    assert not await src.scrape_once()
+    assert value(registry, "sidecar_triton_scrape_failures_total", reason="timeout") == 1
+    assert value(registry, "sidecar_triton_scrape_failures_total", reason="connect") == 1
+    assert await src.scrape_once()
+    assert value(registry, "sidecar_triton_up") == 1
+    await http.aclose()
+
+
+async def test_too_many_series_are_refused_and_counted(registry: CollectorRegistry, clock: FakeClock) -> None:
+    src, http = make(lambda r: httpx.Response(200, text=FIXTURE), registry, clock, max_series=100)
+    assert await src.scrape_once()
+    assert value(registry, "sidecar_triton_series") == 100
+    assert value(registry, "sidecar_triton_series_refused_total") == 34
+    await http.aclose()
+
+
+@pytest.mark.prometheus
+async def test_exposition_passes_promtool_check_metrics(registry: CollectorRegistry, clock: FakeClock) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool is not installed (apt-get install prometheus)")
+    bodies = [FIXTURE, bump(FIXTURE, 50)]
+    src, http = make(lambda r: httpx.Response(200, text=bodies.pop(0)), registry, clock)
+    await src.scrape_once()
+    clock.advance(5)
+    await src.scrape_once()
+    disable_created_metrics()
+    text = generate_latest(registry)
+    proc = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr.decode() + proc.stdout.decode()
+    await http.aclose()

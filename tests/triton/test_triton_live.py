@@ -1,0 +1,185 @@
+"""The Triton metrics source against a real Triton 2.51 (CPU) started by the fixtures."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from sidecar.clock import FakeClock
+from sidecar.demo.tritonserver import TritonServer, demo_model_repository
+from sidecar.promtext import parse_exposition
+from sidecar.sources.triton_config import TritonConfig
+from sidecar.sources.triton_metrics import TritonMetricsSource
+
+pytestmark = pytest.mark.triton
+
+
+def infer(server: TritonServer, model: str, version: str, x: list[float]) -> int:
+    body = {"inputs": [{"name": "x", "shape": [1, len(x)], "datatype": "FP32", "data": x}]}
+    return httpx.post(f"{server.http_url}/v2/models/{model}/versions/{version}/infer", json=body,
+                      timeout=30).status_code
+
+
+def triton_counters(server: TritonServer) -> dict[tuple[str, str, str, str], float]:
+    """Triton's own counters, read straight from its endpoint: (family, model, version, reason) -> value."""
+    expo = parse_exposition(httpx.get(server.metrics_url, timeout=10).text)
+    out = {}
+    for name, raw, v in expo.samples:
+        lab = expo.labels(raw)
+        if name in ("nv_inference_request_success", "nv_inference_request_failure"):
+            out[(name, lab["model"], lab["version"], lab.get("reason", ""))] = v
+    return out
+
+
+def make_source(server: TritonServer, clock: FakeClock, registry: CollectorRegistry
+                ) -> tuple[TritonMetricsSource, httpx.AsyncClient]:
+    http = httpx.AsyncClient()
+    cfg = TritonConfig(metrics_url=server.metrics_url, http_url=server.http_url, timeout_secs=5)
+    return TritonMetricsSource(cfg, registry=registry, clock=clock, http=http), http
+
+
+def derived(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+async def test_rates_and_error_ratio_agree_with_tritons_own_counters(demo_triton: TritonServer) -> None:
+    clock, registry = FakeClock(), CollectorRegistry()
+    src, http = make_source(demo_triton, clock, registry)
+    assert await src.scrape_once()
+    before = triton_counters(demo_triton)
+    statuses = [infer(demo_triton, "fraud", "1", [-1.0 if i % 4 == 0 else 10.0, 0.5, 0.5]) for i in range(20)]
+    statuses += [infer(demo_triton, "ctr", "2", [1, 2, 3, 4]) for _ in range(6)]
+    assert statuses.count(500) == 5
+    after = triton_counters(demo_triton)
+    clock.advance(10)
+    assert await src.scrape_once()
+
+    ok = after[("nv_inference_request_success", "fraud", "1", "")] - before[("nv_inference_request_success",
+                                                                              "fraud", "1", "")]
+    failed = sum(after[k] - before[k] for k in after if k[0] == "nv_inference_request_failure" and k[1] == "fraud")
+    assert (ok, failed) == (15, 5)
+    fraud = {"model": "fraud", "version": "1"}
+    assert derived(registry, "sidecar_model_successes_per_second", **fraud) == pytest.approx(ok / 10)
+    assert derived(registry, "sidecar_model_failures_per_second", reason="BACKEND", **fraud) == pytest.approx(0.5)
+    assert derived(registry, "sidecar_model_error_ratio", **fraud) == pytest.approx(failed / (ok + failed))
+    assert derived(registry, "sidecar_model_requests_per_second", model="ctr", version="2") == pytest.approx(0.6)
+    assert derived(registry, "sidecar_model_error_ratio", model="ctr", version="2") == 0.0
+    for stage in ("queue", "compute_input", "compute_infer", "compute_output"):
+        avg = derived(registry, "sidecar_model_stage_average_seconds", stage=stage, **fraud)
+        assert avg is not None and 0 <= avg < 1
+    assert derived(registry, "sidecar_model_stage_latency_seconds", stage="request", quantile="0.5", **fraud)
+    await http.aclose()
+
+
+@pytest.fixture
+def explicit_triton(tmp_path: Path) -> Iterator[TritonServer]:
+    server = TritonServer(demo_model_repository(), tmp_path, model_control_explicit=True, load_models=["fraud"])
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def no_negative_values(registry: CollectorRegistry) -> bool:
+    return all(s.value >= 0 for fam in registry.collect() for s in fam.samples
+               if s.name.startswith("sidecar_model_"))
+
+
+async def test_killing_and_restarting_triton_marks_down_then_up_without_negative_rates(
+    explicit_triton: TritonServer,
+) -> None:
+    clock, registry = FakeClock(), CollectorRegistry()
+    src, http = make_source(explicit_triton, clock, registry)
+    fraud = {"model": "fraud", "version": "1"}
+    assert await src.scrape_once()
+    for _ in range(12):
+        infer(explicit_triton, "fraud", "1", [5.0, 0.1, 0.1])
+    clock.advance(5)
+    assert await src.scrape_once()
+    assert derived(registry, "sidecar_model_successes_per_second", **fraud) == pytest.approx(12 / 5)
+
+    explicit_triton.kill()
+    clock.advance(5)
+    assert not await src.scrape_once()
+    assert derived(registry, "sidecar_triton_up") == 0
+    assert derived(registry, "sidecar_model_successes_per_second", **fraud) is None
+    assert not src.readiness().ok
+
+    explicit_triton.start()  # same ports: the restarted server's counters start from zero
+    for _ in range(3):
+        infer(explicit_triton, "fraud", "1", [5.0, 0.1, 0.1])
+    clock.advance(5)
+    assert await src.scrape_once()
+    assert derived(registry, "sidecar_triton_up") == 1
+    # Straight after the restart the new counters (3) are lower than the old ones (12): a reset, not -9. The
+    # interval runs from the last good scrape, 10 s ago.
+    assert derived(registry, "sidecar_model_successes_per_second", **fraud) == pytest.approx(3 / 10)
+    assert derived(registry, "sidecar_triton_series_resets_total") >= 1
+    assert derived(registry, "sidecar_model_request_success_total", **fraud) == 15
+    assert no_negative_values(registry)
+    assert b"sidecar_triton_up 1.0" in generate_latest(registry)
+    await http.aclose()
+
+
+def wait_until_index(server: TritonServer, want: set[tuple[str, str]], timeout_s: float = 60) -> None:
+    """Unloading is asynchronous in Triton: wait (with a deadline) until its index shows exactly ``want``."""
+    deadline = time.monotonic() + timeout_s
+    pause = threading.Event()
+    while time.monotonic() < deadline:
+        index = httpx.post(f"{server.http_url}/v2/repository/index", timeout=10).json()
+        if {(m["name"], m["version"]) for m in index if m.get("state") == "READY"} == want and all(
+            m.get("state") in ("READY", "UNAVAILABLE") for m in index
+        ):
+            return
+        pause.wait(0.1)
+    raise AssertionError(f"Triton's index never became {want}")
+
+
+def versions_seen(registry: CollectorRegistry, model: str) -> set[str]:
+    return {s.labels["version"] for fam in registry.collect() for s in fam.samples
+            if s.name == "sidecar_model_pending_requests" and s.labels["model"] == model}
+
+
+async def test_loading_and_unloading_versions_shows_in_the_derived_series(explicit_triton: TritonServer) -> None:
+    clock, registry = FakeClock(), CollectorRegistry()
+    src, http = make_source(explicit_triton, clock, registry)
+    assert await src.scrape_once()
+    assert versions_seen(registry, "ctr") == set()
+
+    r = httpx.post(f"{explicit_triton.http_url}/v2/repository/models/ctr/load", timeout=60)
+    assert r.status_code == 200, r.text
+    clock.advance(5)
+    assert await src.scrape_once()
+    assert versions_seen(registry, "ctr") == {"1", "2"}
+
+    # Reload with a policy that serves only version 1: version 2 is unloaded.
+    cfg = (demo_model_repository() / "ctr" / "config.pbtxt").read_text()
+    only_v1 = {"name": "ctr", "backend": "python", "max_batch_size": 16,
+               "version_policy": {"specific": {"versions": [1]}},
+               "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}],
+               "output": [{"name": "score", "data_type": "TYPE_FP32", "dims": [1]}]}
+    assert "version_policy" in cfg
+    r = httpx.post(f"{explicit_triton.http_url}/v2/repository/models/ctr/load",
+                   json={"parameters": {"config": json.dumps(only_v1)}}, timeout=60)
+    assert r.status_code == 200, r.text
+    wait_until_index(explicit_triton, {("ctr", "1"), ("fraud", "1")})
+    clock.advance(5)
+    assert await src.scrape_once()
+    assert versions_seen(registry, "ctr") == {"1"}
+
+    r = httpx.post(f"{explicit_triton.http_url}/v2/repository/models/ctr/unload", timeout=60)
+    assert r.status_code == 200, r.text
+    wait_until_index(explicit_triton, {("fraud", "1")})
+    clock.advance(5)
+    assert await src.scrape_once()
+    assert versions_seen(registry, "ctr") == set()
+    assert versions_seen(registry, "fraud") == {"1"}
+    await http.aclose()
