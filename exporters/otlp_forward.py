@@ -1,11 +1,14 @@
-"""Forward received spans to an OTLP/HTTP endpoint (Jaeger, Tempo, a collector) through the OpenTelemetry exporter.
+"""Forward received spans to an OTLP/HTTP endpoint (Jaeger, Tempo, a collector) through the OpenTelemetry
+exporter.
 
 The receiver only ``offer()``s spans: a bounded deque append that never blocks and counts a drop when full. A
-worker thread drains the queue in batches and calls ``OTLPSpanExporter.export``, which retries 429, 502, 503 and
+worker thread drains the queue in batches and calls ``OTLPSpanExporter.export``, which retries 429, 502,
+503 and
 504 only (with jittered exponential backoff, honouring Retry-After, within ``timeout_secs``) and gives up on
 anything else. So a downstream that is down costs queue space and drop counts, never receiver latency.
 
-The exporter sends with its own ``requests`` session, not the sidecar's httpx client: that is the price of using
+The exporter sends with its own ``requests`` session, not the sidecar's httpx client: that is the price of
+using
 the OpenTelemetry exporter as is. A response hook on that session counts every attempt by outcome.
 """
 

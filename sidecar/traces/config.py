@@ -1,4 +1,5 @@
-"""TracesConfig: the span side (OTLP receiver, Triton trace files, trace store, stage histograms, forwarding)."""
+"""TracesConfig: the span side (OTLP receiver, Triton trace files, trace store, stage histograms,
+forwarding)."""
 
 from __future__ import annotations
 
@@ -10,47 +11,83 @@ from sidecar.configbase import StrictModel
 
 __all__ = ["FailureJoinConfig", "ForwardConfig", "TraceFileConfig", "TracesConfig"]
 
-_DEFAULT_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                    1.0, 2.5, 5.0)
+_DEFAULT_BUCKETS = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+)
 
 
 class TraceFileConfig(StrictModel):
     path: str | None = Field(
-        None,
-        description="The file Triton was started with (`--trace-config triton,file=PATH`); the sidecar follows PATH "
+        default=None,
+        description="The file Triton was started with (`--trace-config triton,file=PATH`); the sidecar "
+        "follows PATH "
         "and its rotations PATH.0, PATH.1, ... Unset: no trace files are read.",
     )
-    poll_interval_secs: float = Field(1.0, gt=0, description="How often the trace files are checked for new data.")
+    poll_interval_secs: float = Field(
+        default=1.0, gt=0, description="How often the trace files are checked for new data."
+    )
     settle_secs: float = Field(
-        5.0, gt=0,
+        default=5.0,
+        gt=0,
         description="A file that is still not a complete JSON array after this long without changing is read "
         "leniently (the records before the damage are used, the rest is counted as a parse error).",
     )
     max_pending_requests: int = Field(
-        10000, gt=0, description="Requests seen only partly (their records not all written yet) kept at once.",
+        default=10000,
+        gt=0,
+        description="Requests seen only partly (their records not all written yet) kept at once.",
     )
     max_files_remembered: int = Field(
-        10000, gt=0, description="Names of fully read files remembered so they are not read twice.",
+        default=10000,
+        gt=0,
+        description="Names of fully read files remembered so they are not read twice.",
     )
     delete_after_read: bool = Field(
-        False, description="Delete a rotated file once it is fully read (Triton never deletes them itself).",
+        default=False,
+        description="Delete a rotated file once it is fully read (Triton never deletes them itself).",
     )
 
 
 class ForwardConfig(StrictModel):
     endpoint: str | None = Field(
-        None, description="OTLP/HTTP traces endpoint to forward every received span to, e.g. "
+        default=None,
+        description="OTLP/HTTP traces endpoint to forward every received span to, e.g. "
         "http://tempo:4318/v1/traces. Unset: no forwarding.",
     )
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers sent with each export.")
-    compression: Literal["none", "gzip"] = Field("gzip", description="Body compression of forwarded exports.")
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Extra HTTP headers sent with each export."
+    )
+    compression: Literal["none", "gzip"] = Field(
+        default="gzip", description="Body compression of forwarded exports."
+    )
     timeout_secs: float = Field(
-        10.0, gt=0, description="Time one export may take, retries included (the exporter backs off with jitter "
+        default=10.0,
+        gt=0,
+        description="Time one export may take, retries included (the exporter backs off with jitter "
         "and honours Retry-After; it retries 429, 502, 503 and 504 only).",
     )
-    queue_max_spans: int = Field(20000, gt=0, description="Spans waiting to be forwarded; more are dropped and counted.")
-    batch_max_spans: int = Field(512, gt=0, description="Spans sent in one export request.")
-    shutdown_flush_secs: float = Field(5.0, ge=0, description="Time spent flushing the queue at shutdown.")
+    queue_max_spans: int = Field(
+        default=20000, gt=0, description="Spans waiting to be forwarded; more are dropped and counted."
+    )
+    batch_max_spans: int = Field(default=512, gt=0, description="Spans sent in one export request.")
+    shutdown_flush_secs: float = Field(
+        default=5.0, ge=0, description="Time spent flushing the queue at shutdown."
+    )
 
     @field_validator("endpoint")
     @classmethod
@@ -62,34 +99,57 @@ class ForwardConfig(StrictModel):
 
 class FailureJoinConfig(StrictModel):
     metrics_url: str | None = Field(
-        None, description="Triton's /metrics URL; when set, increases of nv_inference_request_failure per model "
+        default=None,
+        description="Triton's /metrics URL; when set, increases of nv_inference_request_failure per model "
         "and version mark the traces of that model and version in the same interval (see docs/traces.md).",
     )
-    interval_secs: float = Field(15.0, gt=0, description="How often Triton's failure counters are read.")
+    interval_secs: float = Field(
+        default=15.0, gt=0, description="How often Triton's failure counters are read."
+    )
 
 
 class TracesConfig(StrictModel):
-    enabled: bool = Field(False, description="Turn the span side on (receiver, trace files, store, pages).")
-    receiver_enabled: bool = Field(True, description="Serve OTLP/HTTP POST /v1/traces.")
-    max_traces: int = Field(5000, gt=0, description="Traces kept in memory; above it the plain ones go first.")
-    max_age_secs: float = Field(3600.0, gt=0, description="Traces first seen longer ago than this are dropped.")
-    max_spans_per_trace: int = Field(1000, gt=0, description="Spans kept per trace; more are dropped and counted.")
+    enabled: bool = Field(
+        default=False, description="Turn the span side on (receiver, trace files, store, pages)."
+    )
+    receiver_enabled: bool = Field(default=True, description="Serve OTLP/HTTP POST /v1/traces.")
+    max_traces: int = Field(
+        default=5000, gt=0, description="Traces kept in memory; above it the plain ones go first."
+    )
+    max_age_secs: float = Field(
+        default=3600.0, gt=0, description="Traces first seen longer ago than this are dropped."
+    )
+    max_spans_per_trace: int = Field(
+        default=1000, gt=0, description="Spans kept per trace; more are dropped and counted."
+    )
     slow_threshold_ms: float = Field(
-        100.0, gt=0, description="A trace at least this long is 'slow': kept preferentially and listed on /traces.",
+        default=100.0,
+        gt=0,
+        description="A trace at least this long is 'slow': kept preferentially and listed on /traces.",
     )
     max_model_versions: int = Field(
-        200, gt=0, description="Distinct (model, version) label pairs in the stage histograms; more are refused "
+        default=200,
+        gt=0,
+        description="Distinct (model, version) label pairs in the stage histograms; more are refused "
         "and counted.",
     )
     stage_buckets_secs: list[float] = Field(
         default_factory=lambda: list(_DEFAULT_BUCKETS),
         description="Upper bounds of the per-stage latency histogram buckets, in seconds, increasing.",
     )
-    publish_spans: bool = Field(True, description="Publish received spans on the internal bus (kind `spans`).")
-    list_limit: int = Field(200, gt=0, description="Most traces the /traces page lists.")
-    file: TraceFileConfig = TraceFileConfig()
-    forward: ForwardConfig = ForwardConfig()
-    failure_join: FailureJoinConfig = FailureJoinConfig()
+    publish_spans: bool = Field(
+        default=True, description="Publish received spans on the internal bus (kind `spans`)."
+    )
+    list_limit: int = Field(default=200, gt=0, description="Most traces the /traces page lists.")
+    file: TraceFileConfig = Field(
+        default_factory=TraceFileConfig, description="Triton mode=triton trace files."
+    )
+    forward: ForwardConfig = Field(
+        default_factory=ForwardConfig, description="Forwarding to an OTLP endpoint."
+    )
+    failure_join: FailureJoinConfig = Field(
+        default_factory=FailureJoinConfig, description="Marking failed traces from Triton's failure counters."
+    )
 
     @field_validator("stage_buckets_secs")
     @classmethod

@@ -36,6 +36,8 @@ def build(ctx: Context) -> list[Any]:
     if cfg.failure_join.metrics_url:
         from sidecar.traces.failure_join import FailureJoin
 
-        out.append(FailureJoin(cfg.failure_join, hub, ctx.http, ctx.registry, ctx.clock, log.getChild("failures")))
+        out.append(
+            FailureJoin(cfg.failure_join, hub, ctx.http, ctx.registry, ctx.clock, log.getChild("failures"))
+        )
     out.append(TracePages(hub, cfg))
     return out

@@ -1,8 +1,10 @@
 """Join Triton's failure counters into traces, because Triton's own spans never carry an error status.
 
-Every ``interval_secs`` the counter ``nv_inference_request_failure`` (summed over ``reason``) is read per model
+Every ``interval_secs`` the counter ``nv_inference_request_failure`` (summed over ``reason``) is read per
+model
 and version. An increase of N between two reads means N requests of that model and version failed in that
-interval; ``TraceStore.mark_failures`` then marks the traced requests of the interval: *failed* when N covers all of
+interval; ``TraceStore.mark_failures`` then marks the traced requests of the interval: *failed* when N
+covers all of
 them, *possibly failed* otherwise (a counter cannot say which request failed). Intervals are applied one round
 late, because Triton's OTLP exporter batches spans for seconds after the request ends.
 
@@ -49,8 +51,15 @@ class FailureJoin:
     name = "trace_failure_join"
     role = "source"
 
-    def __init__(self, cfg: FailureJoinConfig, hub: TraceHub, http: httpx.AsyncClient, registry: CollectorRegistry,
-                 clock: Clock, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        cfg: FailureJoinConfig,
+        hub: TraceHub,
+        http: httpx.AsyncClient,
+        registry: CollectorRegistry,
+        clock: Clock,
+        logger: logging.Logger | None = None,
+    ) -> None:
         assert cfg.metrics_url is not None
         self.cfg = cfg
         self.url = cfg.metrics_url
@@ -62,15 +71,23 @@ class FailureJoin:
         self._last_ns: int | None = None
         self._intervals: deque[tuple[str, str, int, int, int]] = deque()
         self._task: asyncio.Task[None] | None = None
-        self._errors = Counter("sidecar_trace_failure_join_errors", "Failed reads of Triton's failure counters.",
-                               ["reason"], registry=registry)
-        self._marked = Counter("sidecar_trace_failure_join_marked", "Traces marked failed or possibly failed.",
-                               registry=registry)
-        self._dropped = Counter("sidecar_trace_failure_join_intervals_dropped",
-                                "Failure intervals dropped because too many were waiting.", registry=registry)
+        self._errors = Counter(
+            "sidecar_trace_failure_join_errors",
+            "Failed reads of Triton's failure counters.",
+            ["reason"],
+            registry=registry,
+        )
+        self._marked = Counter(
+            "sidecar_trace_failure_join_marked", "Traces marked failed or possibly failed.", registry=registry
+        )
+        self._dropped = Counter(
+            "sidecar_trace_failure_join_intervals_dropped",
+            "Failure intervals dropped because too many were waiting.",
+            registry=registry,
+        )
 
     async def poll_once(self, *, apply_all: bool = False) -> int:
-        """Read the counters, queue new failure intervals, apply the ones from earlier rounds; returns marks."""
+        """Read the counters, queue new failure intervals, apply earlier rounds'; returns traces marked."""
         now_ns = int(self.clock.now() * 1e9)
         try:
             r = await self.http.get(self.url, timeout=10.0)

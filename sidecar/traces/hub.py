@@ -33,20 +33,35 @@ class TraceHub:
     name = "traces"
     role = "sink"
 
-    def __init__(self, cfg: TracesConfig, registry: CollectorRegistry, clock: Clock, bus: Bus | None = None,
-                 logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TracesConfig,
+        registry: CollectorRegistry,
+        clock: Clock,
+        bus: Bus | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
         self.cfg = cfg
         self.clock = clock
         self.bus = bus
         self.log = logger or logging.getLogger("sidecar.traces")
-        self.store = TraceStore(registry, max_traces=cfg.max_traces, max_age_secs=cfg.max_age_secs,
-                                max_spans_per_trace=cfg.max_spans_per_trace,
-                                slow_threshold_ns=int(cfg.slow_threshold_ms * 1e6))
-        self.stages = StageHistograms(registry, buckets=cfg.stage_buckets_secs,
-                                      max_model_versions=cfg.max_model_versions)
+        self.store = TraceStore(
+            registry,
+            max_traces=cfg.max_traces,
+            max_age_secs=cfg.max_age_secs,
+            max_spans_per_trace=cfg.max_spans_per_trace,
+            slow_threshold_ns=int(cfg.slow_threshold_ms * 1e6),
+        )
+        self.stages = StageHistograms(
+            registry, buckets=cfg.stage_buckets_secs, max_model_versions=cfg.max_model_versions
+        )
         self.sinks: list[SpanSink] = []
-        self._ingested = Counter("sidecar_traces_spans_ingested", "Spans taken into the trace store, by source.",
-                                 ["source"], registry=registry)
+        self._ingested = Counter(
+            "sidecar_traces_spans_ingested",
+            "Spans taken into the trace store, by source.",
+            ["source"],
+            registry=registry,
+        )
         self._task: asyncio.Task[None] | None = None
 
     def ingest(self, spans: Sequence[Span], source: str) -> None:

@@ -1,11 +1,16 @@
 """Decode OTLP/HTTP trace bodies (protobuf and JSON) into ``Span`` objects, with partial-success accounting.
 
-JSON is decoded with orjson and walked by hand rather than with ``google.protobuf.json_format.Parse``: OTLP JSON
-writes trace and span ids as hex while the protobuf JSON mapping expects base64, so ``json_format`` silently garbles
-ids (and is ~40x slower; see docs/measured-facts.md). Protobuf uses the generated ``ExportTraceServiceRequest``.
+JSON is decoded with orjson and walked by hand rather than with ``google.protobuf.json_format.Parse``: OTLP
+JSON
+writes trace and span ids as hex while the protobuf JSON mapping expects base64, so ``json_format``
+silently garbles
+ids (and is ~40x slower; see docs/measured-facts.md). Protobuf uses the generated
+``ExportTraceServiceRequest``.
 
-A body that cannot be decoded at all raises ``ParseError`` (the receiver answers 400). A span that decodes but is
-unusable (bad ids, wrong field types) is rejected on its own and counted, so one bad span never fails its batch:
+A body that cannot be decoded at all raises ``ParseError`` (the receiver answers 400). A span that decodes
+but is
+unusable (bad ids, wrong field types) is rejected on its own and counted, so one bad span never fails its
+batch:
 that is OTLP's partial success.
 """
 
@@ -33,8 +38,14 @@ _HEX16 = re.compile(r"[0-9a-fA-F]{16}")
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
-_KIND_NAMES = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
-               "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+_KIND_NAMES = {
+    "SPAN_KIND_UNSPECIFIED": 0,
+    "SPAN_KIND_INTERNAL": 1,
+    "SPAN_KIND_SERVER": 2,
+    "SPAN_KIND_CLIENT": 3,
+    "SPAN_KIND_PRODUCER": 4,
+    "SPAN_KIND_CONSUMER": 5,
+}
 
 
 @dataclass
@@ -50,6 +61,7 @@ class DecodeResult:
 
 
 # ---------------------------------------------------------------- JSON
+
 
 def _any_json(v: Mapping[str, Any]) -> object:
     if "stringValue" in v:
@@ -108,7 +120,9 @@ def decode_json(body: bytes) -> DecodeResult:
                     tid = s["traceId"]
                     sid = s["spanId"]
                     if not _HEX32.fullmatch(tid) or tid == _ZERO_TRACE:
-                        out.reject(f"span {s.get('name', '?')!r}: traceId must be 32 hex digits, not all zero")
+                        out.reject(
+                            f"span {s.get('name', '?')!r}: traceId must be 32 hex digits, not all zero"
+                        )
                         continue
                     if not _HEX16.fullmatch(sid) or sid == _ZERO_SPAN:
                         out.reject(f"span {s.get('name', '?')!r}: spanId must be 16 hex digits, not all zero")
@@ -118,26 +132,41 @@ def decode_json(body: bytes) -> DecodeResult:
                         out.reject(f"span {s.get('name', '?')!r}: parentSpanId must be 16 hex digits")
                         continue
                     evs = s.get("events")
-                    events = tuple(
-                        SpanEvent(e["name"], int(e["timeUnixNano"]), _attrs_json(e.get("attributes")))
-                        for e in evs
-                    ) if evs else ()
+                    events = (
+                        tuple(
+                            SpanEvent(e["name"], int(e["timeUnixNano"]), _attrs_json(e.get("attributes")))
+                            for e in evs
+                        )
+                        if evs
+                        else ()
+                    )
                     st = s.get("status")
-                    spans.append(Span(
-                        tid.lower(), sid.lower(), pid.lower() if pid else None, str(s.get("name", "")),
-                        int(s["startTimeUnixNano"]), int(s["endTimeUnixNano"]), service,
-                        _attrs_json(s.get("attributes")), events,
-                        _enum(st.get("code"), _STATUS_NAMES) if st else 0,
-                        str(st.get("message", "")) if st else "",
-                        _enum(s.get("kind"), _KIND_NAMES),
-                    ))
+                    spans.append(
+                        Span(
+                            tid.lower(),
+                            sid.lower(),
+                            pid.lower() if pid else None,
+                            str(s.get("name", "")),
+                            int(s["startTimeUnixNano"]),
+                            int(s["endTimeUnixNano"]),
+                            service,
+                            _attrs_json(s.get("attributes")),
+                            events,
+                            _enum(st.get("code"), _STATUS_NAMES) if st else 0,
+                            str(st.get("message", "")) if st else "",
+                            _enum(s.get("kind"), _KIND_NAMES),
+                        )
+                    )
                 except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                    out.reject(f"span {s.get('name', '?') if isinstance(s, dict) else '?'!r}: "
-                               f"{type(exc).__name__} {exc}")
+                    out.reject(
+                        f"span {s.get('name', '?') if isinstance(s, dict) else '?'!r}: "
+                        f"{type(exc).__name__} {exc}"
+                    )
     return out
 
 
 # ---------------------------------------------------------------- protobuf
+
 
 def _any_pb(v: Any) -> object:
     which = v.WhichOneof("value")
@@ -184,13 +213,26 @@ def decode_protobuf(body: bytes) -> DecodeResult:
                     out.reject(f"span {s.name!r}: parent_span_id must be 8 bytes")
                     continue
                 evs = s.events
-                events = tuple(
-                    SpanEvent(e.name, e.time_unix_nano, _attrs_pb(e.attributes)) for e in evs
-                ) if evs else ()
+                events = (
+                    tuple(SpanEvent(e.name, e.time_unix_nano, _attrs_pb(e.attributes)) for e in evs)
+                    if evs
+                    else ()
+                )
                 st = s.status
-                spans.append(Span(
-                    tid.hex(), sid.hex(), pid.hex() if pid else None, s.name,
-                    s.start_time_unix_nano, s.end_time_unix_nano, service, _attrs_pb(s.attributes), events,
-                    st.code, st.message, s.kind,
-                ))
+                spans.append(
+                    Span(
+                        tid.hex(),
+                        sid.hex(),
+                        pid.hex() if pid else None,
+                        s.name,
+                        s.start_time_unix_nano,
+                        s.end_time_unix_nano,
+                        service,
+                        _attrs_pb(s.attributes),
+                        events,
+                        st.code,
+                        st.message,
+                        s.kind,
+                    )
+                )
     return out

@@ -1,7 +1,10 @@
-"""Server-rendered trace pages for on-call: ``/traces`` (recent slow and failed traces) and ``/traces/{trace_id}``.
+"""Server-rendered trace pages for on-call: ``/traces`` (recent slow and failed traces) and
+``/traces/{trace_id}``.
 
-The waterfall is one inline SVG: one row per span, ordered depth-first by parent and start time, bars on a shared
-time axis, names indented by depth, durations inline, Triton's events as ticks, error spans red and marked with a
+The waterfall is one inline SVG: one row per span, ordered depth-first by parent and start time, bars on a
+shared
+time axis, names indented by depth, durations inline, Triton's events as ticks, error spans red and marked
+with a
 cross. No JavaScript and no external assets, so it loads fast with hundreds of spans.
 """
 
@@ -38,14 +41,17 @@ h1{font-size:20px;margin:0 0 8px} a{color:#1f5fa8} table{border-collapse:collaps
 td,th{padding:3px 10px;border-bottom:1px solid #e4e4e4;text-align:left;white-space:nowrap}
 th{background:#f4f4f4} .err{color:#d62728;font-weight:600} .slow{color:#b35c00;font-weight:600}
 .meta{color:#555;margin-bottom:10px} .num{text-align:right;font-variant-numeric:tabular-nums}
-svg text{font:12px system-ui,sans-serif} .note{background:#fff3f3;border-left:4px solid #d62728;padding:6px 10px}
+svg text{font:12px system-ui,sans-serif} .note{background:#fff3f3;border-left:4px solid #d62728;padding:6px
+10px}
 """
 
 
 def _page(title: str, body: str) -> str:
-    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
-            f"<meta name=viewport content='width=device-width,initial-scale=1'><style>{_CSS}</style></head>"
-            f"<body>{body}</body></html>")
+    return (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
+        f"<meta name=viewport content='width=device-width,initial-scale=1'><style>{_CSS}</style></head>"
+        f"<body>{body}</body></html>"
+    )
 
 
 def _ms(ns: int | float) -> str:
@@ -104,14 +110,18 @@ def render_waterfall(spans: Sequence[Span]) -> str:
     scale = BAR_W / total
     height = TOP + ROW_H * len(rows) + 8
     width = LABEL_W + BAR_W + 110
-    parts = [f'<svg id=waterfall xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role=img aria-label="trace waterfall">']
+    parts = [
+        f'<svg id=waterfall xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role=img aria-label="trace waterfall">'
+    ]
     step = _nice_step(total)
     t = 0.0
     while t <= total:
         x = LABEL_W + t * scale
-        parts.append(f'<line x1="{x:.1f}" y1="{TOP - 8}" x2="{x:.1f}" y2="{height}" stroke="#e6e6e6"/>'
-                     f'<text x="{x + 2:.1f}" y="{TOP - 12}" fill="#666">{_ms(t)}</text>')
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{TOP - 8}" x2="{x:.1f}" y2="{height}" stroke="#e6e6e6"/>'
+            f'<text x="{x + 2:.1f}" y="{TOP - 12}" fill="#666">{_ms(t)}</text>'
+        )
         t += step
     for i, (s, depth) in enumerate(rows):
         y = TOP + i * ROW_H
@@ -123,7 +133,9 @@ def render_waterfall(spans: Sequence[Span]) -> str:
         mark = "\u2716 " if s.is_error else ""
         label_cls = ' class="err" fill="#d62728"' if s.is_error else ""
         model = s.attributes.get(MODEL_ATTR)
-        extra = f" v{html.escape(str(s.attributes.get('triton.model_version', '')))}" if model is not None else ""
+        extra = (
+            f" v{html.escape(str(s.attributes.get('triton.model_version', '')))}" if model is not None else ""
+        )
         parts.append(f'<text x="{6 + 14 * depth}" y="{y + 16}"{label_cls}>{mark}{name}{extra}</text>')
         tip = [f"{s.name}: {_ms(s.duration_ns)} (starts at +{_ms(s.start_unix_nano - t0)})"]
         if s.service_name:
@@ -139,8 +151,10 @@ def render_waterfall(spans: Sequence[Span]) -> str:
         )
         for e in s.events:
             ex = LABEL_W + (e.time_unix_nano - t0) * scale
-            parts.append(f'<line x1="{ex:.2f}" y1="{y + 3}" x2="{ex:.2f}" y2="{y + ROW_H - 3}" '
-                         f'stroke="#222" stroke-opacity=".35"/>')
+            parts.append(
+                f'<line x1="{ex:.2f}" y1="{y + 3}" x2="{ex:.2f}" y2="{y + ROW_H - 3}" '
+                f'stroke="#222" stroke-opacity=".35"/>'
+            )
         parts.append(f'<text x="{x + w + 4:.1f}" y="{y + 16}" fill="#333">{_ms(s.duration_ns)}</text></g>')
     parts.append("</svg>")
     return "".join(parts)
@@ -155,40 +169,57 @@ def _stage_table(e: TraceEntry) -> str:
             continue
         d = stage_durations(s, compute.get(s.span_id), by_id.get(s.parent_span_id or ""))
         cells = "".join(f"<td class=num>{_ms(d[k] * 1e9) if k in d else '-'}</td>" for k in STAGES)
-        rows.append(f"<tr><td>{html.escape(str(s.attributes[MODEL_ATTR]))} "
-                    f"v{html.escape(str(s.attributes.get('triton.model_version', '')))}</td>{cells}</tr>")
+        rows.append(
+            f"<tr><td>{html.escape(str(s.attributes[MODEL_ATTR]))} "
+            f"v{html.escape(str(s.attributes.get('triton.model_version', '')))}</td>{cells}</tr>"
+        )
     if not rows:
         return ""
     head = "".join(f"<th>{k.replace('_', ' ')}</th>" for k in STAGES)
-    return f"<h2 style='font-size:16px'>Triton stages</h2><table><tr><th>model</th>{head}</tr>{''.join(rows)}</table>"
+    return (
+        f"<h2 style='font-size:16px'>Triton stages</h2><table><tr><th>model</th>{head}</tr>"
+        f"{''.join(rows)}</table>"
+    )
 
 
 def render_trace(e: TraceEntry) -> str:
     spans = list(e.spans)
     errors = sum(1 for s in spans if s.is_error)
-    status = (f"<span class=err>\u2716 {errors} error span(s)</span>" if errors else
-              ("<span class=err>\u2716 failed</span>" if e.error else "ok"))
+    status = (
+        f"<span class=err>\u2716 {errors} error span(s)</span>"
+        if errors
+        else ("<span class=err>\u2716 failed</span>" if e.error else "ok")
+    )
     note = f"<p class=note>{html.escape(e.failure_note)}</p>" if e.failure_note else ""
     model = f" &middot; model <b>{html.escape(e.model)}</b> v{html.escape(e.version)}" if e.model else ""
-    body = (f"<p><a href='/traces'>&larr; recent traces</a></p><h1>Trace {e.trace_id}</h1>"
-            f"<div class=meta>{_when(e.start_ns)} &middot; duration <b>{_ms(e.duration_ns)}</b> &middot; "
-            f"{len(spans)} spans{model} &middot; {status}</div>{note}"
-            f"{render_waterfall(spans) if spans else '<p>No spans.</p>'}{_stage_table(e)}")
+    body = (
+        f"<p><a href='/traces'>&larr; recent traces</a></p><h1>Trace {e.trace_id}</h1>"
+        f"<div class=meta>{_when(e.start_ns)} &middot; duration <b>{_ms(e.duration_ns)}</b> &middot; "
+        f"{len(spans)} spans{model} &middot; {status}</div>{note}"
+        f"{render_waterfall(spans) if spans else '<p>No spans.</p>'}{_stage_table(e)}"
+    )
     return _page(f"Trace {e.trace_id}", body)
 
 
 def render_list(hub: TraceHub, model: str | None, version: str | None, show_all: bool) -> str:
-    items = hub.store.summaries(model=model or None, version=version or None, only_interesting=not show_all,
-                                limit=hub.cfg.list_limit)
+    items = hub.store.summaries(
+        model=model or None, version=version or None, only_interesting=not show_all, limit=hub.cfg.list_limit
+    )
     pairs = hub.store.models()
-    opts_m = "".join(f"<option{' selected' if m == model else ''}>{html.escape(m)}</option>"
-                     for m in sorted({p[0] for p in pairs}))
-    opts_v = "".join(f"<option{' selected' if v == version else ''}>{html.escape(v)}</option>"
-                     for v in sorted({p[1] for p in pairs}))
-    form = (f"<form method=get>model <select name=model><option value=''>any</option>{opts_m}</select> "
-            f"version <select name=version><option value=''>any</option>{opts_v}</select> "
-            f"<label><input type=checkbox name=all value=1{' checked' if show_all else ''}> all traces</label> "
-            f"<button>filter</button></form>")
+    opts_m = "".join(
+        f"<option{' selected' if m == model else ''}>{html.escape(m)}</option>"
+        for m in sorted({p[0] for p in pairs})
+    )
+    opts_v = "".join(
+        f"<option{' selected' if v == version else ''}>{html.escape(v)}</option>"
+        for v in sorted({p[1] for p in pairs})
+    )
+    form = (
+        f"<form method=get>model <select name=model><option value=''>any</option>{opts_m}</select> "
+        f"version <select name=version><option value=''>any</option>{opts_v}</select> "
+        f"<label><input type=checkbox name=all value=1{' checked' if show_all else ''}> all traces</label> "
+        f"<button>filter</button></form>"
+    )
     rows = []
     for t in items:
         flags = []
@@ -198,15 +229,23 @@ def render_list(hub: TraceHub, model: str | None, version: str | None, show_all:
             flags.append("<span class=err>possibly failed</span>")
         if t.slow:
             flags.append("<span class=slow>slow</span>")
-        rows.append(f"<tr><td><a href='/traces/{t.trace_id}'>{t.trace_id[:16]}&hellip;</a></td>"
-                    f"<td>{_when(t.start_ns)}</td><td>{html.escape(t.root_name)}</td><td>{html.escape(t.model)}</td>"
-                    f"<td>{html.escape(t.version)}</td><td class=num>{_ms(t.duration_ns)}</td>"
-                    f"<td class=num>{t.span_count}</td><td>{' '.join(flags)}</td></tr>")
-    what = "All recent traces" if show_all else (
-        f"Recent slow (&ge; {hub.cfg.slow_threshold_ms:g} ms) and failed traces")
-    table = ("<table><tr><th>trace</th><th>start (UTC)</th><th>root span</th><th>model</th><th>version</th>"
-             f"<th>duration</th><th>spans</th><th></th></tr>{''.join(rows)}</table>" if rows
-             else "<p>No traces match.</p>")
+        rows.append(
+            f"<tr><td><a href='/traces/{t.trace_id}'>{t.trace_id[:16]}&hellip;</a></td>"
+            f"<td>{_when(t.start_ns)}</td><td>{html.escape(t.root_name)}</td><td>{html.escape(t.model)}</td>"
+            f"<td>{html.escape(t.version)}</td><td class=num>{_ms(t.duration_ns)}</td>"
+            f"<td class=num>{t.span_count}</td><td>{' '.join(flags)}</td></tr>"
+        )
+    what = (
+        "All recent traces"
+        if show_all
+        else (f"Recent slow (&ge; {hub.cfg.slow_threshold_ms:g} ms) and failed traces")
+    )
+    table = (
+        "<table><tr><th>trace</th><th>start (UTC)</th><th>root span</th><th>model</th><th>version</th>"
+        f"<th>duration</th><th>spans</th><th></th></tr>{''.join(rows)}</table>"
+        if rows
+        else "<p>No traces match.</p>"
+    )
     return _page("Traces", f"<h1>{what}</h1><div class=meta>{len(hub.store)} traces held</div>{form}{table}")
 
 
@@ -218,8 +257,9 @@ class TracePages:
         self.hub = hub
         self.cfg = cfg
 
-    async def list_page(self, model: str | None = None, version: str | None = None,
-                        all: str | None = None) -> HTMLResponse:  # noqa: A002 - the query parameter's name
+    async def list_page(
+        self, model: str | None = None, version: str | None = None, all: str | None = None
+    ) -> HTMLResponse:
         return HTMLResponse(render_list(self.hub, model, version, bool(all)))
 
     async def trace_page(self, trace_id: str) -> HTMLResponse:
@@ -233,10 +273,16 @@ class TracePages:
 
     def routes(self) -> APIRouter:
         r = APIRouter()
-        r.add_api_route("/traces", self.list_page, methods=["GET"], response_class=HTMLResponse,
-                        include_in_schema=False)
-        r.add_api_route("/traces/{trace_id}", self.trace_page, methods=["GET"], response_class=HTMLResponse,
-                        include_in_schema=False)
+        r.add_api_route(
+            "/traces", self.list_page, methods=["GET"], response_class=HTMLResponse, include_in_schema=False
+        )
+        r.add_api_route(
+            "/traces/{trace_id}",
+            self.trace_page,
+            methods=["GET"],
+            response_class=HTMLResponse,
+            include_in_schema=False,
+        )
         return r
 
     async def start(self) -> None:

@@ -1,6 +1,8 @@
-"""Per model and version, the time each request spent in each Triton stage, as histograms with trace-id exemplars.
+"""Per model and version, the time each request spent in each Triton stage, as histograms with trace-id
+exemplars.
 
-Stages come from the events Triton puts on its spans (the same names in OTLP and in ``mode=triton`` files, which
+Stages come from the events Triton puts on its spans (the same names in OTLP and in ``mode=triton`` files,
+which
 ``tracefile`` turns into the same span shape):
 
 =================  ===========================================================  ==============
@@ -15,7 +17,8 @@ send               HTTP_SEND_START -> HTTP_SEND_END (GRPC_SEND_*)               
 request            REQUEST_START -> REQUEST_END                                 model
 =================  ===========================================================  ==============
 
-Exemplars are only rendered in the OpenMetrics exposition: ``render_metrics`` picks the format from the scraper's
+Exemplars are only rendered in the OpenMetrics exposition: ``render_metrics`` picks the format from the
+scraper's
 Accept header, and the app's /metrics route should use it.
 """
 
@@ -57,11 +60,15 @@ def _gap(ev: dict[str, int], a: str, b: str, alt_a: str = "", alt_b: str = "") -
 
 
 def stage_durations(model_span: Span, compute: Span | None, request: Span | None) -> dict[str, float]:
-    """Seconds per stage for one model span and its compute child and request parent (missing ones skipped)."""
+    """Seconds per stage for one model span and its compute child and request parent (missing ones
+    skipped)."""
     m, c, r = _ev(model_span), _ev(compute), _ev(request)
     out: dict[str, float] = {}
     pairs: list[tuple[str, float | None]] = [
-        ("network_receive", _gap(r, "HTTP_RECV_START", "HTTP_RECV_END", "GRPC_WAITREAD_START", "GRPC_WAITREAD_END")),
+        (
+            "network_receive",
+            _gap(r, "HTTP_RECV_START", "HTTP_RECV_END", "GRPC_WAITREAD_START", "GRPC_WAITREAD_END"),
+        ),
         ("queue", _gap({**m, **c}, "QUEUE_START", "COMPUTE_START") if c else None),
         ("compute_input", _gap(c, "COMPUTE_START", "COMPUTE_INPUT_END")),
         ("compute_infer", _gap(c, "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START")),
@@ -76,15 +83,22 @@ def stage_durations(model_span: Span, compute: Span | None, request: Span | None
 
 
 class StageHistograms:
-    def __init__(self, registry: CollectorRegistry, *, buckets: Sequence[float], max_model_versions: int) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, *, buckets: Sequence[float], max_model_versions: int
+    ) -> None:
         self._hist = Histogram(
             "sidecar_triton_stage_duration_seconds",
-            "Time Triton requests spent in each stage, by model and version (from spans; exemplars carry trace_id).",
-            ["model", "version", "stage"], buckets=tuple(buckets), registry=registry,
+            "Time Triton requests spent in each stage, by model and version "
+            "(from spans; exemplars carry trace_id).",
+            ["model", "version", "stage"],
+            buckets=tuple(buckets),
+            registry=registry,
         )
-        self._refused = Counter("sidecar_traces_stage_series_refused",
-                                "Stage observations dropped because max_model_versions was reached.",
-                                registry=registry)
+        self._refused = Counter(
+            "sidecar_traces_stage_series_refused",
+            "Stage observations dropped because max_model_versions was reached.",
+            registry=registry,
+        )
         self._max = max_model_versions
         self._pairs: set[tuple[str, str]] = set()
 
@@ -113,7 +127,9 @@ class StageHistograms:
                     e.observed.add(key)
                     if not self._admit(str(model), version):
                         continue
-                    self._hist.labels(str(model), version, stage).observe(secs, exemplar={"trace_id": e.trace_id})
+                    self._hist.labels(str(model), version, stage).observe(
+                        secs, exemplar={"trace_id": e.trace_id}
+                    )
                     n += 1
         return n
 

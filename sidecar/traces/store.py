@@ -62,8 +62,15 @@ class TraceSummary:
 
 
 class TraceStore:
-    def __init__(self, registry: CollectorRegistry, *, max_traces: int, max_age_secs: float,
-                 max_spans_per_trace: int, slow_threshold_ns: int) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        max_traces: int,
+        max_age_secs: float,
+        max_spans_per_trace: int,
+        slow_threshold_ns: int,
+    ) -> None:
         self.max_traces = max_traces
         self.max_age_secs = max_age_secs
         self.max_spans_per_trace = max_spans_per_trace
@@ -71,13 +78,24 @@ class TraceStore:
         self._plain: OrderedDict[str, TraceEntry] = OrderedDict()
         self._kept: OrderedDict[str, TraceEntry] = OrderedDict()
         self._lock = threading.Lock()
-        self._evicted = Counter("sidecar_traces_evicted", "Traces dropped from the in-memory store, by reason.",
-                                ["reason"], registry=registry)
-        self._span_drops = Counter("sidecar_traces_spans_dropped",
-                                   "Spans not stored, by reason (too many in one trace).", ["reason"],
-                                   registry=registry)
-        g = Gauge("sidecar_traces_stored", "Traces held in the in-memory store, by class.", ["class"],
-                  registry=registry)
+        self._evicted = Counter(
+            "sidecar_traces_evicted",
+            "Traces dropped from the in-memory store, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self._span_drops = Counter(
+            "sidecar_traces_spans_dropped",
+            "Spans not stored, by reason (too many in one trace).",
+            ["reason"],
+            registry=registry,
+        )
+        g = Gauge(
+            "sidecar_traces_stored",
+            "Traces held in the in-memory store, by class.",
+            ["class"],
+            registry=registry,
+        )
         g.labels("plain").set_function(lambda: len(self._plain))
         g.labels("kept").set_function(lambda: len(self._kept))
 
@@ -153,20 +171,29 @@ class TraceStore:
     def mark_failures(self, model: str, version: str, since_ns: int, until_ns: int, failed: int) -> int:
         """Join Triton's failure counter into traces (see docs/traces.md for what this can and cannot say).
 
-        ``failed`` requests of model/version failed in [since_ns, until_ns). When every trace of that model and
+        ``failed`` requests of model/version failed in [since_ns, until_ns). When every trace of that model
+        and
         version in the interval must have failed (failed >= traces), they are marked failed; otherwise each is
         annotated as a possible failure. Returns how many traces were annotated.
         """
         with self._lock:
-            hits = [e for od in (self._plain, self._kept) for e in od.values()
-                    if e.model == model and e.version == version and since_ns <= e.start_ns < until_ns]
+            hits = [
+                e
+                for od in (self._plain, self._kept)
+                for e in od.values()
+                if e.model == model and e.version == version and since_ns <= e.start_ns < until_ns
+            ]
             if not hits or failed <= 0:
                 return 0
             certain = failed >= len(hits)
-            note = ("failed (Triton counted a failure for every traced request of this model and version in "
-                    "this interval)" if certain else
-                    f"possibly failed: Triton counted {failed} failure(s) among {len(hits)} traced request(s) "
-                    "of this model and version in this interval")
+            note = (
+                "failed (Triton counted a failure for every traced request of this model and version in "
+                "this interval)"
+                if certain
+                else f"possibly failed: Triton counted {failed} failure(s) among {len(hits)} "
+                f"traced request(s) "
+                "of this model and version in this interval"
+            )
             for e in hits:
                 e.failure_note = note
                 if certain:
@@ -176,8 +203,14 @@ class TraceStore:
                     self._kept[e.trace_id] = e
             return len(hits)
 
-    def summaries(self, *, model: str | None = None, version: str | None = None,
-                  only_interesting: bool = False, limit: int = 200) -> Sequence[TraceSummary]:
+    def summaries(
+        self,
+        *,
+        model: str | None = None,
+        version: str | None = None,
+        only_interesting: bool = False,
+        limit: int = 200,
+    ) -> Sequence[TraceSummary]:
         with self._lock:
             entries = list(self._kept.values())
             if not only_interesting:
@@ -189,9 +222,20 @@ class TraceStore:
             if version and e.version != version:
                 continue
             root = e.root()
-            out.append(TraceSummary(e.trace_id, e.start_ns, e.duration_ns, len(e.spans), e.model, e.version,
-                                    e.error, e.duration_ns >= self.slow_threshold_ns, e.failure_note,
-                                    root.name if root else ""))
+            out.append(
+                TraceSummary(
+                    e.trace_id,
+                    e.start_ns,
+                    e.duration_ns,
+                    len(e.spans),
+                    e.model,
+                    e.version,
+                    e.error,
+                    e.duration_ns >= self.slow_threshold_ns,
+                    e.failure_note,
+                    root.name if root else "",
+                )
+            )
         out.sort(key=lambda t: t.start_ns, reverse=True)
         return out[:limit]
 

@@ -1,20 +1,28 @@
 """Follow Triton's ``mode=triton`` trace files and turn each request's timestamps into spans.
 
-Triton (``--trace-config triton,file=PATH``) writes a JSON array of records per file; with ``log-frequency=N`` it
+Triton (``--trace-config triton,file=PATH``) writes a JSON array of records per file; with
+``log-frequency=N`` it
 starts ``PATH.0``, ``PATH.1``, ... every N traces, otherwise one ``PATH``. A file is read when it parses as a
-complete JSON array; one that does not is still being written and is read again on the next poll, unless it has
+complete JSON array; one that does not is still being written and is read again on the next poll, unless it
+has
 not changed for ``settle_secs`` (then it is read leniently and the damage counted).
 
 Clock mapping: Triton's ``ns`` values come from ``std::chrono::steady_clock``, which on Linux is
-``CLOCK_MONOTONIC``, the same clock as Python's ``time.monotonic`` on the same host (and in containers sharing the
-host kernel, unless a time namespace offsets it). So ``wall_ns = ns + (clock.now() - clock.monotonic())`` sampled
-when the file is read. That is exact up to NTP slewing and wrong by the size of any wall-clock step between the
-request and the read. If the mapping is implausible (a request ending after the moment we read it, i.e. another
+``CLOCK_MONOTONIC``, the same clock as Python's ``time.monotonic`` on the same host (and in containers
+sharing the
+host kernel, unless a time namespace offsets it). So ``wall_ns = ns + (clock.now() - clock.monotonic())``
+sampled
+when the file is read. That is exact up to NTP slewing and wrong by the size of any wall-clock step between
+the
+request and the read. If the mapping is implausible (a request ending after the moment we read it, i.e.
+another
 host or a time namespace), the file's last timestamp is anchored at the file's modification time instead and
 ``sidecar_trace_file_clock_fallbacks_total`` counts it.
 
-Spans have the shape Triton's OpenTelemetry mode sends: ``InferRequest`` (HTTP/GRPC events) as the root, a child
-named after the model (model name, version, request id attributes; REQUEST/QUEUE events) and its ``compute`` child.
+Spans have the shape Triton's OpenTelemetry mode sends: ``InferRequest`` (HTTP/GRPC events) as the root, a
+child
+named after the model (model name, version, request id attributes; REQUEST/QUEUE events) and its
+``compute`` child.
 Ids are derived from (file path, Triton's trace id, first timestamp) so a restarted Triton never collides.
 """
 
@@ -42,8 +50,17 @@ from sidecar.traces.hub import TraceHub
 
 __all__ = ["TraceFileTailer", "parse_records", "records_to_spans"]
 
-_REQ_EVENTS = ("HTTP_RECV_START", "HTTP_RECV_END", "INFER_RESPONSE_COMPLETE", "HTTP_SEND_START", "HTTP_SEND_END",
-               "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SEND_END")
+_REQ_EVENTS = (
+    "HTTP_RECV_START",
+    "HTTP_RECV_END",
+    "INFER_RESPONSE_COMPLETE",
+    "HTTP_SEND_START",
+    "HTTP_SEND_END",
+    "GRPC_WAITREAD_START",
+    "GRPC_WAITREAD_END",
+    "GRPC_SEND_START",
+    "GRPC_SEND_END",
+)
 _MODEL_EVENTS = ("REQUEST_START", "QUEUE_START", "REQUEST_END")
 _COMPUTE_EVENTS = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
 SERVICE = "triton-inference-server"
@@ -106,8 +123,9 @@ def _group(records: list[dict[str, Any]], into: dict[int, _Request]) -> None:
 def _complete(req: _Request) -> bool:
     s = req.stamps
     done_req = "HTTP_SEND_END" in s or "GRPC_SEND_END" in s or "INFER_RESPONSE_COMPLETE" in s
-    return "REQUEST_END" in s and (done_req or req.parent_id is not None or not (
-        "HTTP_RECV_START" in s or "GRPC_WAITREAD_START" in s))
+    return "REQUEST_END" in s and (
+        done_req or req.parent_id is not None or not ("HTTP_RECV_START" in s or "GRPC_WAITREAD_START" in s)
+    )
 
 
 def _ids(key: str, n: int) -> str:
@@ -128,10 +146,16 @@ def records_to_spans(reqs: list[_Request], offset_ns: int, path: str) -> list[Sp
             got = sorted((s[n], n) for n in names if n in s)
             return tuple(SpanEvent(n, t + offset_ns) for t, n in got)
 
-        def span(span_id: str, parent: str | None, name: str, evs: tuple[SpanEvent, ...],
-                 attrs: dict[str, object]) -> Span:
-            return Span(trace_id, span_id, parent, name, evs[0].time_unix_nano, evs[-1].time_unix_nano, SERVICE,
-                        attrs, evs, 0, "", 2)
+        def span(
+            span_id: str,
+            parent: str | None,
+            name: str,
+            evs: tuple[SpanEvent, ...],
+            attrs: dict[str, object],
+            trace_id: str = trace_id,
+        ) -> Span:
+            first, last = evs[0].time_unix_nano, evs[-1].time_unix_nano
+            return Span(trace_id, span_id, parent, name, first, last, SERVICE, attrs, evs, 0, "", 2)
 
         req_ev, model_ev, comp_ev = ev(_REQ_EVENTS), ev(_MODEL_EVENTS), ev(_COMPUTE_EVENTS)
         root_id = _ids(f"{trace_id}|req", 8) if req_ev else None
@@ -139,14 +163,20 @@ def records_to_spans(reqs: list[_Request], offset_ns: int, path: str) -> list[Sp
         if req_ev and root_id is not None:
             out.append(span(root_id, None, "InferRequest", req_ev, {}))
         if model_ev:
-            attrs: dict[str, object] = {"triton.model_name": q.model, "triton.model_version": q.version,
-                                        "triton.trace_id": q.tid}
+            attrs: dict[str, object] = {
+                "triton.model_name": q.model,
+                "triton.model_version": q.version,
+                "triton.trace_id": q.tid,
+            }
             if q.request_id:
                 attrs["triton.request_id"] = q.request_id
             out.append(span(model_id, root_id, q.model or "model", model_ev, attrs))
         if comp_ev:
-            out.append(span(_ids(f"{trace_id}|compute", 8), model_id if model_ev else root_id, "compute",
-                            comp_ev, {}))
+            out.append(
+                span(
+                    _ids(f"{trace_id}|compute", 8), model_id if model_ev else root_id, "compute", comp_ev, {}
+                )
+            )
     return out
 
 
@@ -161,8 +191,14 @@ class TraceFileTailer:
     name = "trace_file"
     role = "source"
 
-    def __init__(self, cfg: TraceFileConfig, hub: TraceHub, registry: CollectorRegistry, clock: Clock,
-                 logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TraceFileConfig,
+        hub: TraceHub,
+        registry: CollectorRegistry,
+        clock: Clock,
+        logger: logging.Logger | None = None,
+    ) -> None:
         assert cfg.path is not None
         self.cfg = cfg
         self.base = Path(cfg.path)
@@ -173,18 +209,29 @@ class TraceFileTailer:
         self._done: OrderedDict[str, None] = OrderedDict()
         self._seen: dict[str, _FileState] = {}
         self._task: asyncio.Task[None] | None = None
-        self._files = Counter("sidecar_trace_files_read", "Trace files fully read, by how (complete or lenient).",
-                              ["how"], registry=registry)
-        self._errors = Counter("sidecar_trace_file_errors", "Trace file problems, by reason.", ["reason"],
-                               registry=registry)
-        self._requests = Counter("sidecar_trace_file_requests", "Requests turned into spans from trace files.",
-                                 registry=registry)
-        self._dropped = Counter("sidecar_trace_file_requests_dropped",
-                                "Partly written requests dropped (pending map full, or never completed).",
-                                ["reason"], registry=registry)
-        self._fallback = Counter("sidecar_trace_file_clock_fallbacks",
-                                 "Files whose monotonic timestamps were anchored at the file's mtime instead.",
-                                 registry=registry)
+        self._files = Counter(
+            "sidecar_trace_files_read",
+            "Trace files fully read, by how (complete or lenient).",
+            ["how"],
+            registry=registry,
+        )
+        self._errors = Counter(
+            "sidecar_trace_file_errors", "Trace file problems, by reason.", ["reason"], registry=registry
+        )
+        self._requests = Counter(
+            "sidecar_trace_file_requests", "Requests turned into spans from trace files.", registry=registry
+        )
+        self._dropped = Counter(
+            "sidecar_trace_file_requests_dropped",
+            "Partly written requests dropped (pending map full, or never completed).",
+            ["reason"],
+            registry=registry,
+        )
+        self._fallback = Counter(
+            "sidecar_trace_file_clock_fallbacks",
+            "Files whose monotonic timestamps were anchored at the file's mtime instead.",
+            registry=registry,
+        )
         self._ready = False
 
     def _candidates(self) -> list[Path]:

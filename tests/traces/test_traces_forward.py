@@ -1,4 +1,5 @@
-"""Forwarding through the OpenTelemetry OTLP exporter to a real loopback HTTP endpoint that misbehaves on cue."""
+"""Forwarding through the OpenTelemetry OTLP exporter to a real loopback HTTP endpoint that misbehaves on
+cue."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class FakeCollector:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
                 fake.gate.wait(10)
                 fake.calls += 1
@@ -42,8 +43,12 @@ class FakeCollector:
                         body = gzip.decompress(body)
                     req = ExportTraceServiceRequest()
                     req.ParseFromString(body)
-                    fake.accepted += [(s.trace_id.hex(), s.span_id.hex()) for rs in req.resource_spans
-                                      for ss in rs.scope_spans for s in ss.spans]
+                    fake.accepted += [
+                        (s.trace_id.hex(), s.span_id.hex())
+                        for rs in req.resource_spans
+                        for ss in rs.scope_spans
+                        for s in ss.spans
+                    ]
                 self.send_response(status)
                 if status in (429, 503):
                     self.send_header("Retry-After", "0")
@@ -113,7 +118,9 @@ async def test_500_is_not_retried_and_drops_are_counted(collector):
     fwd = _fwd(collector.url, reg, batch_max_spans=1000)
     await fwd.start()
     fwd.offer(_spans()[:10])
-    assert _wait(lambda: sample(reg, "sidecar_otlp_forward_spans_dropped_total", {"reason": "export_failed"}) == 10)
+    assert _wait(
+        lambda: sample(reg, "sidecar_otlp_forward_spans_dropped_total", {"reason": "export_failed"}) == 10
+    )
     await fwd.shutdown()
     assert collector.calls == 1
     assert sample(reg, "sidecar_otlp_forward_requests_total", {"outcome": "permanent"}) == 1
@@ -132,8 +139,9 @@ async def test_queue_is_bounded_and_shutdown_counts_what_is_left(collector):
 def test_a_stuck_downstream_never_slows_the_receiver(collector):
     reg = CollectorRegistry()
     collector.gate.clear()  # the downstream accepts the connection and then hangs
-    svc = make_service({"forward": {"endpoint": collector.url, "timeout_secs": 5, "batch_max_spans": 100}},
-                       registry=reg)
+    svc = make_service(
+        {"forward": {"endpoint": collector.url, "timeout_secs": 5, "batch_max_spans": 100}}, registry=reg
+    )
     body = (DATA / "otlp-traces-triton.json").read_bytes()
     with TestClient(create_app(svc)) as c:
         for _ in range(5):

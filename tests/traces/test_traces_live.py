@@ -26,9 +26,20 @@ def sidecar():
 @pytest.fixture(scope="module")
 def triton(sidecar, tmp_path_factory):
     url, _, _ = sidecar
-    server = TritonServer(demo_model_repository(), tmp_path_factory.mktemp("triton-otel"), extra_args=[
-        "--trace-config", "mode=opentelemetry", "--trace-config", f"opentelemetry,url={url}/v1/traces",
-        "--trace-config", "rate=1", "--trace-config", "level=TIMESTAMPS"])
+    server = TritonServer(
+        demo_model_repository(),
+        tmp_path_factory.mktemp("triton-otel"),
+        extra_args=[
+            "--trace-config",
+            "mode=opentelemetry",
+            "--trace-config",
+            f"opentelemetry,url={url}/v1/traces",
+            "--trace-config",
+            "rate=1",
+            "--trace-config",
+            "level=TIMESTAMPS",
+        ],
+    )
     try:
         server.start()
         yield server
@@ -37,8 +48,10 @@ def triton(sidecar, tmp_path_factory):
 
 
 def _infer(c: httpx.Client, base: str, model: str, version: int, data: list[float]) -> int:
-    r = c.post(f"{base}/v2/models/{model}/versions/{version}/infer",
-               json={"inputs": [{"name": "x", "shape": [1, len(data)], "datatype": "FP32", "data": data}]})
+    r = c.post(
+        f"{base}/v2/models/{model}/versions/{version}/infer",
+        json={"inputs": [{"name": "x", "shape": [1, len(data)], "datatype": "FP32", "data": data}]},
+    )
     return r.status_code
 
 
@@ -47,23 +60,35 @@ async def test_real_triton_otlp_json_every_span_received_and_failures_joined(sid
     url, svc, reg = sidecar
     hub = svc.ctx.components["traces"]
     before = sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "json"})
-    join = FailureJoin(svc.config.traces.failure_join.model_copy(update={"metrics_url": triton.metrics_url}),
-                       hub, httpx.AsyncClient(), CollectorRegistry(), svc.clock)
+    join = FailureJoin(
+        svc.config.traces.failure_join.model_copy(update={"metrics_url": triton.metrics_url}),
+        hub,
+        httpx.AsyncClient(),
+        CollectorRegistry(),
+        svc.clock,
+    )
     await join.poll_once()  # the counters' starting point
     with httpx.Client(timeout=10) as c:
         codes = [_infer(c, triton.http_url, "ctr", 1 + i % 2, [1, 2, 3, float(i)]) for i in range(12)]
         codes.append(_infer(c, triton.http_url, "fraud", 1, [-1.0, 2, 3]))  # fails in the model
     assert codes[:12] == [200] * 12 and codes[12] >= 400
     # Triton sends three spans per request (InferRequest, the model, compute) in batches, seconds later.
-    assert wait_for(lambda: sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "json"}) - before
-                    >= 13 * 3, 30), sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "json"})
+    assert wait_for(
+        lambda: sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "json"}) - before >= 13 * 3, 30
+    ), sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "json"})
     assert sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "json"}) - before == 39
     assert sample(reg, "sidecar_otlp_spans_rejected_total", {"encoding": "json"}) == 0
     pairs = hub.store.models()
     assert ("ctr", "1") in pairs and ("ctr", "2") in pairs and ("fraud", "1") in pairs
     for v in ("1", "2"):
-        assert sample(reg, "sidecar_triton_stage_duration_seconds_count",
-                      {"model": "ctr", "version": v, "stage": "compute_infer"}) == 6
+        assert (
+            sample(
+                reg,
+                "sidecar_triton_stage_duration_seconds_count",
+                {"model": "ctr", "version": v, "stage": "compute_infer"},
+            )
+            == 6
+        )
     (fraud,) = hub.store.summaries(model="fraud")
     assert not fraud.error  # Triton's spans carry no error status ...
     assert await join.poll_once(apply_all=True) == 1  # ... the failure counter marks it
@@ -79,8 +104,9 @@ async def test_real_sdk_protobuf_exporter_every_span_received(sidecar):
     url, svc, reg = sidecar
     before = sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "protobuf"})
     provider = TracerProvider(resource=Resource({"service.name": "caller"}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{url}/v1/traces"),
-                                                   max_export_batch_size=100))
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{url}/v1/traces"), max_export_batch_size=100)
+    )
     tracer = provider.get_tracer("test")
     sent: set[tuple[str, str]] = set()
     for i in range(100):

@@ -1,4 +1,5 @@
-"""The trace pages: rendering unit checks, and headless Chromium against a live sidecar (bar order, proportion)."""
+"""The trace pages: rendering unit checks, and headless Chromium against a live sidecar (bar order,
+proportion)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from traces_helpers import live_sidecar
 
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
-from sidecar.model import Span
 from sidecar.traces.hub import TraceHub
 from sidecar.traces.pages import ERROR_COLOR, order_spans, render_list, render_trace
 
@@ -33,24 +33,45 @@ SHAPE = [
 
 def _otlp(extra: int = 0) -> bytes:
     def span(sid: str, parent: str | None, name: str, a: float, b: float, err: bool) -> dict[str, object]:
-        d: dict[str, object] = {"traceId": TID, "spanId": sid, "name": name, "kind": 2,
-                                "startTimeUnixNano": str(int(T0 + a * MS)), "endTimeUnixNano": str(int(T0 + b * MS))}
+        d: dict[str, object] = {
+            "traceId": TID,
+            "spanId": sid,
+            "name": name,
+            "kind": 2,
+            "startTimeUnixNano": str(int(T0 + a * MS)),
+            "endTimeUnixNano": str(int(T0 + b * MS)),
+        }
         if parent:
             d["parentSpanId"] = parent
         if err:
             d["status"] = {"code": 2, "message": "boom"}
         if name == "ctr":
-            d["attributes"] = [{"key": "triton.model_name", "value": {"stringValue": "ctr"}},
-                               {"key": "triton.model_version", "value": {"intValue": "2"}}]
+            d["attributes"] = [
+                {"key": "triton.model_name", "value": {"stringValue": "ctr"}},
+                {"key": "triton.model_version", "value": {"intValue": "2"}},
+            ]
         return d
 
     spans = [span(*s) for s in SHAPE]
     # Filler spans under compute so the page carries 200 spans (it must stay fast and readable).
-    spans += [span(f"b{i:015x}", "a000000000000003", f"op-{i}", 30 + i * 0.3, 30.2 + i * 0.3, False)
-              for i in range(extra)]
-    return orjson.dumps({"resourceSpans": [{"resource": {"attributes": [
-        {"key": "service.name", "value": {"stringValue": "triton-inference-server"}}]},
-        "scopeSpans": [{"spans": spans}]}]})
+    spans += [
+        span(f"b{i:015x}", "a000000000000003", f"op-{i}", 30 + i * 0.3, 30.2 + i * 0.3, False)
+        for i in range(extra)
+    ]
+    return orjson.dumps(
+        {
+            "resourceSpans": [
+                {
+                    "resource": {
+                        "attributes": [
+                            {"key": "service.name", "value": {"stringValue": "triton-inference-server"}}
+                        ]
+                    },
+                    "scopeSpans": [{"spans": spans}],
+                }
+            ]
+        }
+    )
 
 
 def _hub() -> TraceHub:
@@ -67,7 +88,11 @@ def test_order_is_depth_first_by_start():
     e = hub.store.get(TID)
     assert e is not None
     assert [(s.span_id, d) for s, d in order_spans(e.spans)] == [
-        ("a000000000000001", 0), ("a000000000000002", 1), ("a000000000000003", 2), ("a000000000000004", 1)]
+        ("a000000000000001", 0),
+        ("a000000000000002", 1),
+        ("a000000000000003", 2),
+        ("a000000000000004", 1),
+    ]
 
 
 def test_trace_page_marks_errors_and_escapes_names():
@@ -86,13 +111,14 @@ def test_trace_page_marks_errors_and_escapes_names():
 
 # ---------------------------------------------------------------- Chromium
 
+
 def _png_pixels(png: bytes) -> list[list[tuple[int, int, int]]]:
     """A minimal PNG decoder (8-bit RGB/RGBA, not interlaced): enough for a Chromium screenshot clip."""
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width, height, ctype = 8, b"", 0, 0, 0
     while pos < len(png):
-        n, kind = struct.unpack(">I4s", png[pos:pos + 8])
-        data = png[pos + 8:pos + 8 + n]
+        n, kind = struct.unpack(">I4s", png[pos : pos + 8])
+        data = png[pos + 8 : pos + 8 + n]
         if kind == b"IHDR":
             width, height, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", data)
             assert depth == 8 and ctype in (2, 6) and interlace == 0
@@ -106,7 +132,7 @@ def _png_pixels(png: bytes) -> list[list[tuple[int, int, int]]]:
     prev = bytearray(stride)
     for y in range(height):
         f = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for i in range(stride):
             a = line[i - bpp] if i >= bpp else 0
             b = prev[i]
@@ -135,27 +161,47 @@ def test_waterfall_in_headless_chromium(tmp_path: Path):
     from playwright.sync_api import sync_playwright
 
     with live_sidecar({"slow_threshold_ms": 50}) as (url, _svc):
-        r = httpx.post(f"{url}/v1/traces", content=_otlp(extra=196), headers={"content-type": "application/json"})
+        r = httpx.post(
+            f"{url}/v1/traces", content=_otlp(extra=196), headers={"content-type": "application/json"}
+        )
         assert r.status_code == 200
         with sync_playwright() as p:
             browser = p.chromium.launch(
                 executable_path="/usr/bin/chromium",
-                args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                      "--disable-component-update", "--disable-sync", "--no-first-run"])
+                args=[
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                ],
+            )
             try:
                 page = browser.new_page(viewport={"width": 1366, "height": 768})
                 t = time.monotonic()
                 page.goto(f"{url}/traces/{TID}", wait_until="load")
                 load_s = time.monotonic() - t
-                bars = page.eval_on_selector_all("rect.bar", """els => els.map(e => {
+                bars = page.eval_on_selector_all(
+                    "rect.bar",
+                    """els => els.map(e => {
                     const b = e.getBoundingClientRect();
                     return {id: e.dataset.spanId, x: b.x, y: b.y, w: b.width, h: b.height,
-                            fill: e.getAttribute('fill')}; })""")
+                            fill: e.getAttribute('fill')}; })""",
+                )
                 page.screenshot(path=str(tmp_path / "waterfall.png"), full_page=False)
                 clips = []
                 for b in [b for b in bars if b["id"].startswith("a")]:
-                    png = page.screenshot(full_page=True, clip={"x": b["x"] + b["w"] / 2 - 1,
-                                                                "y": b["y"] + b["h"] / 2 - 1, "width": 2, "height": 2})
+                    png = page.screenshot(
+                        full_page=True,
+                        clip={
+                            "x": b["x"] + b["w"] / 2 - 1,
+                            "y": b["y"] + b["h"] / 2 - 1,
+                            "width": 2,
+                            "height": 2,
+                        },
+                    )
                     clips.append(_png_pixels(png)[0][0])
                 page.goto(f"{url}/traces?model=ctr")
                 listed = page.eval_on_selector_all("td a", "els => els.map(e => e.getAttribute('href'))")
@@ -166,7 +212,8 @@ def test_waterfall_in_headless_chromium(tmp_path: Path):
     assert len(bars) == 200
     assert load_s < 5
     top4 = [b for b in bars if b["id"].startswith("a")]
-    # The right order: parent, child, grandchild (with its 196 children right below it), then the late sibling.
+    # The right order: parent, child, grandchild (with its 196 children right below it), then the late
+    # sibling.
     assert [b["id"] for b in top4] == [s[0] for s in SHAPE]
     assert [bars.index(b) for b in top4] == [0, 1, 2, 199]
     assert all(top4[i]["y"] < top4[i + 1]["y"] for i in range(3))

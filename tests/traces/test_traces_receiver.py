@@ -58,12 +58,21 @@ def test_json_from_triton_is_accepted_with_hex_ids_and_stages(client, registry):
     assert e is not None and e.model == "ctr" and e.version == "1"
     assert {s.name for s in e.spans} >= {"InferRequest", "ctr", "compute"}
     # The compute stage of the first ctr request: COMPUTE_OUTPUT_START - COMPUTE_INPUT_END from the fixture.
-    cnt = sample(registry, "sidecar_triton_stage_duration_seconds_count",
-                 {"model": "ctr", "version": "1", "stage": "compute_infer"})
+    cnt = sample(
+        registry,
+        "sidecar_triton_stage_duration_seconds_count",
+        {"model": "ctr", "version": "1", "stage": "compute_infer"},
+    )
     assert cnt >= 1
     for stage in ("network_receive", "queue", "compute_input", "compute_output", "send", "request"):
-        assert sample(registry, "sidecar_triton_stage_duration_seconds_count",
-                      {"model": "ctr", "version": "1", "stage": stage}) == cnt
+        assert (
+            sample(
+                registry,
+                "sidecar_triton_stage_duration_seconds_count",
+                {"model": "ctr", "version": "1", "stage": stage},
+            )
+            == cnt
+        )
 
 
 def test_same_body_twice_does_not_double_count_stages(client, registry):
@@ -129,8 +138,9 @@ def test_partial_success_protobuf(client):
         (b"{}", "", None, 415),
     ],
 )
-def test_refusals_get_the_right_status_and_the_sidecar_keeps_serving(client, registry, body, ctype, encoding,
-                                                                      status):
+def test_refusals_get_the_right_status_and_the_sidecar_keeps_serving(
+    client, registry, body, ctype, encoding, status
+):
     headers = {"content-type": ctype} if ctype else {}
     if encoding:
         headers["content-encoding"] = encoding
@@ -142,8 +152,13 @@ def test_refusals_get_the_right_status_and_the_sidecar_keeps_serving(client, reg
         assert st.message
     else:
         assert r.json()["message"]
-    refused = sum(s.value for m in registry.collect() if m.name == "sidecar_http_refused" for s in m.samples
-                  if s.name.endswith("_total"))
+    refused = sum(
+        s.value
+        for m in registry.collect()
+        if m.name == "sidecar_http_refused"
+        for s in m.samples
+        if s.name.endswith("_total")
+    )
     assert refused == 1
     ok = client.post("/v1/traces", content=_triton_json(), headers={"content-type": JS})
     assert ok.status_code == 200
@@ -173,13 +188,17 @@ def test_push_token_required(registry):
     with TestClient(create_app(svc)) as c:
         r = c.post("/v1/traces", content=_python_pb(), headers={"content-type": PB})
         assert r.status_code == 401
-        r = c.post("/v1/traces", content=_python_pb(),
-                   headers={"content-type": PB, "authorization": "Bearer s3cret"})
+        r = c.post(
+            "/v1/traces", content=_python_pb(), headers={"content-type": PB, "authorization": "Bearer s3cret"}
+        )
         assert r.status_code == 200
 
 
 def test_deflate_json(client, registry):
-    r = client.post("/v1/traces", content=zlib.compress(_triton_json()),
-                    headers={"content-type": "application/json; charset=utf-8", "content-encoding": "deflate"})
+    r = client.post(
+        "/v1/traces",
+        content=zlib.compress(_triton_json()),
+        headers={"content-type": "application/json; charset=utf-8", "content-encoding": "deflate"},
+    )
     assert r.status_code == 200
     assert sample(registry, "sidecar_otlp_spans_received_total", {"encoding": "json"}) == 360

@@ -24,7 +24,9 @@ LAST_NS = 8040651111310  # its HTTP_SEND_END
 
 
 def _make(tmp_path: Path, clock: FakeClock, registry: CollectorRegistry, **file_cfg: object):
-    cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}})
+    cfg = parse_config(
+        {"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}}
+    )
     hub = TraceHub(cfg.traces, registry, clock)
     assert cfg.traces.file.path is not None
     return hub, TraceFileTailer(cfg.traces.file, hub, registry, clock)
@@ -64,15 +66,18 @@ def test_fixture_becomes_triton_shaped_spans_with_wall_times(tmp_path):
     assert by_name["ctr"].attributes["triton.model_version"] == "1"
     assert e.model == "ctr" and e.version == "1"
     # compute_infer = COMPUTE_OUTPUT_START - COMPUTE_INPUT_END = 555832 ns
-    assert sample(reg, "sidecar_triton_stage_duration_seconds_sum",
-                  {"model": "ctr", "version": "1", "stage": "compute_infer"}) == pytest.approx(555832e-9)
+    assert sample(
+        reg,
+        "sidecar_triton_stage_duration_seconds_sum",
+        {"model": "ctr", "version": "1", "stage": "compute_infer"},
+    ) == pytest.approx(555832e-9)
     assert tailer.poll_once() == 0  # a file is read once
 
 
 def test_file_still_being_written_is_read_when_complete(tmp_path):
     reg = CollectorRegistry()
     clock = _clock_at_mono(8100.0)
-    hub, tailer = _make(tmp_path, clock, reg, settle_secs=30)
+    _, tailer = _make(tmp_path, clock, reg, settle_secs=30)
     text = FIXTURE.read_bytes()
     target = tmp_path / "trace.json.0"
     target.write_bytes(text[: len(text) // 2])
@@ -86,7 +91,7 @@ def test_file_still_being_written_is_read_when_complete(tmp_path):
 def test_truncated_file_is_read_leniently_after_settling(tmp_path):
     reg = CollectorRegistry()
     clock = _clock_at_mono(8100.0)
-    hub, tailer = _make(tmp_path, clock, reg, settle_secs=10)
+    _, tailer = _make(tmp_path, clock, reg, settle_secs=10)
     text = FIXTURE.read_bytes()
     (tmp_path / "trace.json.0").write_bytes(text[:-40])  # cut inside the last record
     assert tailer.poll_once() == 0
@@ -133,19 +138,36 @@ def test_foreign_clock_falls_back_to_mtime(tmp_path):
 def triton_files(tmp_path_factory):
     work = tmp_path_factory.mktemp("triton-file")
     trace = work / "trace.json"
-    server = TritonServer(demo_model_repository(), work / "run", extra_args=[
-        "--trace-config", "mode=triton", "--trace-config", f"triton,file={trace}",
-        "--trace-config", "triton,log-frequency=1", "--trace-config", "rate=1",
-        "--trace-config", "level=TIMESTAMPS"])
+    server = TritonServer(
+        demo_model_repository(),
+        work / "run",
+        extra_args=[
+            "--trace-config",
+            "mode=triton",
+            "--trace-config",
+            f"triton,file={trace}",
+            "--trace-config",
+            "triton,log-frequency=1",
+            "--trace-config",
+            "rate=1",
+            "--trace-config",
+            "level=TIMESTAMPS",
+        ],
+    )
     try:
         server.start()
         sent: list[tuple[float, float]] = []
         with httpx.Client(timeout=10) as c:
             for i in range(5):
                 t0 = time.time()
-                r = c.post(f"{server.http_url}/v2/models/ctr/versions/2/infer",
-                           json={"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
-                                             "data": [1, 2, 3, float(i)]}]})
+                r = c.post(
+                    f"{server.http_url}/v2/models/ctr/versions/2/infer",
+                    json={
+                        "inputs": [
+                            {"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, float(i)]}
+                        ]
+                    },
+                )
                 sent.append((t0, time.time()))
                 assert r.status_code == 200, r.text
         deadline = time.monotonic() + 20
@@ -176,7 +198,13 @@ def test_real_triton_trace_files(triton_files, tmp_path):
     # Honest mapping: each mapped request lies inside the wall-clock window the client saw (1 ms slack).
     for t, (t0, t1) in zip(items, sent, strict=True):
         assert t0 * 1e9 - 1e6 <= t.start_ns <= t.start_ns + t.duration_ns <= t1 * 1e9 + 1e6
-    assert sample(reg, "sidecar_triton_stage_duration_seconds_count",
-                  {"model": "ctr", "version": "2", "stage": "compute_infer"}) == 5
+    assert (
+        sample(
+            reg,
+            "sidecar_triton_stage_duration_seconds_count",
+            {"model": "ctr", "version": "2", "stage": "compute_infer"},
+        )
+        == 5
+    )
     assert sample(reg, "sidecar_trace_file_clock_fallbacks_total") == 0
     assert sample(reg, "sidecar_trace_files_read_total", {"how": "complete"}) >= 5

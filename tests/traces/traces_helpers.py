@@ -22,11 +22,18 @@ from sidecar.traces.factory import build
 DATA = Path(__file__).parent.parent / "data" / "traces"
 
 
-def make_service(traces: dict[str, Any] | None = None, server: dict[str, Any] | None = None,
-                 clock: FakeClock | None = None, registry: CollectorRegistry | None = None) -> Service:
-    cfg = parse_config({"store": {"path": ":memory:"}, "server": server or {},
-                        "traces": {"enabled": True, **(traces or {})}})
-    return Service(cfg, clock=clock or FakeClock(), registry=registry or CollectorRegistry(), factories=[build])
+def make_service(
+    traces: dict[str, Any] | None = None,
+    server: dict[str, Any] | None = None,
+    clock: FakeClock | None = None,
+    registry: CollectorRegistry | None = None,
+) -> Service:
+    cfg = parse_config(
+        {"store": {"path": ":memory:"}, "server": server or {}, "traces": {"enabled": True, **(traces or {})}}
+    )
+    return Service(
+        cfg, clock=clock or FakeClock(), registry=registry or CollectorRegistry(), factories=[build]
+    )
 
 
 def sample(registry: CollectorRegistry, name: str, labels: dict[str, str] | None = None) -> float:
@@ -35,14 +42,20 @@ def sample(registry: CollectorRegistry, name: str, labels: dict[str, str] | None
 
 
 @contextlib.contextmanager
-def live_sidecar(traces: dict[str, Any] | None = None, registry: CollectorRegistry | None = None,
-                 ) -> Iterator[tuple[str, Service]]:
+def live_sidecar(
+    traces: dict[str, Any] | None = None,
+    registry: CollectorRegistry | None = None,
+) -> Iterator[tuple[str, Service]]:
     """The real app under uvicorn in a thread on a free loopback port; stopped even when the test fails."""
-    svc = Service(parse_config({"store": {"path": ":memory:"}, "traces": {"enabled": True, **(traces or {})}}),
-                  registry=registry or CollectorRegistry(), factories=[build])
+    svc = Service(
+        parse_config({"store": {"path": ":memory:"}, "traces": {"enabled": True, **(traces or {})}}),
+        registry=registry or CollectorRegistry(),
+        factories=[build],
+    )
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -1,0 +1,333 @@
+"""How many spans per second POST /v1/traces accepts on one core, JSON and protobuf, beside decoding alone.
+
+The sidecar runs in its own process (uvicorn, one worker) pinned to CPU 0; load comes from separate generator
+processes pinned to the other CPU, over loopback keep-alive connections, with bodies of 100 Triton-shaped
+spans
+(unique trace ids per body). After each run, sent (requests answered 200 x 100) must equal the sidecar's
+``sidecar_otlp_spans_received_total``. The baseline is decoding alone in this process: ``orjson.loads`` for
+JSON
+and ``ExportTraceServiceRequest.ParseFromString`` for protobuf, on the same bodies.
+
+    .venv/bin/python bench/bench_otlp.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import multiprocessing as mp
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _bodies(n: int, seed: int) -> tuple[list[bytes], list[bytes]]:
+    """n JSON and n protobuf bodies of 100 spans each, shaped like Triton's (3 spans per request, events)."""
+    import random
+
+    rnd = random.Random(seed)
+    json_bodies, pb_bodies = [], []
+    for _ in range(n):
+        spans = []
+        t = 1_800_000_000_000_000_000 + rnd.randrange(10**12)
+        for _ in range(33):
+            tid = rnd.randbytes(16).hex()
+            r, m, c = (rnd.randbytes(8).hex() for _ in range(3))
+
+            def ev(*names: str, base: int = t) -> list[dict[str, str]]:
+                return [{"name": nm, "timeUnixNano": str(base + i * 1000)} for i, nm in enumerate(names)]
+
+            spans.append(
+                {
+                    "traceId": tid,
+                    "spanId": r,
+                    "name": "InferRequest",
+                    "kind": 2,
+                    "startTimeUnixNano": str(t),
+                    "endTimeUnixNano": str(t + 9000),
+                    "events": ev(
+                        "HTTP_RECV_START",
+                        "HTTP_RECV_END",
+                        "INFER_RESPONSE_COMPLETE",
+                        "HTTP_SEND_START",
+                        "HTTP_SEND_END",
+                    ),
+                }
+            )
+            spans.append(
+                {
+                    "traceId": tid,
+                    "spanId": m,
+                    "parentSpanId": r,
+                    "name": "ctr",
+                    "kind": 2,
+                    "startTimeUnixNano": str(t + 1000),
+                    "endTimeUnixNano": str(t + 8000),
+                    "attributes": [
+                        {"key": "triton.model_name", "value": {"stringValue": "ctr"}},
+                        {"key": "triton.model_version", "value": {"intValue": "1"}},
+                    ],
+                    "events": ev("REQUEST_START", "QUEUE_START", "REQUEST_END", base=t + 1000),
+                }
+            )
+            spans.append(
+                {
+                    "traceId": tid,
+                    "spanId": c,
+                    "parentSpanId": m,
+                    "name": "compute",
+                    "kind": 2,
+                    "startTimeUnixNano": str(t + 2000),
+                    "endTimeUnixNano": str(t + 6000),
+                    "events": ev(
+                        "COMPUTE_START",
+                        "COMPUTE_INPUT_END",
+                        "COMPUTE_OUTPUT_START",
+                        "COMPUTE_END",
+                        base=t + 2000,
+                    ),
+                }
+            )
+            t += 10_000
+        spans.append(
+            {
+                "traceId": rnd.randbytes(16).hex(),
+                "spanId": rnd.randbytes(8).hex(),
+                "name": "caller",
+                "kind": 3,
+                "startTimeUnixNano": str(t),
+                "endTimeUnixNano": str(t + 5000),
+                "status": {"code": 2, "message": "x"},
+            }
+        )
+        doc = {
+            "resourceSpans": [
+                {
+                    "resource": {
+                        "attributes": [
+                            {"key": "service.name", "value": {"stringValue": "triton-inference-server"}}
+                        ]
+                    },
+                    "scopeSpans": [{"scope": {"name": "triton-server"}, "spans": spans}],
+                }
+            ]
+        }
+        json_bodies.append(orjson.dumps(doc))
+        pb_bodies.append(_to_pb(doc))
+    return json_bodies, pb_bodies
+
+
+def _to_pb(doc: dict) -> bytes:
+    from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
+
+    req = ExportTraceServiceRequest()
+    for rs in doc["resourceSpans"]:
+        out = req.resource_spans.add()
+        out.resource.attributes.append(KeyValue(key="service.name"))
+        out.resource.attributes[0].value.string_value = "triton-inference-server"
+        ss = out.scope_spans.add()
+        for s in rs["scopeSpans"][0]["spans"]:
+            p = ss.spans.add()
+            p.trace_id = bytes.fromhex(s["traceId"])
+            p.span_id = bytes.fromhex(s["spanId"])
+            if "parentSpanId" in s:
+                p.parent_span_id = bytes.fromhex(s["parentSpanId"])
+            p.name = s["name"]
+            p.kind = Span.SpanKind.Value("SPAN_KIND_SERVER") if s["kind"] == 2 else 3
+            p.start_time_unix_nano = int(s["startTimeUnixNano"])
+            p.end_time_unix_nano = int(s["endTimeUnixNano"])
+            for a in s.get("attributes", []):
+                kv = p.attributes.add()
+                kv.key = a["key"]
+                v = a["value"]
+                if "stringValue" in v:
+                    kv.value.string_value = v["stringValue"]
+                else:
+                    kv.value.int_value = int(v["intValue"])
+            for e in s.get("events", []):
+                pe = p.events.add()
+                pe.name = e["name"]
+                pe.time_unix_nano = int(e["timeUnixNano"])
+            if "status" in s:
+                p.status.CopyFrom(Status(code=2, message="x"))
+    _ = ResourceSpans
+    return req.SerializeToString()
+
+
+def _serve(port: int) -> None:
+    os.sched_setaffinity(0, {0})
+    import uvicorn
+    from prometheus_client import CollectorRegistry
+
+    from sidecar.app import create_app
+    from sidecar.config import parse_config
+    from sidecar.service import Service
+    from sidecar.traces.factory import build
+
+    cfg = parse_config(
+        {
+            "store": {"path": ":memory:"},
+            "server": {"max_inflight_requests": 1024, "max_body_bytes": 8 * 1024 * 1024},
+            "traces": {"enabled": True, "publish_spans": False},
+        }
+    )
+    svc = Service(cfg, registry=CollectorRegistry(), factories=[build])
+    uvicorn.run(
+        create_app(svc),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+    )
+
+
+def _generate(port: int, bodies: list[bytes], ctype: str, secs: float, q: mp.Queue) -> None:
+    os.sched_setaffinity(0, {1})
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    ok = bad = 0
+    end = time.perf_counter() + secs
+    i = 0
+    while time.perf_counter() < end:
+        conn.request("POST", "/v1/traces", body=bodies[i % len(bodies)], headers={"Content-Type": ctype})
+        r = conn.getresponse()
+        r.read()
+        if r.status == 200:
+            ok += 1
+        else:
+            bad += 1
+        i += 1
+    conn.close()
+    q.put((ok, bad))
+
+
+def _metric(port: int, name: str, labels: str) -> float:
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    m = re.search(rf"^{name}\{{{labels}\}} (\S+)$", text, re.MULTILINE)
+    return float(m.group(1)) if m else 0.0
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _cpu_secs(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _decode_rate(bodies: list[bytes], kind: str, secs: float) -> float:
+    n = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < secs:
+        for b in bodies:
+            if kind == "json":
+                doc = orjson.loads(b)
+                n += sum(len(ss["spans"]) for rs in doc["resourceSpans"] for ss in rs["scopeSpans"])
+            else:
+                req = ExportTraceServiceRequest()
+                req.ParseFromString(b)
+                n += sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
+    return n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="5 s per encoding instead of 15")
+    ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--generators", type=int, default=3, help="load generator processes (on CPU 1)")
+    args = ap.parse_args()
+    if args.serve:
+        _serve(args.serve)
+        return
+    secs = 5.0 if args.quick else 15.0
+    json_bodies, pb_bodies = _bodies(300, seed=7)
+    per_body = 100
+    assert len(orjson.loads(json_bodies[0])["resourceSpans"][0]["scopeSpans"][0]["spans"]) == per_body
+    from sidecar.demo.tritonserver import free_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port)], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        print(
+            f"sidecar pid {server.pid} pinned to CPU 0; {args.generators} generator processes on CPU 1; "
+            f"{secs:g} s per encoding; bodies of {per_body} spans"
+        )
+        results = {}
+        for kind, bodies, ctype in (
+            ("json", json_bodies, "application/json"),
+            ("protobuf", pb_bodies, "application/x-protobuf"),
+        ):
+            q: mp.Queue = mp.Queue()
+            before = _metric(port, "sidecar_otlp_spans_received_total", f'encoding="{kind}"')
+            cpu0 = _cpu_secs(server.pid)
+            t0 = time.perf_counter()
+            procs = [
+                mp.Process(target=_generate, args=(port, bodies[i :: args.generators], ctype, secs, q))
+                for i in range(args.generators)
+            ]
+            for p in procs:
+                p.start()
+            got = [q.get() for _ in procs]
+            for p in procs:
+                p.join()
+            wall = time.perf_counter() - t0
+            cpu = _cpu_secs(server.pid) - cpu0
+            ok = sum(g[0] for g in got)
+            bad = sum(g[1] for g in got)
+            received = _metric(port, "sidecar_otlp_spans_received_total", f'encoding="{kind}"') - before
+            rate = ok * per_body / wall
+            dec = _decode_rate(bodies[:100], kind, 2.0)
+            results[kind] = rate
+            print(
+                f"{kind:8s}: sent {ok * per_body} spans ({ok} requests, {bad} non-200), "
+                f"received {received:.0f} "
+                f"-> {'OK' if received == ok * per_body else 'MISMATCH'}"
+            )
+            print(
+                f"{kind:8s}: receiver {rate:,.0f} spans/s using {cpu / wall:.0%} of one core; decoding alone "
+                f"{dec:,.0f} spans/s; receiver/decode ratio {rate / dec:.2f}"
+            )
+            per10k = 10_000 / (rate / max(cpu / wall, 1e-9))
+            print(
+                f"{kind:8s}: CPU for 10k spans/s = {per10k:.0%} of a core "
+                "(OpenTelemetry Collector load test: "
+                f"20%)"
+            )
+        print(f"sidecar RSS after the run: {_rss_mib(server.pid):.0f} MiB")
+        print(
+            f"targets: json >= 100,000 spans/s ({results['json'] / 100_000:.2f}x), "
+            f"protobuf >= 200,000 spans/s ({results['protobuf'] / 200_000:.2f}x)"
+        )
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+if __name__ == "__main__":
+    main()
