@@ -86,7 +86,7 @@ class DriftConfig(StrictModel):
     monitor_score: bool = Field(True, description="Also test the prediction score (feature '_score') and "
                                                    "predicted class (feature '_class').")
     persist_interval_secs: float = Field(60.0, gt=0, description="How often windows are saved to the store.")
-    reference: ReferenceConfig = Field(default_factory=ReferenceConfig,  # type: ignore[arg-type]
+    reference: ReferenceConfig = Field(default_factory=ReferenceConfig,
                                        description="Default reference for every model.")
     models: dict[str, ModelDriftConfig] = Field(default_factory=dict,
                                                 description="Per-model feature kinds and references.")
