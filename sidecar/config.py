@@ -59,7 +59,7 @@ class StoreConfig(StrictModel):
 class SidecarConfig(StrictModel):
     """The whole sidecar configuration (the YAML file's top level)."""
 
-    server: ServerConfig = ServerConfig()  # type: ignore[call-arg]
+    server: ServerConfig = ServerConfig()
     store: StoreConfig = StoreConfig()
     triton: TritonConfig = TritonConfig()
     traces: TracesConfig = TracesConfig()

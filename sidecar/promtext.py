@@ -28,7 +28,7 @@ _LINE = re.compile(
 )
 _TYPE = re.compile(rf"^# TYPE ({_NAME}) (counter|gauge|summary|histogram|untyped|gaugehistogram|info|stateset)[ \t]*$",
                    re.MULTILINE)
-_LABEL = re.compile(rf'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"[ \t]*(,|$)')
+_LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"[ \t]*(,|$)')
 _ESC = re.compile(r"\\(.)")
 _ESC_MAP = {"n": "\n", "\\": "\\", '"': '"'}
 
@@ -105,8 +105,8 @@ def parse_exposition(text: str, label_cache: dict[str, dict[str, str]] | None = 
         # float() reads NaN, +Inf and -Inf as the format writes them.
         samples = [(name, lab, float(val)) for name, lab, val, _ts in found if name]
     except ValueError:
-        bad = next((n, v) for n, _l, v, _t in found if n and not _is_float(v))
-        raise ParseError(f"bad value {bad[1]!r} for {bad[0]}") from None
+        bad_name, bad_value = next((n, v) for n, _l, v, _t in found if n and not _is_float(v))
+        raise ParseError(f"bad value {bad_value!r} for {bad_name}") from None
     cache = label_cache if label_cache is not None else {}
     for lab in {lab for _n, lab, _v in samples if lab and lab not in cache}:
         try:

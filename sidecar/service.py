@@ -7,6 +7,7 @@ so statistics never block the event loop; their findings go to every component w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -125,10 +126,8 @@ class Service:
         self._stopped = True
         if self._eval_task is not None:
             self._eval_task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._eval_task
-            except (asyncio.CancelledError, Exception):
-                pass
         for comp in reversed(self._started):
             try:
                 await comp.shutdown()

@@ -29,6 +29,17 @@ def demo_config(triton_http: str, triton_metrics: str, port: int, workdir: Path)
     }
 
 
+def _quiet_server_class() -> type:
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        # The demo owns SIGINT/SIGTERM (it must stop Triton too), so uvicorn must not take them over.
+        def install_signal_handlers(self) -> None:
+            return None
+
+    return QuietServer
+
+
 async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
     import uvicorn
 
@@ -38,6 +49,7 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
     from sidecar.demo.tritonserver import TritonServer, demo_model_repository
     from sidecar.service import Service
 
+    _QuietServer = _quiet_server_class()
     triton = TritonServer(demo_model_repository(), workdir / "triton")
     print(f"starting Triton (models ctr v1+v2, fraud v1) in {workdir / 'triton'} ...", flush=True)
     await asyncio.to_thread(triton.start)
@@ -49,9 +61,8 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
         cfg = parse_config(demo_config(triton.http_url, triton.metrics_url, port, workdir))
         service = Service(cfg)
         app = create_app(service)
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                               access_log=False, lifespan="on"))
-        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        server = _QuietServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                             access_log=False, lifespan="on"))
         serve = asyncio.create_task(server.serve())
         while not server.started:
             if serve.done():

@@ -7,6 +7,7 @@ rejects, so the failure SLIs have something to show. Rates are per second and de
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -78,7 +79,5 @@ class Traffic:
             while not stop.is_set():
                 self.elapsed_s = loop.time() - t0
                 await self.send_one(client)
-                try:
+                with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=interval)
-                except asyncio.TimeoutError:
-                    pass

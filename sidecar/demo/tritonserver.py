@@ -42,7 +42,7 @@ def free_port() -> int:
 
 def triton_home() -> Path:
     try:
-        import pytriton  # type: ignore[import-not-found]
+        import pytriton
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise TritonNotAvailable("nvidia-pytriton is not installed: pip install 'triton-sidecar[triton]'") from exc
     return Path(pytriton.__file__).parent / "tritonserver"

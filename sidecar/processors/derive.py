@@ -309,7 +309,7 @@ class Deriver:
         yield from self._collect_passthrough(gpu_labels or {})
 
     def _collect_passthrough(self, gpu_labels: dict[str, dict[str, str]]) -> Iterator[Metric]:
-        fams: dict[str, Metric] = {}
+        fams: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         for tname, lab, value in self._passthrough:
             ours, typ, scale, help_ = _PASSTHROUGH[tname]
             labels = dict(lab)
@@ -323,7 +323,7 @@ class Deriver:
             names = sorted(labels)
             fam = fams.get(ours)
             if fam is None:
-                cls = CounterMetricFamily if typ == "counter" else GaugeMetricFamily
-                fam = fams[ours] = cls(ours, help_, labels=names)
+                fam = fams[ours] = (CounterMetricFamily(ours, help_, labels=names) if typ == "counter"
+                                    else GaugeMetricFamily(ours, help_, labels=names))
             fam.add_metric([labels[n] for n in names], value * scale)
         yield from fams.values()
