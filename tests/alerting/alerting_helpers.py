@@ -45,7 +45,5 @@ def events(model: str, version: str, ts: float, scores: list[float], **fields: f
     return Batch(
         kind="events",
         source="test",
-        items=tuple(
-            Event(model=model, version=version, timestamp=ts, score=s, fields=dict(fields)) for s in scores
-        ),
+        items=tuple(Event(model=model, version=version, timestamp=ts, score=s, fields=dict(fields)) for s in scores),
     )

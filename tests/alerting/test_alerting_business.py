@@ -40,15 +40,11 @@ def _batch(model: str, ts: float, scores: list[float], version: str = "1", **fie
     return Batch(
         kind="events",
         source="t",
-        items=tuple(
-            Event(model=model, version=version, timestamp=ts, score=s, fields=dict(fields)) for s in scores
-        ),
+        items=tuple(Event(model=model, version=version, timestamp=ts, score=s, fields=dict(fields)) for s in scores),
     )
 
 
-def _feed_ctr(
-    bc: BusinessChecks, clock: FakeClock, hours: int, mean_of_hour: Any, rng: random.Random
-) -> None:
+def _feed_ctr(bc: BusinessChecks, clock: FakeClock, hours: int, mean_of_hour: Any, rng: random.Random) -> None:
     for h in range(hours):
         clock.advance(3600)
         m = mean_of_hour(h)
@@ -92,9 +88,7 @@ def test_too_little_data_says_so_instead_of_firing(tmp_path: Any) -> None:
 
 def test_fraud_p95_from_kll_sketches(tmp_path: Any) -> None:
     clock, rng = FakeClock(T0), random.Random(4)
-    bc = _checks(
-        tmp_path, {"fraud_score_p95_up": EXAMPLE_BUSINESS_CHECKS["checks"]["fraud_score_p95_up"]}, clock
-    )
+    bc = _checks(tmp_path, {"fraud_score_p95_up": EXAMPLE_BUSINESS_CHECKS["checks"]["fraud_score_p95_up"]}, clock)
     for minute in range(25 * 60):
         clock.advance(60)
         attack = minute >= 24 * 60
@@ -138,12 +132,8 @@ def test_wer_absolute_threshold_and_other_aggregates(tmp_path: Any) -> None:
                 kind="events",
                 source="t",
                 items=(
-                    Event(
-                        model="asr", version="1", timestamp=clock.now(), fields={"wer": 0.12, "clicked": 1.0}
-                    ),
-                    Event(
-                        model="asr", version="1", timestamp=clock.now(), fields={"wer": 0.06, "clicked": 0.0}
-                    ),
+                    Event(model="asr", version="1", timestamp=clock.now(), fields={"wer": 0.12, "clicked": 1.0}),
+                    Event(model="asr", version="1", timestamp=clock.now(), fields={"wer": 0.06, "clicked": 0.0}),
                 ),
             )
         )
@@ -171,9 +161,7 @@ def test_missing_and_bad_values_are_counted_not_used(tmp_path: Any) -> None:
     )
 
     def dropped(reason: str) -> float | None:
-        return reg.get_sample_value(
-            "sidecar_business_events_dropped_total", {"check": "wer_high", "reason": reason}
-        )
+        return reg.get_sample_value("sidecar_business_events_dropped_total", {"check": "wer_high", "reason": reason})
 
     assert [dropped(r) for r in ("missing_field", "not_numeric", "too_old", "future")] == [1, 1, 1, 1]
     assert reg.get_sample_value("sidecar_business_events_total", {"check": "wer_high"}) == 1
@@ -198,12 +186,7 @@ def test_series_are_bounded(tmp_path: Any) -> None:
     for v in ("1", "2", "3"):
         bc.observe(_batch("m", clock.now(), [0.5], version=v))
     assert len(bc.checks["c"].series) == 2
-    assert (
-        reg.get_sample_value(
-            "sidecar_business_events_dropped_total", {"check": "c", "reason": "series_limit"}
-        )
-        == 1
-    )
+    assert reg.get_sample_value("sidecar_business_events_dropped_total", {"check": "c", "reason": "series_limit"}) == 1
 
 
 def test_baseline_survives_a_restart(tmp_path: Any) -> None:
