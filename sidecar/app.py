@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
 
 from sidecar import __version__
 from sidecar.service import Service
@@ -49,7 +50,11 @@ def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
                             content={"status": "ready" if ok else "not ready", "components": details})
 
     @app.get("/metrics", include_in_schema=False)
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        # Exemplars (trace ids on latency buckets) exist only in OpenMetrics; Prometheus asks for it when
+        # started with --enable-feature=exemplar-storage, and everything else gets the classic text format.
+        if "application/openmetrics-text" in request.headers.get("accept", ""):
+            return Response(openmetrics.generate_latest(service.registry), media_type=openmetrics.CONTENT_TYPE_LATEST)
         return Response(generate_latest(service.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/", include_in_schema=False)

@@ -108,3 +108,13 @@ def test_secret_tokens_never_show_in_config_dumps() -> None:
     assert isinstance(cfg.server.push_token, SecretStr)
     dumped = cfg.model_dump_json() + repr(cfg) + str(cfg)
     assert "s3cret" not in dumped and "adm1n" not in dumped
+
+
+def test_metrics_negotiates_openmetrics_for_exemplars() -> None:
+    c, _ = client()
+    with c:
+        plain = c.get("/metrics")
+        assert plain.headers["content-type"].startswith("text/plain")
+        om = c.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+        assert om.headers["content-type"].startswith("application/openmetrics-text")
+        assert om.text.rstrip().endswith("# EOF")

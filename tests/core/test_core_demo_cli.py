@@ -1,0 +1,70 @@
+"""`sidecar demo` as a user runs it: a real Triton, traffic, the sidecar; Ctrl-C leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sidecar.demo.tritonserver import free_port
+
+pytestmark = pytest.mark.triton
+
+
+def pids_under(workdir: Path) -> list[int]:
+    """Processes whose command line mentions the demo's work folder (Triton and its backend stubs)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(workdir) in cmd:
+            found.append(int(entry.name))
+    return found
+
+
+def test_demo_serves_slis_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    port = free_port()
+    exe = Path(sys.executable).parent / "sidecar"
+    proc = subprocess.Popen([str(exe), "demo", "--port", str(port), "--workdir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    pause = threading.Event()
+    try:
+        deadline = time.monotonic() + 90
+        metrics = ""
+        while time.monotonic() < deadline:
+            try:
+                metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+            except httpx.HTTPError:
+                metrics = ""
+            if 'sidecar_model_requests_per_second{model="fraud"' in metrics:
+                break
+            assert proc.poll() is None, "".join(lines)
+            pause.wait(0.25)
+        assert 'sidecar_model_requests_per_second{model="ctr",version="2"}' in metrics, "".join(lines)
+        assert "sidecar_triton_up 1.0" in metrics
+        assert pids_under(tmp_path), "Triton should be running under the demo's folder"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(5)
+    out = "".join(lines)
+    assert f"http://127.0.0.1:{port}/metrics" in out
+    assert "stopped Triton and the sidecar" in out
+    assert pids_under(tmp_path) == [], "the demo left processes behind"
+    assert os.path.exists(tmp_path / "sidecar-state.sqlite")
