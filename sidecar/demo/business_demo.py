@@ -2,7 +2,7 @@
 a delay and recovers later (so an alert fires, then resolves), and the checks/alerting config to watch them.
 
 The demo runs minutes, not days, so its check is the classic CTR check scaled down: the last 60 s against the
-5 minutes before, down more than 15%, held 20 s.
+10 minutes before, down more than 15%, held 20 s.
 """
 
 from __future__ import annotations
@@ -12,7 +12,18 @@ from typing import Any
 
 from sidecar.model import Event
 
-__all__ = ["DEMO_ALERTING", "DEMO_BUSINESS_CHECKS", "RegressionSchedule", "demo_events"]
+__all__ = [
+    "DEMO_ALERTING",
+    "DEMO_BUSINESS_CHECKS",
+    "REGRESSION_END_SECS",
+    "REGRESSION_START_SECS",
+    "RegressionSchedule",
+    "demo_events",
+    "score_for",
+]
+
+REGRESSION_START_SECS = 360.0  # once the baseline holds 5 of its 10 minutes (min coverage 30%)
+REGRESSION_END_SECS = 540.0
 
 DEMO_BUSINESS_CHECKS: dict[str, Any] = {
     "enabled": True,
@@ -24,7 +35,7 @@ DEMO_BUSINESS_CHECKS: dict[str, Any] = {
             "aggregate": "mean",
             "window_secs": 60,
             "bucket_secs": 5,
-            "baseline_secs": 300,
+            "baseline_secs": 600,
             "baseline_bucket_secs": 10,
             "compare": "relative",
             "direction": "down",
@@ -51,8 +62,8 @@ DEMO_ALERTING: dict[str, Any] = {
 class RegressionSchedule:
     """CTR scores around ``base``, lower by ``drop`` from ``start_after_secs`` to ``end_after_secs``."""
 
-    def __init__(self, *, base: float = 0.042, drop: float = 0.2, start_after_secs: float = 360.0,
-                 end_after_secs: float = 540.0, seed: int = 7) -> None:
+    def __init__(self, *, base: float = 0.042, drop: float = 0.2, start_after_secs: float = REGRESSION_START_SECS,
+                 end_after_secs: float = REGRESSION_END_SECS, seed: int = 7) -> None:
         self.base = base
         self.drop = drop
         self.start_after = start_after_secs
@@ -72,3 +83,14 @@ def demo_events(schedule: RegressionSchedule, t0: float, now: float, n: int, *, 
     """``n`` events stamped ``now``, scores following the schedule (``now - t0`` s into the demo)."""
     return [Event(model=model, version=version, timestamp=now, score=schedule.score(now - t0),
                   request_id=f"demo-{int(now)}-{i}") for i in range(n)]
+
+
+def score_for(model: str, t_since_start: float, rng: random.Random | None = None) -> float | None:
+    """The CTR score to report for one ``ctr`` request (None for other models): 0.042 on average, 20% lower
+    between REGRESSION_START_SECS and REGRESSION_END_SECS. The demo's traffic generator sends it as the event's
+    ``score`` to /v1/events, the way a caller reports what the model served."""
+    if model != "ctr":
+        return None
+    r = rng or random.Random()
+    mean = 0.042 * (0.8 if REGRESSION_START_SECS <= t_since_start < REGRESSION_END_SECS else 1.0)
+    return max(0.0, r.gauss(mean, mean * 0.1))

@@ -247,3 +247,29 @@ def test_a_check_over_a_missing_field_is_a_config_error_naming_the_path(
 def test_examples_parse() -> None:
     cfg = parse_config({"checks": {"business": EXAMPLE_BUSINESS_CHECKS}})
     assert set(cfg.checks.business.checks) == {"ctr_mean_down", "fraud_score_p95_up", "wer_high"}
+
+
+def test_the_demo_regression_fires_then_resolves(tmp_path: Any) -> None:
+    from alerting_helpers import make_service
+
+    from sidecar.demo.business_demo import DEMO_ALERTING, DEMO_BUSINESS_CHECKS, score_for
+
+    clock, rng = FakeClock(T0), random.Random(11)
+    svc = make_service(tmp_path, {"alerting": DEMO_ALERTING, "checks": {"eval_interval_secs": 5,
+                                                                        "business": DEMO_BUSINESS_CHECKS}},
+                       clock=clock)
+    states: list[tuple[float, str]] = []
+    for step in range(int(900 / 5)):
+        t = step * 5.0
+        clock.advance(5)
+        svc.bus.publish(Batch(kind="events", source="demo", items=tuple(
+            Event(model="ctr", version="2", timestamp=clock.now(), score=score_for("ctr", t, rng))
+            for _ in range(5))))
+        svc.evaluate_once(clock.now())
+        for a in svc.ctx.components["alert_book"].alerts.values():  # type: ignore[attr-defined]
+            if not states or states[-1][1] != a.state:
+                states.append((t, a.state))
+    fired = [t for t, s in states if s == "firing"]
+    resolved = [t for t, s in states if s == "inactive"]
+    assert fired and 360 < fired[0] < 480, states
+    assert resolved and 540 <= resolved[0] < 700, states
