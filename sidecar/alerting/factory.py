@@ -8,7 +8,7 @@ from exporters.alertmanager import AlertmanagerExporter
 from exporters.audit import AuditLog
 from exporters.elasticsearch import AuditDoc, ElasticsearchBulk
 from exporters.sender import ExporterMetrics, RetryPolicy, Sender
-from sidecar.alerting.book import Alert, AlertBook
+from sidecar.alerting.book import Alert, AlertBook, fingerprint
 from sidecar.alerting.changes import ChangeLog, iso
 from sidecar.component import Context
 
@@ -78,10 +78,10 @@ def build(ctx: Context) -> list[Any]:
 
     def on_transition(what: str, alert: Alert, now: float) -> None:
         if audit is not None:
+            # Deterministic id (labels + when it became active), so a replay never duplicates in Elasticsearch.
             audit.record(
                 f"alert_{what}",
-                f"{what}:{alert.labels.get('alertname', '')}:"
-                f"{sorted(alert.labels.items())}:{alert.active_at}",
+                f"{what}-{fingerprint(alert.labels)}-{int(alert.active_at * 1000)}",
                 now,
                 {"labels": alert.labels, "annotations": alert.annotations, "at_iso": iso(now)},
             )

@@ -258,3 +258,17 @@ def test_render_never_reaches_object_internals() -> None:
     assert render("{value}", {"value": Evil()}) == "formatted"
     with pytest.raises(TemplateError):
         render("{value.__init__.__globals__}", {"value": Evil()})
+
+
+def test_fired_and_resolved_alerts_become_audit_events(tmp_path: Any) -> None:
+    from alerting_helpers import make_service
+
+    clock = FakeClock(T0)
+    svc = make_service(tmp_path, {"alerting": {"enabled": True}}, clock=clock)
+    book: Any = svc.ctx.components["alert_book"]
+    book.on_findings([_ctr(True)], clock.now())
+    clock.advance(60)
+    book.on_findings([_ctr(False)], clock.now())
+    audit: Any = svc.ctx.components["audit"]
+    kinds = [(e["kind"], e["labels"]["alertname"]) for e in audit.events()]
+    assert kinds == [("alert_resolved", "CtrMeanDown"), ("alert_fired", "CtrMeanDown")]
