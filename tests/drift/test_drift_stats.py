@@ -23,7 +23,8 @@ from sidecar.checks.stats import (
 
 @pytest.mark.parametrize(("n1", "n2", "decimals", "shift"), [
     (50_000, 20_000, None, 0.0), (100_000, 30_000, 1, 0.02), (400, 300, None, 0.3), (20_000, 7, None, 0.0),
-    (5, 20_000, 0, 0.5), (12_000, 12_000, 2, 0.05), (3000, 9000, None, 0.1),
+    (5, 20_000, 0, 0.5), (12_000, 12_000, 2, 0.05), (3000, 9000, None, 0.1), (200_000, 60_000, None, 0.0),
+    (200_000, 60_000, 2, 0.01), (60_000, 200_000, None, 0.03), (30_000, 50_000, 3, 0.0),
 ])
 def test_ks_matches_scipy(n1: int, n2: int, decimals: int | None, shift: float) -> None:
     rng = np.random.default_rng(n1 + n2)
@@ -101,3 +102,11 @@ def test_psi_is_zero_on_identical_and_grows_with_shift() -> None:
     big = psi_numeric(ref, Ecdf.from_values(rng.normal(0.5, 1, size=50_000)))
     assert 0 < small < big
     assert psi_categorical({"a": 1, "b": 1}, {"a": 1, "b": 1}) == 0.0
+
+
+def test_fast_p_value_tail_agrees_with_kstwo_to_1e_11() -> None:
+    from sidecar.checks.stats import _kstwo_sf
+
+    for en in (1000.0, 20_000.0, 90_909.0, 500_000.0):
+        d = np.linspace(0.0005, 0.3, 40)
+        assert np.max(np.abs(_kstwo_sf(d, np.full_like(d, en)) - sps.kstwo.sf(d, en))) <= 1e-11
