@@ -88,6 +88,7 @@ class DriftCheck:
         self._overrides: dict[str, ReferenceConfig] = {}
         self._since: dict[tuple[str, str, str, str], float] = {}
         self._models: set[tuple[str, str]] = set()
+        self._spec_saved: set[str] = set()
         self._dirty: set[SeriesKey] = set()
         self._last_persist = -math.inf
         self._started = False
@@ -215,6 +216,9 @@ class DriftCheck:
                 self.c_dropped.labels("model_limit").inc()
                 return
             self._models.add(mv)
+            if e.model not in self._spec_saved:
+                self._spec_saved.add(e.model)
+                self._save("drift.spec", e.model, self.spec_for(e.model).model_dump_json().encode())
         self.c_observed.inc()
         ts = min(e.timestamp, now)
         values: dict[str, object] = dict(e.features)
@@ -245,7 +249,7 @@ class DriftCheck:
                     continue
                 win = self._windows[key] = self._new_window(kind)
             if win.accepts(ts, now):
-                self._add(win, kind, ts, value)
+                self._add(win, kind, ts, value, counted=True)
                 self._dirty.add(key)
             else:
                 late = True
@@ -265,24 +269,28 @@ class DriftCheck:
         if pin is not None and pin.events >= pin.target:
             self._freeze_pin(e.model, spec.pinned_version or e.version, pin, now)
 
-    def _add(self, win: FeatureWindow, kind: FeatureKind, ts: float, value: object) -> None:
+    def _add(self, win: FeatureWindow, kind: FeatureKind, ts: float, value: object,
+             counted: bool = False) -> None:
+        """Adds one value; only the current window's add counts drops, so one value is counted once."""
         if value is None:
             win.add_missing(ts)
         elif kind == "numeric":
             if isinstance(value, bool | int | float):
                 win.add_number(ts, float(value))
             else:
-                self.c_dropped.labels("type_mismatch").inc()
+                if counted:
+                    self.c_dropped.labels("type_mismatch").inc()
                 win.add_missing(ts)
         elif isinstance(value, str):
-            if not win.add_category(ts, value):
+            if not win.add_category(ts, value) and counted:
                 self.c_dropped.labels("category_limit").inc()
         elif isinstance(value, float) and math.isnan(value):
             win.add_missing(ts)
         elif isinstance(value, bool | int | float):
             win.add_category(ts, str(value))
         else:
-            self.c_dropped.labels("type_mismatch").inc()
+            if counted:
+                    self.c_dropped.labels("type_mismatch").inc()
             win.add_missing(ts)
 
     def _freeze_pin(self, model: str, version: str, pin: _Pinned, now: float) -> None:
@@ -582,7 +590,8 @@ class DriftCheck:
 
     def _check_config_changes(self) -> None:
         """A reference spec that differs from the one the stored state was built with is a change."""
-        models = sorted({k[0] for k in self._refs} | set(self.cfg.models) | {k[0] for k in self._pinned})
+        models = sorted({k[0] for k in self._refs} | set(self.cfg.models) | {k[0] for k in self._pinned}
+                        | {k[0] for k in self._models})
         for model in models:
             spec = self.spec_for(model).model_dump_json()
             try:
@@ -597,6 +606,7 @@ class DriftCheck:
                                            at=self.ctx.clock.now(), model=model, source="config"))
             if old_s != spec:
                 self._save("drift.spec", model, spec.encode())
+            self._spec_saved.add(model)
 
     # ---- admin API -------------------------------------------------------------------------------
     def describe_references(self) -> list[dict[str, object]]:
