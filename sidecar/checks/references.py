@@ -7,17 +7,20 @@ reference is exact category counts. References serialize to bytes for the embedd
 
 from __future__ import annotations
 
+import csv
 import math
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
+import orjson
 
 from sidecar.checks.stats import Ecdf
 from sidecar.checks.windows import FeatureKind, WindowSnapshot, pack, unpack
 
-__all__ = ["Reference", "load_reference_file", "read_table"]
+__all__ = ["Reference", "load_reference_file"]
 
 
 @dataclass(frozen=True)
@@ -68,70 +71,104 @@ class Reference:
                    {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else None)
 
 
-def read_table(path: str | Path) -> pa.Table:
-    """Parquet, CSV or JSON Lines, chosen by the file's extension."""
-    p = Path(path)
-    suffix = p.suffix.lower()
+def _iter_rows(path: Path) -> Iterator[dict[str, object]]:
+    suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as exc:  # pyarrow built for another numpy fails at import, not at install
+            raise ValueError(f"{path}: reading Parquet needs a working pyarrow ({exc})") from None
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=65536):
+            yield from batch.to_pylist()
+    elif suffix == ".csv":
+        with path.open(newline="") as f:
+            for row in csv.DictReader(f):
+                yield {k: _csv_value(v) for k, v in row.items() if k is not None}
+    elif suffix in (".jsonl", ".ndjson", ".json"):
+        with path.open("rb") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    doc = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{lineno}: not JSON ({exc})") from None
+                if not isinstance(doc, dict):
+                    raise ValueError(f"{path}:{lineno}: each line must be a JSON object")
+                yield doc
+    else:
+        raise ValueError(f"{path}: unsupported reference file type {suffix!r} (use .parquet, .csv or .jsonl)")
 
-        return pq.read_table(p)
-    if suffix == ".csv":
-        import pyarrow.csv as pcsv
 
-        return pcsv.read_csv(p)
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        import pyarrow.json as pjson
-
-        return pjson.read_json(p)
-    raise ValueError(f"{p}: unsupported reference file type {suffix!r} (use .parquet, .csv or .jsonl)")
+def _csv_value(v: str | None) -> object:
+    if v is None or v == "":
+        return None
+    try:
+        return float(v)
+    except ValueError:
+        return v
 
 
-def _column_kind(col: pa.ChunkedArray) -> FeatureKind | None:
-    t = col.type
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-        return "numeric"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
-        return "categorical"
-    return None
+class _Column:
+    def __init__(self, kind: FeatureKind | None) -> None:
+        self.kind = kind
+        self.numbers = array("d")
+        self.counts: dict[str, int] = {}
+        self.total = 0
+        self.missing = 0
+
+    def add(self, v: object) -> None:
+        self.total += 1
+        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+            self.missing += 1
+            return
+        if self.kind is None:  # the first value decides, as for live events
+            self.kind = "numeric" if isinstance(v, int | float) else "categorical"
+        if self.kind == "numeric":
+            if isinstance(v, int | float):
+                self.numbers.append(float(v))
+            else:
+                self.missing += 1
+        else:
+            key = v if isinstance(v, str) else (str(int(v)) if isinstance(v, float) and v.is_integer()
+                                                else str(v))
+            self.counts[key] = self.counts.get(key, 0) + 1
 
 
 def load_reference_file(path: str | Path, *, created_at: float, max_rows: int, seed: int = 0,
                         kinds: dict[str, FeatureKind] | None = None,
                         columns: list[str] | None = None) -> dict[str, Reference]:
-    """One reference per usable column (numeric or string); other column types are skipped."""
-    table = read_table(path)
+    """One reference per column of a Parquet, CSV or JSON Lines file.
+
+    A column's kind is declared (``kinds``) or decided by its first non-missing value (a number -> numeric,
+    a string -> categorical); later values of the other kind count as missing. Numeric columns longer than
+    ``max_rows`` are subsampled with a fixed seed.
+    """
+    p = Path(path)
     kinds = kinds or {}
-    out: dict[str, Reference] = {}
-    source = f"file:{Path(path).name}"
-    rng = np.random.default_rng(seed)
-    for name in columns or table.column_names:
-        if name not in table.column_names:
-            continue
-        col = table.column(name)
-        kind = kinds.get(name) or _column_kind(col)
-        if kind is None:
-            continue
-        total = len(col)
-        if kind == "numeric":
-            if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
-                    or pa.types.is_boolean(col.type)):
+    cols: dict[str, _Column] = {}
+    wanted = set(columns) if columns else None
+    for row in _iter_rows(p):
+        for name, v in row.items():
+            if wanted is not None and name not in wanted:
                 continue
-            arr = col.cast(pa.float64()).to_numpy(zero_copy_only=False)
-            arr = np.asarray(arr, dtype=np.float64)
-            finite = arr[np.isfinite(arr)]
-            missing = total - int(finite.shape[0])
-            if finite.shape[0] > max_rows:
-                finite = rng.choice(finite, size=max_rows, replace=False)
-            out[name] = Reference("numeric", total, missing, source, created_at, Ecdf.from_values(finite))
+            col = cols.get(name)
+            if col is None:
+                col = cols[name] = _Column(kinds.get(name))
+            col.add(v)
+    out: dict[str, Reference] = {}
+    source = f"file:{p.name}"
+    rng = np.random.default_rng(seed)
+    for name, col in cols.items():
+        if col.kind is None:
+            continue
+        if col.kind == "numeric":
+            arr = np.frombuffer(col.numbers, dtype=np.float64)
+            if arr.shape[0] > max_rows:
+                arr = rng.choice(arr, size=max_rows, replace=False)
+            out[name] = Reference("numeric", col.total, col.missing, source, created_at,
+                                  Ecdf.from_values(arr))
         else:
-            values = col.cast(pa.string()).to_pylist()
-            counts: dict[str, int] = {}
-            missing = 0
-            for v in values:
-                if v is None:
-                    missing += 1
-                else:
-                    counts[v] = counts.get(v, 0) + 1
-            out[name] = Reference("categorical", total, missing, source, created_at, counts=counts)
+            out[name] = Reference("categorical", col.total, col.missing, source, created_at,
+                                  counts=col.counts)
     return out
