@@ -15,7 +15,7 @@ BY = "model, version, feature"
 
 def board() -> Board:
     b = Board(
-        uid="sidecar-drift", title="Triton sidecar / Drift", tags=["triton", "sidecar", "drift"],
+        uid="triton-sidecar-drift", title="Triton sidecar / Drift", tags=["triton", "sidecar", "drift"],
         description="Per model, version and feature: is the current window still like the reference?",
         variables=[
             datasource_var(),

@@ -15,7 +15,7 @@ BY = "gpu, name"
 
 def board() -> Board:
     b = Board(
-        uid="sidecar-gpu", title="Triton sidecar / GPU", tags=["triton", "sidecar", "gpu"],
+        uid="triton-sidecar-gpu", title="Triton sidecar / GPU", tags=["triton", "sidecar", "gpu"],
         description="Per GPU and per process: utilisation, memory, power, temperature, clocks, throttling, errors.",
         variables=[
             datasource_var(),

@@ -13,7 +13,7 @@ INST = 'instance=~"$instance"'
 
 def board() -> Board:
     b = Board(
-        uid="sidecar-health", title="Triton sidecar / Sidecar health", tags=["triton", "sidecar", "health"],
+        uid="triton-sidecar-health", title="Triton sidecar / Sidecar health", tags=["triton", "sidecar", "health"],
         description="Is the sidecar itself healthy: scrapes, intake, drops, refusals, queue fill, evaluation time.",
         variables=[datasource_var(), label_var("instance", "sidecar_triton_up", label="Sidecar")],
     )
