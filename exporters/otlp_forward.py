@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from sidecar.component import Readiness
 from sidecar.model import Span
 from sidecar.traces.config import ForwardConfig
+from sidecar.traces.records import Record, to_span
 
 __all__ = ["OtlpForwarder", "to_readable"]
 
@@ -85,7 +86,9 @@ class OtlpForwarder:
         assert cfg.endpoint is not None
         self.cfg = cfg
         self.log = logger or logging.getLogger("exporters.otlp_forward")
-        self._queue: deque[Span] = deque()
+        # Span records from the receiver stay records here: the worker thread builds the Span objects, so the
+        # receiving path never pays for them.
+        self._queue: deque[Span | Record] = deque()
         self._cond = threading.Condition()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -125,7 +128,7 @@ class OtlpForwarder:
         outcome = "ok" if code < 300 else "retryable" if code in (429, 502, 503, 504) else "permanent"
         self._attempts.labels(outcome).inc()
 
-    def offer(self, spans: Sequence[Span]) -> None:
+    def offer(self, spans: Sequence[Span | Record]) -> None:
         with self._cond:
             room = self.cfg.queue_max_spans - len(self._queue)
             if room < len(spans):
@@ -135,7 +138,7 @@ class OtlpForwarder:
                 self._queue.extend(spans)
                 self._cond.notify()
 
-    def _take(self) -> list[Span]:
+    def _take(self) -> list[Span | Record]:
         with self._cond:
             while not self._queue and not self._stop:
                 self._cond.wait(1.0)
@@ -149,9 +152,10 @@ class OtlpForwarder:
                 return  # stopping and drained
             self._export(batch)
 
-    def _export(self, batch: list[Span]) -> None:
+    def _export(self, batch: list[Span | Record]) -> None:
         try:
-            result = self._exporter.export([to_readable(s, self._resources) for s in batch])
+            spans = [to_span(s) if isinstance(s, tuple) else s for s in batch]
+            result = self._exporter.export([to_readable(s, self._resources) for s in spans])
         except Exception:
             self.log.exception("OTLP forward failed")
             result = SpanExportResult.FAILURE

@@ -18,6 +18,7 @@ from sidecar.clock import Clock
 from sidecar.component import Bus, Readiness
 from sidecar.model import Batch, Span
 from sidecar.traces.config import TracesConfig
+from sidecar.traces.records import Record, from_span, to_span
 from sidecar.traces.stages import StageHistograms
 from sidecar.traces.store import TraceStore
 
@@ -25,8 +26,9 @@ __all__ = ["SpanSink", "TraceHub"]
 
 
 class SpanSink(Protocol):
-    def offer(self, spans: Sequence[Span]) -> None:
-        """Take spans without ever blocking (drop and count when full)."""
+    def offer(self, spans: Sequence[Span | Record]) -> None:
+        """Take spans (frozen ``Span`` objects or span records) without ever blocking (drop and count when
+        full); records are turned into ``Span`` objects by the sink, off the receiving path."""
 
 
 class TraceHub:
@@ -65,16 +67,25 @@ class TraceHub:
         self._task: asyncio.Task[None] | None = None
 
     def ingest(self, spans: Sequence[Span], source: str) -> None:
-        if not spans:
+        """Take frozen ``Span`` objects (trace files, tests)."""
+        if spans:
+            self.ingest_records([from_span(s) for s in spans], source)
+
+    def ingest_records(self, records: Sequence[Record], source: str) -> None:
+        """Take span records (the receiver's fast path): store, stage histograms, sinks, bus."""
+        if not records:
             return
         now = self.clock.now()
-        changed = self.store.add(spans, now)
-        self.stages.observe_entries(changed)
-        self._ingested.labels(source).inc(len(spans))
+        new = self.store.add(records, now)
+        self.stages.observe_new(new, now)
+        self._ingested.labels(source).inc(len(records))
         for sink in self.sinks:
-            sink.offer(spans)
-        if self.bus is not None and self.cfg.publish_spans:
-            self.bus.publish(Batch(kind="spans", source=source, items=tuple(spans), received_at=now))
+            sink.offer(records)
+        # Frozen Span objects are built for the bus only when someone listens: building them costs more than
+        # the rest of ingest together.
+        if self.bus is not None and self.cfg.publish_spans and self.bus.subscribers("spans"):
+            items = tuple(to_span(r) for r in records)
+            self.bus.publish(Batch(kind="spans", source=source, items=items, received_at=now))
 
     async def start(self) -> None:
         # Age eviction also happens on ingest; this loop covers a sidecar that stopped receiving.

@@ -1,58 +1,71 @@
-"""Decode OTLP/HTTP trace bodies (protobuf and JSON) into ``Span`` objects, with partial-success accounting.
+"""Decode OTLP/HTTP trace bodies (protobuf and JSON) into span records, with partial-success accounting.
 
 JSON is decoded with orjson and walked by hand rather than with ``google.protobuf.json_format.Parse``: OTLP
-JSON
-writes trace and span ids as hex while the protobuf JSON mapping expects base64, so ``json_format``
-silently garbles
-ids (and is ~40x slower; see docs/measured-facts.md). Protobuf uses the generated
-``ExportTraceServiceRequest``.
+JSON writes trace and span ids as hex while the protobuf JSON mapping expects base64, so ``json_format``
+silently garbles ids (and is ~40x slower; see docs/measured-facts.md).
+
+Protobuf is parsed twice, on purpose: once with the generated ``ExportTraceServiceRequest`` (upb, ~0.25 us a
+span), which validates the whole body, and once with a *lean* message type declared below that has the same
+field numbers but declares attributes, events, status and resource as raw bytes. Reading the lean message
+costs ~0.9 us a span against ~3 us for the generated one, because upb builds a Python object for every
+sub-message touched; the raw bytes are decoded later, and only when something needs them (``records``).
 
 A body that cannot be decoded at all raises ``ParseError`` (the receiver answers 400). A span that decodes
-but is
-unusable (bad ids, wrong field types) is rejected on its own and counted, so one bad span never fails its
-batch:
-that is OTLP's partial success.
+but is unusable (bad ids, wrong field types) is rejected on its own and counted, so one bad span never fails
+its batch: that is OTLP's partial success. Attribute values are checked lazily: a malformed one (e.g.
+``{"intValue": "x"}``) is kept and shown as its text instead of rejecting the span.
 """
 
 from __future__ import annotations
 
-import base64
-import re
-from collections.abc import Mapping
+import operator
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 import orjson
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 
 from sidecar.errors import ParseError
-from sidecar.model import Span, SpanEvent
+from sidecar.model import Span
+from sidecar.traces.records import (
+    FMT_JSON,
+    FMT_PB,
+    KIND_NAMES,
+    MODEL_ATTR,
+    VERSION_ATTR,
+    Record,
+    any_json,
+    any_pb,
+    enum_value,
+    status_code_json,
+    to_span,
+)
 
 __all__ = ["DecodeResult", "decode_json", "decode_protobuf"]
 
-_EMPTY: Mapping[str, object] = MappingProxyType({})
-_HEX32 = re.compile(r"[0-9a-fA-F]{32}")
-_HEX16 = re.compile(r"[0-9a-fA-F]{16}")
-_ZERO_TRACE = "0" * 32
-_ZERO_SPAN = "0" * 16
-_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
-_KIND_NAMES = {
-    "SPAN_KIND_UNSPECIFIED": 0,
-    "SPAN_KIND_INTERNAL": 1,
-    "SPAN_KIND_SERVER": 2,
-    "SPAN_KIND_CLIENT": 3,
-    "SPAN_KIND_PRODUCER": 4,
-    "SPAN_KIND_CONSUMER": 5,
-}
+_ZERO16 = bytes(16)
+_ZERO8 = bytes(8)
+_fromhex = bytes.fromhex
+# A KeyValue whose key is the model name / version, as every serializer writes it (key first).
+_MODEL_KEY = b"\x0a" + bytes([len(MODEL_ATTR)]) + MODEL_ATTR.encode()
+_VERSION_KEY = b"\x0a" + bytes([len(VERSION_ATTR)]) + VERSION_ATTR.encode()
 
 
 @dataclass
 class DecodeResult:
-    spans: list[Span] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     rejected: int = 0
     first_error: str = ""
+
+    @property
+    def spans(self) -> list[Span]:
+        """The accepted spans as frozen ``Span`` objects (built on each call; the hot path never asks)."""
+        return [to_span(r) for r in self.records]
 
     def reject(self, why: str) -> None:
         self.rejected += 1
@@ -63,36 +76,37 @@ class DecodeResult:
 # ---------------------------------------------------------------- JSON
 
 
-def _any_json(v: Mapping[str, Any]) -> object:
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "intValue" in v:
-        return int(v["intValue"])
-    if "doubleValue" in v:
-        return float(v["doubleValue"])
-    if "boolValue" in v:
-        return bool(v["boolValue"])
-    if "arrayValue" in v:
-        return tuple(_any_json(x) for x in (v["arrayValue"].get("values") or ()))
-    if "kvlistValue" in v:
-        return {kv["key"]: _any_json(kv.get("value") or {}) for kv in (v["kvlistValue"].get("values") or ())}
-    if "bytesValue" in v:
-        return base64.b64decode(v["bytesValue"])
-    return None
+def _attrs_json(items: Any) -> tuple[tuple[str, object], ...]:
+    return tuple([(str(kv["key"]), any_json(kv.get("value") or {})) for kv in items])
 
 
-def _attrs_json(items: Any) -> Mapping[str, object]:
-    if not items:
-        return _EMPTY
-    return {kv["key"]: _any_json(kv.get("value") or {}) for kv in items}
+def _events_json(evs: Any) -> tuple[tuple[str, int, tuple[tuple[str, object], ...] | None], ...]:
+    out = []
+    for e in evs:
+        a = e.get("attributes")
+        out.append((str(e["name"]), int(e["timeUnixNano"]), _attrs_json(a) if a else None))
+    return tuple(out)
 
 
-def _enum(v: Any, names: Mapping[str, int]) -> int:
-    if v is None:
-        return 0
-    if isinstance(v, str) and not v.isdigit():
-        return names.get(v, 0)
-    return int(v)
+def _model_json(attrs: tuple[tuple[str, object], ...]) -> tuple[str, str] | None:
+    name = version = None
+    for k, v in attrs:
+        if k == MODEL_ATTR:
+            name = v
+        elif k == VERSION_ATTR:
+            version = v
+    if name is None:
+        return None
+    return str(name), "" if version is None else str(version)
+
+
+def _hex_id(v: Any, digits: int) -> bytes | None:
+    if len(v) != digits:
+        return None
+    try:
+        return _fromhex(v)
+    except ValueError:
+        return None
 
 
 def decode_json(body: bytes) -> DecodeResult:
@@ -106,7 +120,8 @@ def decode_json(body: bytes) -> DecodeResult:
     if not isinstance(rs_list, list):
         raise ParseError("resourceSpans must be a list")
     out = DecodeResult()
-    spans = out.spans
+    recs = out.records
+    append = recs.append
     for rs in rs_list:
         if not isinstance(rs, dict):
             raise ParseError("resourceSpans items must be objects")
@@ -117,44 +132,48 @@ def decode_json(body: bytes) -> DecodeResult:
         for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
             for s in ss.get("spans") or ():
                 try:
-                    tid = s["traceId"]
-                    sid = s["spanId"]
-                    if not _HEX32.fullmatch(tid) or tid == _ZERO_TRACE:
+                    tid = _hex_id(s["traceId"], 32)
+                    if tid is None or tid == _ZERO16:
                         out.reject(
                             f"span {s.get('name', '?')!r}: traceId must be 32 hex digits, not all zero"
                         )
                         continue
-                    if not _HEX16.fullmatch(sid) or sid == _ZERO_SPAN:
+                    sid = _hex_id(s["spanId"], 16)
+                    if sid is None or sid == _ZERO8:
                         out.reject(f"span {s.get('name', '?')!r}: spanId must be 16 hex digits, not all zero")
                         continue
-                    pid = s.get("parentSpanId") or None
-                    if pid is not None and not _HEX16.fullmatch(pid):
-                        out.reject(f"span {s.get('name', '?')!r}: parentSpanId must be 16 hex digits")
-                        continue
+                    pid = s.get("parentSpanId")
+                    if pid:
+                        pid = _hex_id(pid, 16)
+                        if pid is None:
+                            out.reject(f"span {s.get('name', '?')!r}: parentSpanId must be 16 hex digits")
+                            continue
+                    else:
+                        pid = None
                     evs = s.get("events")
-                    events = (
-                        tuple(
-                            SpanEvent(e["name"], int(e["timeUnixNano"]), _attrs_json(e.get("attributes")))
-                            for e in evs
-                        )
-                        if evs
-                        else ()
-                    )
+                    attrs = s.get("attributes")
+                    attrs = _attrs_json(attrs) if attrs else None
                     st = s.get("status")
-                    spans.append(
-                        Span(
-                            tid.lower(),
-                            sid.lower(),
-                            pid.lower() if pid else None,
+                    # Only atomic values are kept (no dicts or lists from the document): the cyclic GC then
+                    # ignores stored spans, which otherwise cost more than everything else at this rate.
+                    append(
+                        (
+                            tid,
+                            sid,
+                            pid,
                             str(s.get("name", "")),
                             int(s["startTimeUnixNano"]),
                             int(s["endTimeUnixNano"]),
+                            status_code_json(st.get("code")) if st else 0,
+                            _model_json(attrs) if attrs else None,
+                            _events_json(evs) if evs else (),
                             service,
-                            _attrs_json(s.get("attributes")),
-                            events,
-                            _enum(st.get("code"), _STATUS_NAMES) if st else 0,
-                            str(st.get("message", "")) if st else "",
-                            _enum(s.get("kind"), _KIND_NAMES),
+                            FMT_JSON,
+                            (
+                                attrs,
+                                str(st.get("message", "")) if st else "",
+                                enum_value(s.get("kind"), KIND_NAMES),
+                            ),
                         )
                     )
                 except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -168,71 +187,135 @@ def decode_json(body: bytes) -> DecodeResult:
 # ---------------------------------------------------------------- protobuf
 
 
-def _any_pb(v: Any) -> object:
-    which = v.WhichOneof("value")
-    if which is None:
+def _lean_request_class() -> Any:
+    """``ExportTraceServiceRequest`` with the same wire layout, sub-messages we read lazily left as bytes."""
+    f = descriptor_pb2.FieldDescriptorProto
+    fd = descriptor_pb2.FileDescriptorProto(
+        name="sidecar_traces_lean_otlp.proto", package="sidecar.traces.lean", syntax="proto3"
+    )
+
+    def message(name: str, fields: list[tuple[int, str, int, bool, str]]) -> None:
+        m = fd.message_type.add(name=name)
+        for number, fname, ftype, repeated, type_name in fields:
+            fdp = m.field.add(
+                name=fname,
+                number=number,
+                type=ftype,
+                label=f.LABEL_REPEATED if repeated else f.LABEL_OPTIONAL,
+            )
+            if type_name:
+                fdp.type_name = type_name
+
+    message(
+        "Span",
+        [
+            (1, "trace_id", f.TYPE_BYTES, False, ""),
+            (2, "span_id", f.TYPE_BYTES, False, ""),
+            (4, "parent_span_id", f.TYPE_BYTES, False, ""),
+            (5, "name", f.TYPE_STRING, False, ""),
+            (6, "kind", f.TYPE_INT32, False, ""),
+            (7, "start_time_unix_nano", f.TYPE_FIXED64, False, ""),
+            (8, "end_time_unix_nano", f.TYPE_FIXED64, False, ""),
+            (9, "attributes", f.TYPE_BYTES, True, ""),
+            (11, "events", f.TYPE_BYTES, True, ""),
+            (15, "status", f.TYPE_BYTES, False, ""),
+        ],
+    )
+    message("ScopeSpans", [(2, "spans", f.TYPE_MESSAGE, True, ".sidecar.traces.lean.Span")])
+    message(
+        "ResourceSpans",
+        [
+            (1, "resource", f.TYPE_BYTES, False, ""),
+            (2, "scope_spans", f.TYPE_MESSAGE, True, ".sidecar.traces.lean.ScopeSpans"),
+        ],
+    )
+    message("Request", [(1, "resource_spans", f.TYPE_MESSAGE, True, ".sidecar.traces.lean.ResourceSpans")])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fd)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("sidecar.traces.lean.Request"))
+
+
+_LeanRequest = _lean_request_class()
+_span_fields = operator.attrgetter(
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "start_time_unix_nano",
+    "end_time_unix_nano",
+    "status",
+    "attributes",
+    "events",
+    "kind",
+)
+
+
+def _service_pb(raw: bytes) -> str:
+    if not raw:
+        return ""
+    for kv in Resource.FromString(raw).attributes:
+        if kv.key == "service.name":
+            return kv.value.string_value
+    return ""
+
+
+def _model_pb(attrs: Any) -> tuple[str, str] | None:
+    name = version = None
+    for b in attrs:
+        if b.startswith(_MODEL_KEY) or b.startswith(_VERSION_KEY) or b[:1] != b"\x0a":
+            kv = KeyValue.FromString(b)
+            if kv.key == MODEL_ATTR:
+                name = any_pb(kv.value)
+            elif kv.key == VERSION_ATTR:
+                version = any_pb(kv.value)
+    if name is None:
         return None
-    if which == "array_value":
-        return tuple(_any_pb(x) for x in v.array_value.values)
-    if which == "kvlist_value":
-        return {kv.key: _any_pb(kv.value) for kv in v.kvlist_value.values}
-    return getattr(v, which)
-
-
-def _attrs_pb(items: Any) -> Mapping[str, object]:
-    if not items:
-        return _EMPTY
-    return {kv.key: _any_pb(kv.value) for kv in items}
+    return str(name), "" if version is None else str(version)
 
 
 def decode_protobuf(body: bytes) -> DecodeResult:
-    req = ExportTraceServiceRequest()
     try:
-        req.ParseFromString(body)
+        ExportTraceServiceRequest.FromString(body)
+        req = _LeanRequest.FromString(body)
     except DecodeError as exc:
         raise ParseError(f"body is not an OTLP protobuf ExportTraceServiceRequest: {exc}") from None
     out = DecodeResult()
-    spans = out.spans
+    append = out.records.append
+    fields = _span_fields
     for rs in req.resource_spans:
-        service = ""
-        for kv in rs.resource.attributes:
-            if kv.key == "service.name":
-                service = kv.value.string_value
+        service = _service_pb(rs.resource)
         for ss in rs.scope_spans:
             for s in ss.spans:
-                tid = s.trace_id
-                sid = s.span_id
-                if len(tid) != 16 or not any(tid):
-                    out.reject(f"span {s.name!r}: trace_id must be 16 bytes, not all zero")
+                tid, sid, pid, name, start, end, st, attrs, evs, kind = fields(s)
+                if len(tid) != 16 or tid == _ZERO16:
+                    out.reject(f"span {name!r}: trace_id must be 16 bytes, not all zero")
                     continue
-                if len(sid) != 8 or not any(sid):
-                    out.reject(f"span {s.name!r}: span_id must be 8 bytes, not all zero")
+                if len(sid) != 8 or sid == _ZERO8:
+                    out.reject(f"span {name!r}: span_id must be 8 bytes, not all zero")
                     continue
-                pid = s.parent_span_id
                 if pid and len(pid) != 8:
-                    out.reject(f"span {s.name!r}: parent_span_id must be 8 bytes")
+                    out.reject(f"span {name!r}: parent_span_id must be 8 bytes")
                     continue
-                evs = s.events
-                events = (
-                    tuple(SpanEvent(e.name, e.time_unix_nano, _attrs_pb(e.attributes)) for e in evs)
-                    if evs
-                    else ()
-                )
-                st = s.status
-                spans.append(
-                    Span(
-                        tid.hex(),
-                        sid.hex(),
-                        pid.hex() if pid else None,
-                        s.name,
-                        s.start_time_unix_nano,
-                        s.end_time_unix_nano,
+                if attrs:
+                    attrs = tuple(attrs)
+                    model = _model_pb(attrs)
+                else:
+                    attrs = model = None
+                append(
+                    (
+                        tid,
+                        sid,
+                        pid or None,
+                        name,
+                        start,
+                        end,
+                        PbStatus.FromString(st).code if st else 0,
+                        model,
+                        # Copied out so a stored span never keeps the whole request's upb arena alive.
+                        tuple(evs) if evs else None,
                         service,
-                        _attrs_pb(s.attributes),
-                        events,
-                        st.code,
-                        st.message,
-                        s.kind,
+                        FMT_PB,
+                        (attrs, st, kind),
                     )
                 )
     return out

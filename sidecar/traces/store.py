@@ -11,22 +11,35 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.model import Span
+from sidecar.traces.records import (
+    END,
+    MODEL,
+    MODEL_ATTR,
+    PARENT,
+    SPAN,
+    START,
+    STATUS,
+    TRACE,
+    VERSION_ATTR,
+    Record,
+    to_span,
+)
 
-__all__ = ["TraceEntry", "TraceStore", "TraceSummary"]
-
-MODEL_ATTR = "triton.model_name"
-VERSION_ATTR = "triton.model_version"
+__all__ = ["MODEL_ATTR", "VERSION_ATTR", "TraceEntry", "TraceStore", "TraceSummary"]
 
 
-@dataclass
+@dataclass(eq=False)
 class TraceEntry:
     trace_id: str
     first_seen: float
-    spans: list[Span] = field(default_factory=list)
+    key: bytes = b""
+    # Span records by span id, in arrival order; a span id seen again (a re-sent export) is not stored twice.
+    by_id: dict[bytes, Record] = field(default_factory=dict)
     start_ns: int = 0
     end_ns: int = 0
     model: str = ""
@@ -34,17 +47,28 @@ class TraceEntry:
     error: bool = False
     # Set by the failure join (Triton's counters), never by Triton's spans, which carry no error status.
     failure_note: str = ""
-    # Stages already observed for this trace, so a late span never counts a stage twice.
-    observed: set[str] = field(default_factory=set)
+    # Stage derivation's pairing state (sidecar.traces.stages), None until a Triton model span arrives.
+    stage_state: Any = None
+    _spans: list[Span] | None = field(default=None, repr=False)
+
+    @property
+    def spans(self) -> list[Span]:
+        """The spans as frozen ``Span`` objects, built on first read (pages, forwarding), not at ingest."""
+        spans = self._spans
+        if spans is None or len(spans) != len(self.by_id):
+            spans = self._spans = [to_span(r) for r in list(self.by_id.values())]
+        return spans
 
     @property
     def duration_ns(self) -> int:
         return max(0, self.end_ns - self.start_ns)
 
     def root(self) -> Span | None:
-        ids = {s.span_id for s in self.spans}
-        roots = [s for s in self.spans if s.parent_span_id is None or s.parent_span_id not in ids]
-        return min(roots, key=lambda s: s.start_unix_nano) if roots else None
+        recs = list(self.by_id.values())
+        roots = [r for r in recs if r[PARENT] is None or r[PARENT] not in self.by_id]
+        if not roots:
+            return None
+        return to_span(min(roots, key=lambda r: r[START]))
 
 
 @dataclass(frozen=True)
@@ -61,6 +85,14 @@ class TraceSummary:
     root_name: str
 
 
+def _key(trace_id: str) -> bytes | None:
+    try:
+        key = bytes.fromhex(trace_id)
+    except ValueError:
+        return None
+    return key if len(key) == 16 else None
+
+
 class TraceStore:
     def __init__(
         self,
@@ -75,8 +107,10 @@ class TraceStore:
         self.max_age_secs = max_age_secs
         self.max_spans_per_trace = max_spans_per_trace
         self.slow_threshold_ns = slow_threshold_ns
-        self._plain: OrderedDict[str, TraceEntry] = OrderedDict()
-        self._kept: OrderedDict[str, TraceEntry] = OrderedDict()
+        # Keyed by the 16 trace-id bytes: protobuf ids need no hex conversion, and JSON and protobuf spans of
+        # one trace (Triton's and an SDK caller's) meet under the same key.
+        self._plain: OrderedDict[bytes, TraceEntry] = OrderedDict()
+        self._kept: OrderedDict[bytes, TraceEntry] = OrderedDict()
         self._lock = threading.Lock()
         self._evicted = Counter(
             "sidecar_traces_evicted",
@@ -86,7 +120,8 @@ class TraceStore:
         )
         self._span_drops = Counter(
             "sidecar_traces_spans_dropped",
-            "Spans not stored, by reason (too many in one trace).",
+            "Spans not stored, by reason (trace_full: over max_spans_per_trace; duplicate: a span id the "
+            "trace already holds, e.g. a re-sent export).",
             ["reason"],
             registry=registry,
         )
@@ -103,40 +138,52 @@ class TraceStore:
         return len(self._plain) + len(self._kept)
 
     def _is_kept(self, e: TraceEntry) -> bool:
-        return e.error or bool(e.failure_note) or e.duration_ns >= self.slow_threshold_ns
+        return e.error or bool(e.failure_note) or e.end_ns - e.start_ns >= self.slow_threshold_ns
 
-    def add(self, spans: Iterable[Span], now: float) -> list[TraceEntry]:
-        """Store spans; returns the entries that changed (the stage deriver looks at them)."""
-        changed: dict[str, TraceEntry] = {}
+    def add(self, records: Iterable[Record], now: float) -> list[tuple[TraceEntry, Record]]:
+        """Store span records; returns (entry, record) for each record stored (the stage deriver pairs them)."""
+        new: list[tuple[TraceEntry, Record]] = []
+        append = new.append
+        touched: dict[bytes, TraceEntry] = {}
+        dups = full = 0
+        limit = self.max_spans_per_trace
+        plain, kept = self._plain, self._kept
         with self._lock:
-            for s in spans:
-                tid = s.trace_id
-                e = changed.get(tid) or self._plain.get(tid) or self._kept.get(tid)
+            for r in records:
+                key = r[TRACE]
+                e = touched.get(key) or plain.get(key) or kept.get(key)
                 if e is None:
-                    e = TraceEntry(tid, now, start_ns=s.start_unix_nano, end_ns=s.end_unix_nano)
-                    self._plain[tid] = e
-                if len(e.spans) >= self.max_spans_per_trace:
-                    self._span_drops.labels("trace_full").inc()
+                    e = TraceEntry(key.hex(), now, key, start_ns=r[START], end_ns=r[END])
+                    plain[key] = e
+                by_id = e.by_id
+                sid = r[SPAN]
+                if sid in by_id:
+                    dups += 1
                     continue
-                e.spans.append(s)
-                if s.start_unix_nano < e.start_ns:
-                    e.start_ns = s.start_unix_nano
-                if s.end_unix_nano > e.end_ns:
-                    e.end_ns = s.end_unix_nano
-                if s.status_code == 2:
+                if len(by_id) >= limit:
+                    full += 1
+                    continue
+                by_id[sid] = r
+                if r[START] < e.start_ns:
+                    e.start_ns = r[START]
+                if r[END] > e.end_ns:
+                    e.end_ns = r[END]
+                if r[STATUS] == 2:
                     e.error = True
-                if not e.model:
-                    m = s.attributes.get(MODEL_ATTR)
-                    if m is not None:
-                        e.model = str(m)
-                        e.version = str(s.attributes.get(VERSION_ATTR, ""))
-                changed[tid] = e
-            for tid, e in changed.items():
-                if tid in self._plain and self._is_kept(e):
-                    del self._plain[tid]
-                    self._kept[tid] = e
+                if not e.model and r[MODEL] is not None:
+                    e.model, e.version = r[MODEL]
+                touched[key] = e
+                append((e, r))
+            for key, e in touched.items():
+                if key in plain and self._is_kept(e):
+                    del plain[key]
+                    kept[key] = e
             self._evict_locked(now)
-        return list(changed.values())
+        if dups:
+            self._span_drops.labels("duplicate").inc(dups)
+        if full:
+            self._span_drops.labels("trace_full").inc(full)
+        return new
 
     def _evict_locked(self, now: float) -> None:
         horizon = now - self.max_age_secs
@@ -160,13 +207,15 @@ class TraceStore:
             self._evict_locked(now)
 
     def get(self, trace_id: str) -> TraceEntry | None:
+        key = _key(trace_id)
+        if key is None:
+            return None
         with self._lock:
-            return self._plain.get(trace_id) or self._kept.get(trace_id)
+            return self._plain.get(key) or self._kept.get(key)
 
     def spans_of(self, trace_id: str) -> list[Span] | None:
-        with self._lock:
-            e = self._plain.get(trace_id) or self._kept.get(trace_id)
-            return list(e.spans) if e is not None else None
+        e = self.get(trace_id)
+        return list(e.spans) if e is not None else None
 
     def mark_failures(self, model: str, version: str, since_ns: int, until_ns: int, failed: int) -> int:
         """Join Triton's failure counter into traces (see docs/traces.md for what this can and cannot say).
@@ -198,9 +247,9 @@ class TraceStore:
                 e.failure_note = note
                 if certain:
                     e.error = True
-                if e.trace_id in self._plain:
-                    del self._plain[e.trace_id]
-                    self._kept[e.trace_id] = e
+                if e.key in self._plain:
+                    del self._plain[e.key]
+                    self._kept[e.key] = e
             return len(hits)
 
     def summaries(
@@ -227,7 +276,7 @@ class TraceStore:
                     e.trace_id,
                     e.start_ns,
                     e.duration_ns,
-                    len(e.spans),
+                    len(e.by_id),
                     e.model,
                     e.version,
                     e.error,
