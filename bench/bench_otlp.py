@@ -2,11 +2,13 @@
 
 The sidecar runs in its own process (uvicorn, one worker) pinned to CPU 0; load comes from separate generator
 processes pinned to the other CPU, over loopback keep-alive connections, with bodies of 100 Triton-shaped
-spans
-(unique trace ids per body). After each run, sent (requests answered 200 x 100) must equal the sidecar's
-``sidecar_otlp_spans_received_total``. The baseline is decoding alone in this process: ``orjson.loads`` for
-JSON
-and ``ExportTraceServiceRequest.ParseFromString`` for protobuf, on the same bodies.
+spans (each request gets trace ids of its own: the generator rewrites a marker in the first four bytes of every trace
+id, so the store's duplicate-span check never makes a re-sent body cheaper). After each run, sent (requests
+answered 200 x 100) must equal the sidecar's ``sidecar_otlp_spans_received_total`` AND
+``sidecar_traces_spans_ingested_total`` (ingest is done before the 200 is sent), no span may have been dropped as
+a duplicate, and the stage histogram must hold one ``request`` observation per model span sent. The baseline is
+decoding alone in this process: ``orjson.loads`` for JSON and ``ExportTraceServiceRequest.ParseFromString``
+for protobuf, on the same bodies.
 
     .venv/bin/python bench/bench_otlp.py [--quick]
 """
@@ -28,6 +30,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+MARKER = b"\xfe\xed\xf0\x0d"  # first four bytes of every trace id, rewritten per request
+MODEL_SPANS_PER_BODY = 33
+JSON_MARK = b'"traceId":"' + MARKER.hex().encode()
+PB_MARK = b"\x0a\x10" + MARKER  # trace_id: field 1, 16 bytes
 
 
 def _bodies(n: int, seed: int) -> tuple[list[bytes], list[bytes]]:
@@ -40,7 +46,7 @@ def _bodies(n: int, seed: int) -> tuple[list[bytes], list[bytes]]:
         spans = []
         t = 1_800_000_000_000_000_000 + rnd.randrange(10**12)
         for _ in range(33):
-            tid = rnd.randbytes(16).hex()
+            tid = MARKER.hex() + rnd.randbytes(12).hex()
             r, m, c = (rnd.randbytes(8).hex() for _ in range(3))
 
             def ev(*names: str, base: int = t) -> list[dict[str, str]]:
@@ -100,7 +106,7 @@ def _bodies(n: int, seed: int) -> tuple[list[bytes], list[bytes]]:
             t += 10_000
         spans.append(
             {
-                "traceId": rnd.randbytes(16).hex(),
+                "traceId": MARKER.hex() + rnd.randbytes(12).hex(),
                 "spanId": rnd.randbytes(8).hex(),
                 "name": "caller",
                 "kind": 3,
@@ -193,14 +199,21 @@ def _serve(port: int) -> None:
     )
 
 
-def _generate(port: int, bodies: list[bytes], ctype: str, secs: float, q: mp.Queue) -> None:
+def _generate(port: int, bodies: list[bytes], ctype: str, secs: float, q: mp.Queue, gen: int) -> None:
     os.sched_setaffinity(0, {1})
     conn = http.client.HTTPConnection("127.0.0.1", port)
     ok = bad = 0
     end = time.perf_counter() + secs
     i = 0
+    js = ctype == "application/json"
     while time.perf_counter() < end:
-        conn.request("POST", "/v1/traces", body=bodies[i % len(bodies)], headers={"Content-Type": ctype})
+        # Trace ids unique to this request: generator number and request counter in the marker's place.
+        prefix = bytes([gen]) + i.to_bytes(3, "big")
+        if js:
+            body = bodies[i % len(bodies)].replace(JSON_MARK, b'"traceId":"' + prefix.hex().encode())
+        else:
+            body = bodies[i % len(bodies)].replace(PB_MARK, b"\x0a\x10" + prefix)
+        conn.request("POST", "/v1/traces", body=body, headers={"Content-Type": ctype})
         r = conn.getresponse()
         r.read()
         if r.status == 200:
@@ -212,12 +225,19 @@ def _generate(port: int, bodies: list[bytes], ctype: str, secs: float, q: mp.Que
     q.put((ok, bad))
 
 
-def _metric(port: int, name: str, labels: str) -> float:
+def _metrics(port: int) -> str:
     conn = http.client.HTTPConnection("127.0.0.1", port)
     conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
-    m = re.search(rf"^{name}\{{{labels}\}} (\S+)$", text, re.MULTILINE)
-    return float(m.group(1)) if m else 0.0
+    return conn.getresponse().read().decode()
+
+
+def _metric(text: str, name: str, *labels: str) -> float:
+    """The sum of the samples of ``name`` whose label set contains every one of ``labels``."""
+    total = 0.0
+    for m in re.finditer(rf"^{name}(?:\{{([^}}]*)\}})? (\S+)$", text, re.MULTILINE):
+        if all(lb in (m.group(1) or "") for lb in labels):
+            total += float(m.group(2))
+    return total
 
 
 def _rss_mib(pid: int) -> float:
@@ -260,6 +280,9 @@ def main() -> None:
     json_bodies, pb_bodies = _bodies(300, seed=7)
     per_body = 100
     assert len(orjson.loads(json_bodies[0])["resourceSpans"][0]["scopeSpans"][0]["spans"]) == per_body
+    # Every span's trace id carries the marker once, and nothing else looks like it.
+    assert all(b.count(JSON_MARK) == per_body for b in json_bodies)
+    assert all(b.count(PB_MARK) == per_body for b in pb_bodies)
     from sidecar.demo.tritonserver import free_port
 
     port = free_port()
@@ -284,11 +307,14 @@ def main() -> None:
             ("protobuf", pb_bodies, "application/x-protobuf"),
         ):
             q: mp.Queue = mp.Queue()
-            before = _metric(port, "sidecar_otlp_spans_received_total", f'encoding="{kind}"')
+            m0 = _metrics(port)
             cpu0 = _cpu_secs(server.pid)
             t0 = time.perf_counter()
+            gen_base = 0 if kind == "json" else 128  # the two runs never share a trace id either
             procs = [
-                mp.Process(target=_generate, args=(port, bodies[i :: args.generators], ctype, secs, q))
+                mp.Process(
+                    target=_generate, args=(port, bodies[i :: args.generators], ctype, secs, q, gen_base + i)
+                )
                 for i in range(args.generators)
             ]
             for p in procs:
@@ -300,14 +326,24 @@ def main() -> None:
             cpu = _cpu_secs(server.pid) - cpu0
             ok = sum(g[0] for g in got)
             bad = sum(g[1] for g in got)
-            received = _metric(port, "sidecar_otlp_spans_received_total", f'encoding="{kind}"') - before
-            rate = ok * per_body / wall
+            m1 = _metrics(port)
+
+            def delta(name: str, *labels: str) -> float:
+                return _metric(m1, name, *labels) - _metric(m0, name, *labels)  # noqa: B023
+
+            received = delta("sidecar_otlp_spans_received_total", f'encoding="{kind}"')
+            ingested = delta("sidecar_traces_spans_ingested_total", 'source="otlp"')
+            dups = delta("sidecar_traces_spans_dropped_total", 'reason="duplicate"')
+            stage_obs = delta("sidecar_triton_stage_duration_seconds_count", 'stage="request"')
+            sent = ok * per_body
+            honest = received == sent and ingested == sent and dups == 0 and stage_obs == ok * MODEL_SPANS_PER_BODY
+            rate = sent / wall
             dec = _decode_rate(bodies[:100], kind, 2.0)
             results[kind] = rate
             print(
-                f"{kind:8s}: sent {ok * per_body} spans ({ok} requests, {bad} non-200), "
-                f"received {received:.0f} "
-                f"-> {'OK' if received == ok * per_body else 'MISMATCH'}"
+                f"{kind:8s}: sent {sent} spans ({ok} requests, {bad} non-200), received {received:.0f}, "
+                f"ingested {ingested:.0f}, duplicates {dups:.0f}, request-stage observations {stage_obs:.0f} "
+                f"(expected {ok * MODEL_SPANS_PER_BODY}) -> {'OK' if honest else 'MISMATCH'}"
             )
             print(
                 f"{kind:8s}: receiver {rate:,.0f} spans/s using {cpu / wall:.0%} of one core; decoding alone "
