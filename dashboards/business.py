@@ -16,7 +16,8 @@ BY = "check, model, version"
 
 def board() -> Board:
     b = Board(
-        uid="triton-sidecar-business", title="Triton sidecar / Business metrics", tags=["triton", "sidecar", "business"],
+        uid="triton-sidecar-business", title="Triton sidecar / Business metrics",
+        tags=["triton", "sidecar", "business"],
         description="Each business check's current value against its baseline and threshold; orange markers are "
                     "recorded changes (deploys, model versions).",
         variables=[

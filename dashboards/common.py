@@ -45,6 +45,7 @@ NEEDS: dict[str, str] = {
     "self": "a running sidecar (its own series always exist)",
     "refusals": "a push request refused by the sidecar (oversized body, overload, bad token)",
     "checks": "at least one check (drift or business) configured",
+    "errors": "a bus subscriber or a check raising (a bug: the test cannot make one happen on purpose)",
     "drift": "the drift check configured and fed with events",
     "business": "a business check configured and fed with events",
     "alerting": "the sidecar's alert book sending to an Alertmanager",

@@ -13,7 +13,8 @@ INST = 'instance=~"$instance"'
 
 def board() -> Board:
     b = Board(
-        uid="triton-sidecar-health", title="Triton sidecar / Sidecar health", tags=["triton", "sidecar", "health"],
+        uid="triton-sidecar-health", title="Triton sidecar / Sidecar health",
+        tags=["triton", "sidecar", "health"],
         description="Is the sidecar itself healthy: scrapes, intake, drops, refusals, queue fill, evaluation time.",
         variables=[datasource_var(), label_var("instance", "sidecar_triton_up", label="Sidecar")],
     )
@@ -81,7 +82,7 @@ def board() -> Board:
                  [(f"sum by (subscriber) (rate(sidecar_bus_subscriber_errors_total{{{INST}}}[$__rate_interval]))",
                    "subscriber {{subscriber}}"),
                   (f"sum by (check) (rate(sidecar_check_evaluation_errors_total{{{INST}}}[$__rate_interval]))",
-                   "check {{check}}")], unit="ops", needs="checks")
+                   "check {{check}}")], unit="ops", needs="errors")
     b.row("Queues and delivery")
     b.timeseries("Exporter queue fill", "Items waiting per exporter and in the OTLP forward queue. A queue that "
                  "only grows means its backend is down or too slow; at queue.max_items new items are dropped.",

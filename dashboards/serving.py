@@ -29,7 +29,8 @@ ERR_STEPS = steps(("green", None), ("orange", 0.01), ("red", 0.05))
 
 def board() -> Board:
     b = Board(
-        uid="triton-sidecar-serving", title="Triton sidecar / Serving overview", tags=["triton", "sidecar", "serving"],
+        uid="triton-sidecar-serving", title="Triton sidecar / Serving overview",
+        tags=["triton", "sidecar", "serving"],
         description="Per model and version: request rate, errors by reason, latency by stage, queue depth, batching.",
         variables=[
             datasource_var(),

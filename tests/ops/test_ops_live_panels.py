@@ -69,7 +69,7 @@ def _sidecar_config(triton: TritonServer, port: int, store: Path) -> dict[str, A
             "drift": {
                 "enabled": True, "window_secs": 60, "bucket_count": 2, "min_samples": 20, "sustained_secs": 0,
                 "reference": {"mode": "pinned", "pinned_events": 60},
-                "models": {"ctr": {"features": {"age": "numeric", "clicks_7d": "numeric"}}},
+                "models": {"ctr": {"features": {"age": "numeric", "clicks_7d": "numeric", "country": "categorical"}}},
             },
         },
     }
@@ -165,12 +165,15 @@ def _query(prom: str, expr: str) -> dict[str, Any]:
 
 
 def _post_drift_events(sidecar: str) -> None:
-    """60 reference events, then a current window where clicks_7d moved by 2 sd and a tenth of ages are missing."""
+    """60 reference events, then a current window where clicks_7d moved by 2 sd, a tenth of ages are missing and a
+    third of countries are one the reference never saw."""
     rng = random.Random(11)
-    ref = [{"model": "ctr", "version": "2", "features": {"age": rng.gauss(40, 12), "clicks_7d": rng.gauss(5, 2)}}
+    ref = [{"model": "ctr", "version": "2", "features": {"age": rng.gauss(40, 12), "clicks_7d": rng.gauss(5, 2),
+                                                          "country": rng.choice(["us", "de"])}}
            for _ in range(60)]
     cur = [{"model": "ctr", "version": "2",
-            "features": {"age": None if i % 10 == 0 else rng.gauss(40, 12), "clicks_7d": rng.gauss(9, 2)}}
+            "features": {"age": None if i % 10 == 0 else rng.gauss(40, 12), "clicks_7d": rng.gauss(9, 2),
+                         "country": rng.choice(["us", "de", "fr"])}}
            for i in range(120)]
     with httpx.Client(timeout=10) as c:
         for batch in (ref, cur):
