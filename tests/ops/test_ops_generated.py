@@ -98,3 +98,9 @@ def test_configuration_reference_renders_any_model_and_check_mode_catches_drift(
     stale = tmp_path / "configuration.md"
     stale.write_text("old\n")
     assert configref.main(["--out", str(stale), "--check"]) == 1
+
+
+def test_docs_dashboards_lists_every_panel() -> None:
+    text = (ROOT / "docs/dashboards.md").read_text()
+    missing = [i.title for i in generate.panel_infos() if f"| {i.title} |" not in text]
+    assert not missing, f"docs/dashboards.md lacks panels: {missing}"
