@@ -188,6 +188,10 @@ def _serve(port: int) -> None:
         }
     )
     svc = Service(cfg, registry=CollectorRegistry(), factories=[build])
+    if os.environ.get("SIDECAR_BENCH_DEFAULT_GC") != "1":
+        from sidecar.runtime import tune_gc
+
+        tune_gc()  # as `sidecar run` does
     uvicorn.run(
         create_app(svc),
         host="127.0.0.1",

@@ -37,6 +37,7 @@ async def _serve(cfg_path: str) -> None:
 
     from sidecar.app import create_app
     from sidecar.config import load_config
+    from sidecar.runtime import tune_gc
     from sidecar.service import Service
 
     cfg = load_config(cfg_path)
@@ -44,6 +45,7 @@ async def _serve(cfg_path: str) -> None:
     app = create_app(service)
     server = uvicorn.Server(uvicorn.Config(app, host=cfg.server.host, port=cfg.server.port, log_level="warning",
                                            access_log=False, lifespan="on"))
+    tune_gc()
     logging.getLogger("sidecar").info("sidecar %s listening on http://%s:%d", __version__, cfg.server.host,
                                       cfg.server.port)
     await server.serve()
