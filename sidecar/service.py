@@ -14,7 +14,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 
 from sidecar.clock import Clock, SystemClock
 from sidecar.component import Bus, Component, Context, Readiness
@@ -109,6 +116,9 @@ class Service:
                                "How far the last evaluation round ran past its interval (0 when on time).",
                                registry=self.registry)
         self._up = Gauge("sidecar_start_time_seconds", "Unix time the sidecar started.", registry=self.registry)
+        if registry is None:
+            # Memory and CPU of the sidecar itself (process_resident_memory_bytes etc.), for the health dashboard.
+            ProcessCollector(registry=self.registry)
 
     def _ordered(self) -> list[Any]:
         return sorted(self.components, key=lambda c: _ROLE_ORDER.get(getattr(c, "role", "source"), 3))
