@@ -17,9 +17,10 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from fastapi import APIRouter, HTTPException, Request
@@ -28,7 +29,7 @@ from pydantic import ValidationError
 
 from sidecar.checks.drift_config import DriftConfig, ReferenceConfig
 from sidecar.checks.references import Reference, load_reference_file
-from sidecar.checks.stats import benjamini_hochberg, chi_square, ks_2samp_fast, psi_numeric
+from sidecar.checks.stats import KsResult, benjamini_hochberg, chi_square, ks_2samp_fast, psi_numeric
 from sidecar.checks.windows import FeatureKind, FeatureWindow, WindowSnapshot, pack, unpack
 from sidecar.component import Context, Readiness
 from sidecar.errors import ConfigError
@@ -40,6 +41,7 @@ _SEP = "\x1f"
 _PIN_BUCKET_SECS = 1e18  # one bucket for a pinned collector: it is bounded by event count, not time
 SCORE, CLASS = "_score", "_class"
 SeriesKey = tuple[str, str, str]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -399,9 +401,12 @@ class DriftCheck:
                 hist.evict(now)
             self.g_memory.set(sum(w.memory_bytes() for w in self._windows.values())
                               + sum(w.memory_bytes() for w in self._history.values()))
+        numeric = {i: (ref, snap) for i, (_, snap, ref) in enumerate(work)
+                   if not isinstance(ref, str) and self._ks_ready(snap, ref)}
+        ks_done = dict(zip(numeric, self._map(_ks_job, list(numeric.values())), strict=True))
         by_model: dict[tuple[str, str], list[FeatureResult]] = {}
-        for (model, version, feature), snap, ref in work:
-            by_model.setdefault((model, version), []).extend(self._test(feature, snap, ref))
+        for i, ((model, version, feature), snap, ref) in enumerate(work):
+            by_model.setdefault((model, version), []).extend(self._test(feature, snap, ref, ks_done.get(i)))
         findings: list[Finding] = []
         for (model, version), results in sorted(by_model.items()):
             findings.extend(self._decide(model, version, results, now))
@@ -411,7 +416,21 @@ class DriftCheck:
         self.g_eval.set(time.perf_counter() - t0)
         return findings
 
-    def _test(self, feature: str, cur: WindowSnapshot, ref: Reference | str) -> list[FeatureResult]:
+    def _ks_ready(self, cur: WindowSnapshot, ref: Reference) -> bool:
+        return (cur.kind == "numeric" and ref.ecdf is not None
+                and cur.n >= self.cfg.min_samples and ref.n >= self.cfg.min_samples)
+
+    def _map(self, fn: Callable[[tuple[Reference, WindowSnapshot]], _T],
+             jobs: list[tuple[Reference, WindowSnapshot]]) -> list[_T]:
+        """Runs the per-feature tests in ``eval_threads`` threads (numpy's sort and search release the GIL)."""
+        threads = min(self.cfg.eval_threads, len(jobs))
+        if threads <= 1:
+            return [fn(j) for j in jobs]
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="drift-eval") as pool:
+            return list(pool.map(fn, jobs))
+
+    def _test(self, feature: str, cur: WindowSnapshot, ref: Reference | str,
+              ks_done: tuple[KsResult, float] | None = None) -> list[FeatureResult]:
         miss = cur.missing_ratio
         if isinstance(ref, str):
             return [FeatureResult(feature, "ks" if cur.kind == "numeric" else "chi2", math.nan, math.nan,
@@ -429,9 +448,8 @@ class DriftCheck:
                                      insufficient=f"{cur.n} current / {ref.n} reference values "
                                                   f"(need {self.cfg.min_samples})"))
             return out
-        if cur.kind == "numeric" and cur.ecdf is not None and ref.ecdf is not None:
-            ks = ks_2samp_fast(ref.ecdf, cur.ecdf)
-            psi = psi_numeric(ref.ecdf, cur.ecdf)
+        if ks_done is not None:
+            ks, psi = ks_done
             out.append(FeatureResult(feature, "ks", ks.d, ks.p, ks.d, cur.n, ref.n, miss, ref.missing_ratio,
                                      psi=psi, detail=f"KS D={ks.d:.4f} ({ks.method})"))
         elif cur.counts is not None and ref.counts is not None:
@@ -658,6 +676,15 @@ class DriftCheck:
             return {"model": model, "reference": spec.model_dump()}
 
         return router
+
+
+def _ks_job(job: tuple[Reference, WindowSnapshot]) -> tuple[KsResult, float]:
+    """One numeric feature's KS test and PSI (runs in a pool thread; sorts the current window there)."""
+    ref, snap = job
+    cur = snap.distribution()
+    if ref.ecdf is None or cur is None:
+        raise ValueError("numeric test without a numeric distribution")
+    return ks_2samp_fast(ref.ecdf, cur), psi_numeric(ref.ecdf, cur)
 
 
 def summarize(findings: Sequence[Finding]) -> list[str]:

@@ -85,6 +85,10 @@ class DriftConfig(StrictModel):
     infer_features: bool = Field(True, description="Infer undeclared features' kinds on first sight.")
     monitor_score: bool = Field(True, description="Also test the prediction score (feature '_score') and "
                                                    "predicted class (feature '_class').")
+    eval_threads: int = Field(
+        2, ge=1, le=64, description="Threads one evaluation spreads the numeric features over (numpy's sort "
+                                    "and search release the GIL); 1 evaluates them one after another.",
+    )
     persist_interval_secs: float = Field(60.0, gt=0, description="How often windows are saved to the store.")
     reference: ReferenceConfig = Field(default_factory=ReferenceConfig,
                                        description="Default reference for every model.")

@@ -43,7 +43,7 @@ class Reference:
 
     @classmethod
     def from_snapshot(cls, snap: WindowSnapshot, source: str, created_at: float) -> Reference:
-        return cls(snap.kind, snap.total, snap.missing, source, created_at, snap.ecdf, snap.counts)
+        return cls(snap.kind, snap.total, snap.missing, source, created_at, snap.distribution(), snap.counts)
 
     def to_bytes(self) -> bytes:
         header: dict[str, object] = {"kind": self.kind, "total": self.total, "missing": self.missing,

@@ -16,6 +16,7 @@ import math
 import struct
 from array import array
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -59,11 +60,29 @@ class _Bucket:
 
 @dataclass(frozen=True)
 class WindowSnapshot:
+    """A window's merged content. An exact numeric window hands out its values unsorted (``raw``): taking the
+    snapshot happens under the drift check's lock, sorting (``distribution()``) outside it, in parallel."""
+
     kind: FeatureKind
     total: int
     missing: int
     ecdf: Ecdf | None = None
     counts: dict[str, int] | None = None
+    raw: np.ndarray | None = None
+
+    @cached_property
+    def _sorted(self) -> Ecdf | None:
+        if self.ecdf is not None:
+            return self.ecdf
+        if self.raw is None:
+            return None
+        arr = self.raw.copy() if not self.raw.flags.writeable else self.raw
+        arr.sort()  # in place: raw is this snapshot's own concatenated copy
+        return Ecdf(values=arr, n=int(arr.shape[0]))
+
+    def distribution(self) -> Ecdf | None:
+        """The numeric distribution (sorted once, then cached); None for a categorical window."""
+        return self._sorted
 
     @property
     def n(self) -> int:
@@ -150,8 +169,8 @@ class FeatureWindow:
             return WindowSnapshot(self.kind, total, missing, counts=counts)
         if all(b.sketch is None for b in chosen):
             vals = [np.frombuffer(b.values, dtype=np.float64) for b in chosen if len(b.values)]
-            arr = np.concatenate(vals) if vals else np.empty(0)
-            return WindowSnapshot(self.kind, total, missing, ecdf=Ecdf.from_values(arr))
+            arr = np.concatenate(vals) if vals else np.empty(0)  # always a fresh, writeable copy
+            return WindowSnapshot(self.kind, total, missing, raw=arr)
         merged = new_kll(self.kll_k)
         for b in chosen:
             if b.sketch is not None:
