@@ -155,9 +155,12 @@ class FeatureWindow:
         return True
 
     def snapshot(self, start: float | None = None, end: float | None = None) -> WindowSnapshot:
-        """The merged distribution of buckets whose start lies in [start, end) (all buckets when omitted)."""
-        lo = -math.inf if start is None else start // self.bucket_secs
-        hi = math.inf if end is None else end // self.bucket_secs
+        """The merged distribution of the buckets that overlap [start, end) (all buckets when omitted).
+
+        Overlap, not "starts inside": a range shorter than a bucket (a 30-minute window over hourly history
+        buckets) must still get the bucket it falls in, whatever the minute it starts at."""
+        lo = -math.inf if start is None else math.floor(start / self.bucket_secs)
+        hi = math.inf if end is None else math.ceil(end / self.bucket_secs)
         chosen = [b for i, b in sorted(self._buckets.items()) if lo <= i < hi]
         total = sum(b.total for b in chosen)
         missing = sum(b.missing for b in chosen)
