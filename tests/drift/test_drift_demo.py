@@ -28,3 +28,17 @@ def test_demo_shift_is_flagged_within_minutes(tmp_path: Path, clock: FakeClock) 
         clock.advance(1.0)
     assert set(first_active) == {"clicks_7d"}
     assert SHIFT_AFTER_SECS < first_active["clicks_7d"] <= SHIFT_AFTER_SECS + 240
+
+
+def test_demo_feature_constants_describe_the_unshifted_traffic() -> None:
+    from sidecar.demo.drift_demo import DEMO_FEATURES, FEATURE_MEANS, FEATURE_SDS
+
+    rng = random.Random(5)
+    for model, names in DEMO_FEATURES.items():
+        rows = [features_for(model, 0.0, rng) for _ in range(4000)]
+        for name in names:
+            vals = [r[name] for r in rows]
+            mean = sum(vals) / len(vals)
+            sd = (sum((v - mean) ** 2 for v in vals) / len(vals)) ** 0.5
+            assert abs(mean - FEATURE_MEANS[name]) < 0.1 * FEATURE_SDS[name]
+            assert abs(sd / FEATURE_SDS[name] - 1.0) < 0.1
