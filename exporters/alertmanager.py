@@ -228,8 +228,13 @@ class AlertmanagerExporter:
                 await self._sleep(backoff.next_delay(retry_after))
                 continue
             backoff.reset()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), self.cfg.flush_interval_secs)
+            # asyncio.wait, not wait_for: on Python 3.11 wait_for can swallow a cancel that races the event,
+            # which would leave this loop running after shutdown.
+            waiter = asyncio.ensure_future(ev.wait())
+            try:
+                await asyncio.wait({waiter}, timeout=self.cfg.flush_interval_secs)
+            finally:
+                waiter.cancel()
             ev.clear()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -245,9 +250,8 @@ class AlertmanagerExporter:
         tasks, self._tasks = self._tasks, []
         for t in tasks:
             t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)
         # One last, short try; whatever stays is persisted and sent after the restart.
         if tasks:
             with contextlib.suppress(Exception):
