@@ -15,7 +15,7 @@ from typing import Any, TextIO
 import orjson
 
 from sidecar.checks.references import Reference, load_reference_file
-from sidecar.checks.stats import benjamini_hochberg, chi_square, ks_2samp_fast, psi_numeric
+from sidecar.checks.stats import Ecdf, benjamini_hochberg, chi_square, ks_many, psi_numeric
 
 __all__ = ["compare", "main"]
 
@@ -37,8 +37,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def compare(ref: dict[str, Reference], cur: dict[str, Reference], *, p_threshold: float = 0.01,
-            ks_floor: float = 0.05, psi_floor: float = 0.1) -> list[dict[str, Any]]:
+            ks_floor: float = 0.05, psi_floor: float = 0.1, workers: int = 2) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
+    numeric: list[tuple[dict[str, Any], Ecdf, Ecdf]] = []
     for name in sorted(set(ref) & set(cur)):
         r, c = ref[name], cur[name]
         row: dict[str, Any] = {"feature": name, "n_reference": r.n, "n_current": c.n,
@@ -49,14 +50,17 @@ def compare(ref: dict[str, Reference], cur: dict[str, Reference], *, p_threshold
         elif r.n == 0 or c.n == 0:
             row.update(test="-", statistic=None, p=None, effect=None, verdict="no values")
         elif r.kind == "numeric" and r.ecdf is not None and c.ecdf is not None:
-            ks = ks_2samp_fast(r.ecdf, c.ecdf)
-            row.update(test="ks", statistic=ks.d, p=ks.p, effect=ks.d, psi=psi_numeric(r.ecdf, c.ecdf),
-                       floor=ks_floor)
+            row.update(test="ks", psi=psi_numeric(r.ecdf, c.ecdf), floor=ks_floor)
+            numeric.append((row, r.ecdf, c.ecdf))
         elif r.counts is not None and c.counts is not None:
             cs = chi_square(r.counts, c.counts)
             row.update(test="chi2", statistic=cs.statistic, p=cs.p, effect=cs.psi, psi=cs.psi, floor=psi_floor,
                        unseen=list(cs.unseen_categories), unseen_ratio=cs.unseen_rate)
         rows.append(row)
+    if numeric:
+        results = ks_many([n[1] for n in numeric], [n[2] for n in numeric], workers=workers)
+        for (row, _, _), ks in zip(numeric, results, strict=True):
+            row.update(statistic=ks.d, p=ks.p, effect=ks.d)
     tested = [i for i, row in enumerate(rows) if row.get("p") is not None]
     for i, q in zip(tested, benjamini_hochberg([rows[i]["p"] for i in tested]), strict=True):
         row = rows[i]
