@@ -191,3 +191,21 @@ def test_sketch_mode_finds_the_shift_exact_mode_finds(tmp_path: Path, clock: Fak
     assert _active(found) == {"a"}
     a_ks = next(f for f in found if f.labels["feature"] == "a" and f.labels["test"] == "ks")
     assert "sketch" in a_ks.summary
+
+
+def test_threaded_evaluation_gives_the_same_findings_as_one_thread(tmp_path: Path) -> None:
+    results = []
+    for threads in (1, 4):
+        clock = FakeClock()
+        # A reference above 10,000 values takes our asymptotic path (scipy's own below it).
+        check = _check(tmp_path / str(threads), clock, sustained_secs=0, eval_threads=threads,
+                       reference={"mode": "pinned", "pinned_events": 11_000})
+        rng = np.random.default_rng(12)
+        feed(check, clock, "m", "1", normal_rows(rng, 11_000, FEATS), per_sec=200)
+        clock.advance(600)  # the reference traffic leaves the window (which stays exact, no sketch)
+        feed(check, clock, "m", "1", normal_rows(rng, 3000, FEATS, loc={"e": 0.3}, scale={"a": 1.5}), per_sec=10)
+        results.append({(f.labels["feature"], f.labels["test"]): (f.value, f.p_value, f.active)
+                        for f in check.evaluate(clock.now())})
+    assert results[0] == results[1]
+    assert {k[0] for k, v in results[0].items() if v[2]} == {"a", "e"}
+    assert all("(asymp)" in f.summary for f in check.evaluate(clock.now()) if f.labels["test"] == "ks")
