@@ -1,13 +1,16 @@
 """``sidecar demo``: a real Triton with the demo models, steady traffic, and the sidecar watching it.
 
-Everything runs on loopback; Ctrl-C (or SIGTERM, or ``--duration-secs``) stops the traffic, the sidecar and
-Triton's whole process group, so nothing is left behind.
+Everything runs on loopback and uses the embedded defaults (SQLite store, no external services). When Debian's
+Alertmanager is installed (``.ci/setup`` installs it) the demo starts one too, so alerts can be seen where
+on-call would see them. Ctrl-C (or SIGTERM, or ``--duration-secs``) stops the traffic, the sidecar, Alertmanager
+and Triton's whole process group, so nothing is left behind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import signal
 import tempfile
@@ -19,14 +22,30 @@ __all__ = ["demo_config", "run_demo"]
 log = logging.getLogger("sidecar.demo")
 
 
-def demo_config(triton_http: str, triton_metrics: str, port: int, workdir: Path) -> dict[str, Any]:
+def demo_config(triton_http: str, triton_metrics: str, port: int, workdir: Path,
+                alertmanager_url: str | None = None) -> dict[str, Any]:
     """The config the demo runs with: the embedded defaults plus what points at the demo's Triton."""
+    from sidecar.demo.business_demo import DEMO_ALERTING, DEMO_BUSINESS_CHECKS
+    from sidecar.demo.drift_demo import DEMO_DRIFT_CONFIG
+
+    alerting = copy.deepcopy(DEMO_ALERTING)
+    alerting["alertmanager"]["urls"] = [alertmanager_url] if alertmanager_url else []
     return {
-        "server": {"host": "127.0.0.1", "port": port},
+        "server": {"host": "127.0.0.1", "port": port, "public_url": f"http://127.0.0.1:{port}"},
         "store": {"path": str(workdir / "sidecar-state.sqlite")},
         "triton": {"metrics_url": triton_metrics, "http_url": triton_http, "interval_secs": 2.0},
-        "checks": {"eval_interval_secs": 5.0},
+        "traces": {"enabled": True, "failure_join": {"metrics_url": triton_metrics, "interval_secs": 5.0}},
+        "checks": {"eval_interval_secs": 5.0, "drift": copy.deepcopy(DEMO_DRIFT_CONFIG),
+                   "business": copy.deepcopy(DEMO_BUSINESS_CHECKS)},
+        "alerting": alerting,
     }
+
+
+def _triton_trace_args(port: int) -> list[str]:
+    # Triton's C++ exporter sends OTLP/HTTP JSON to the sidecar; one request in two is traced.
+    return ["--trace-config", "mode=opentelemetry",
+            "--trace-config", f"opentelemetry,url=http://127.0.0.1:{port}/v1/traces",
+            "--trace-config", "rate=2", "--trace-config", "level=TIMESTAMPS"]
 
 
 def _quiet_server_class() -> type:
@@ -40,28 +59,52 @@ def _quiet_server_class() -> type:
     return QuietServer
 
 
-async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
-    import uvicorn
+def _banner(base: str, triton: Any, am_url: str | None) -> str:
+    from sidecar.demo.scenario import DemoScenario
 
+    timeline = "\n".join(f"  +{int(t // 60)} min  {what}" for t, what in DemoScenario.timeline())
+    am = f"Alertmanager: {am_url}/#/alerts" if am_url else "Alertmanager: not installed (alerts at /v1/alerts)"
+    return f"""
+Triton:   {triton.http_url} (metrics {triton.metrics_url}), models ctr v1+v2 and fraud v1
+Sidecar:  {base}/
+  metrics   {base}/metrics   (sidecar_model_requests_per_second, sidecar_model_error_ratio, sidecar_drift_*)
+  traces    {base}/traces    (slow and failed requests; click one for its waterfall)
+  alerts    {base}/v1/alerts
+  ready     {base}/readyz
+{am}
+Traffic: ~20 requests/s to ctr v1, ctr v2 and fraud v1 (about 8% of fraud requests fail); each answer is
+reported to {base}/v1/events with its features and score.
+What happens (from now):
+{timeline}
+Press Ctrl-C to stop."""
+
+
+async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
     from sidecar.app import create_app
     from sidecar.config import parse_config
+    from sidecar.demo.alertmanager import DemoAlertmanager
     from sidecar.demo.traffic import Traffic
     from sidecar.demo.tritonserver import TritonServer, demo_model_repository
+    from sidecar.runtime import tune_gc
     from sidecar.service import Service
 
-    _QuietServer = _quiet_server_class()
-    triton = TritonServer(demo_model_repository(), workdir / "triton")
-    print(f"starting Triton (models ctr v1+v2, fraud v1) in {workdir / 'triton'} ...", flush=True)
-    await asyncio.to_thread(triton.start)
+    quiet_server = _quiet_server_class()
+    triton = TritonServer(demo_model_repository(), workdir / "triton", extra_args=_triton_trace_args(port))
+    alertmanager = DemoAlertmanager(workdir / "alertmanager")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        cfg = parse_config(demo_config(triton.http_url, triton.metrics_url, port, workdir))
+        print(f"starting Triton (models ctr v1+v2, fraud v1) in {workdir / 'triton'} ...", flush=True)
+        await asyncio.to_thread(triton.start)
+        am_url = alertmanager.url if await asyncio.to_thread(alertmanager.start) else None
+        cfg = parse_config(demo_config(triton.http_url, triton.metrics_url, port, workdir, am_url))
         service = Service(cfg)
         app = create_app(service)
-        server = _QuietServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+        import uvicorn
+
+        server = quiet_server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                              access_log=False, lifespan="on"))
         serve = asyncio.create_task(server.serve())
         while not server.started:
@@ -69,17 +112,11 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
                 await serve
                 return 1
             await asyncio.sleep(0.05)
-        traffic = Traffic(triton.http_url)
-        traffic_task = asyncio.create_task(traffic.run(stop))
+        tune_gc()
         base = f"http://127.0.0.1:{port}"
-        print(f"""
-Triton:   {triton.http_url} (metrics {triton.metrics_url})
-Sidecar:  {base}/
-  metrics   {base}/metrics   (look for sidecar_model_requests_per_second, sidecar_model_error_ratio)
-  ready     {base}/readyz
-  traces    {base}/traces
-Traffic: ~20 requests/s to ctr v1, ctr v2 and fraud v1 (about 8% of fraud requests fail).
-Press Ctrl-C to stop.""", flush=True)
+        traffic = Traffic(triton.http_url, sidecar_url=base)
+        traffic_task = asyncio.create_task(traffic.run(stop))
+        print(_banner(base, triton, am_url), flush=True)
         if duration_s is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=duration_s)
@@ -90,8 +127,10 @@ Press Ctrl-C to stop.""", flush=True)
         server.should_exit = True
         await serve
         print(f"traffic sent: {sum(traffic.stats.sent.values())} requests "
-              f"({sum(traffic.stats.failed.values())} failed)", flush=True)
+              f"({sum(traffic.stats.failed.values())} failed); events reported: {traffic.stats.events_posted}",
+              flush=True)
     finally:
+        await asyncio.to_thread(alertmanager.stop)
         await asyncio.to_thread(triton.stop)
         print("stopped Triton and the sidecar", flush=True)
     return 0

@@ -1,20 +1,23 @@
-"""Steady inference traffic for the demo: KServe v2 JSON requests to a real Triton.
-
-``ctr`` gets requests at versions 1 and 2; ``fraud`` gets ~8% requests with a negative amount, which the model
-rejects, so the failure SLIs have something to show. Rates are per second and deterministic for a seed.
+"""Steady inference traffic for the demo: KServe v2 JSON requests to a real Triton, and the caller's side of
+the story: each answered request is reported to the sidecar's /v1/events (features, score, trace id), and each
+request carries a W3C ``traceparent`` so Triton's spans join the caller's trace.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
-from collections.abc import Awaitable, Callable
+import secrets
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
+from sidecar.demo.scenario import DemoScenario
+
 __all__ = ["Traffic", "TrafficStats"]
+
+_MAX_PENDING_EVENTS = 10_000
 
 
 @dataclass
@@ -22,6 +25,8 @@ class TrafficStats:
     sent: dict[str, int] = field(default_factory=dict)
     ok: dict[str, int] = field(default_factory=dict)
     failed: dict[str, int] = field(default_factory=dict)
+    events_posted: int = 0
+    events_dropped: int = 0
 
     def count(self, key: str, status: int) -> None:
         self.sent[key] = self.sent.get(key, 0) + 1
@@ -29,55 +34,76 @@ class TrafficStats:
         bucket[key] = bucket.get(key, 0) + 1
 
 
-OnResult = Callable[[str, str, list[float], float | None, float], Awaitable[None]]
-
-
 class Traffic:
-    def __init__(self, triton_http_url: str, *, rate_per_s: float = 20.0, fraud_failure_ratio: float = 0.08,
-                 seed: int = 7, on_result: OnResult | None = None) -> None:
+    def __init__(self, triton_http_url: str, *, sidecar_url: str | None = None, rate_per_s: float = 20.0,
+                 scenario: DemoScenario | None = None, clock: Any = None) -> None:
         self.url = triton_http_url.rstrip("/")
+        self.sidecar_url = sidecar_url.rstrip("/") if sidecar_url else None
         self.rate = rate_per_s
-        self.fraud_failure_ratio = fraud_failure_ratio
-        self.rng = random.Random(seed)
+        self.scenario = scenario or DemoScenario()
         self.stats = TrafficStats()
-        self.on_result = on_result
         self.elapsed_s = 0.0
+        self._events: list[dict[str, Any]] = []
+        self._wall = clock
 
-    def _request(self) -> tuple[str, str, list[float]]:
-        r = self.rng.random()
-        if r < 0.35:
-            return "ctr", "1", [self.rng.gauss(1, 1) for _ in range(4)]
-        if r < 0.7:
-            return "ctr", "2", [self.rng.gauss(1, 1) for _ in range(4)]
-        amount = self.rng.uniform(1, 500)
-        if self.rng.random() < self.fraud_failure_ratio:
-            amount = -amount
-        return "fraud", "1", [amount, self.rng.random(), self.rng.random()]
+    def _now(self) -> float:
+        import time
+
+        return self._wall.now() if self._wall is not None else time.time()
 
     async def send_one(self, client: httpx.AsyncClient) -> int:
-        model, version, x = self._request()
-        body = {"inputs": [{"name": "x", "shape": [1, len(x)], "datatype": "FP32", "data": x}]}
+        req = self.scenario.request(self.elapsed_s)
+        body = {"inputs": [{"name": "x", "shape": [1, len(req.inputs)], "datatype": "FP32", "data": req.inputs}]}
+        trace_id = secrets.token_hex(16)
+        headers = {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
+        score = None
         try:
-            resp = await client.post(f"{self.url}/v2/models/{model}/versions/{version}/infer", json=body,
-                                     timeout=10)
+            resp = await client.post(f"{self.url}/v2/models/{req.model}/versions/{req.version}/infer", json=body,
+                                     headers=headers, timeout=10)
             status = resp.status_code
-            score = None
             if status == 200:
                 score = float(resp.json()["outputs"][0]["data"][0])
         except httpx.HTTPError:
-            status, score = 0, None
-        self.stats.count(f"{model}:{version}", status)
-        if self.on_result is not None:
-            await self.on_result(model, version, x, score, self.elapsed_s)
+            status = 0
+        self.stats.count(f"{req.model}:{req.version}", status)
+        if score is not None and self.sidecar_url:
+            if len(self._events) >= _MAX_PENDING_EVENTS:
+                self.stats.events_dropped += 1
+            else:
+                self._events.append({"model": req.model, "version": req.version, "timestamp": self._now(),
+                                     "features": req.features, "score": score, "trace_id": trace_id})
         return status
+
+    async def flush_events(self, client: httpx.AsyncClient) -> None:
+        if not self._events or not self.sidecar_url:
+            return
+        batch, self._events = self._events, []
+        try:
+            resp = await client.post(f"{self.sidecar_url}/v1/events", json={"events": batch}, timeout=10)
+            if resp.status_code == 200:
+                self.stats.events_posted += int(resp.json().get("accepted", len(batch)))
+            else:
+                self.stats.events_dropped += len(batch)
+        except httpx.HTTPError:
+            self.stats.events_dropped += len(batch)
+
+    async def _flusher(self, client: httpx.AsyncClient, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=1.0)
+            await self.flush_events(client)
 
     async def run(self, stop: asyncio.Event) -> None:
         interval = 1.0 / self.rate
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         async with httpx.AsyncClient() as client:
+            flusher = asyncio.create_task(self._flusher(client, stop))
             while not stop.is_set():
-                self.elapsed_s = loop.time() - t0
+                started = loop.time()
+                self.elapsed_s = started - t0
                 await self.send_one(client)
+                # Keep the rate steady: wait what is left of this request's slot.
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=interval)
+                    await asyncio.wait_for(stop.wait(), timeout=max(0.0, interval - (loop.time() - started)))
+            await flusher
