@@ -506,7 +506,10 @@ class DriftCheck:
                 insufficient_data=bool(r.insufficient),
                 description=f"effect floor {floor}; missing ratio {r.missing_ratio:.3f} "
                             f"(reference {r.ref_missing_ratio:.3f})",
-                annotations={"condition": str(condition).lower(),
+                # The same runbooks the Prometheus rules link to (docs/runbooks/).
+                annotations={"runbook": "FeatureMissingValuesHigh.md" if r.test == "missing"
+                             else "FeatureDrifting.md",
+                             "condition": str(condition).lower(),
                              **({"condition_since": f"{since_v:.0f}"} if since_v is not None else {})},
             ))
         return out
