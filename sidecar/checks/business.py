@@ -60,6 +60,11 @@ class _Bucket:
         self.dirty = True
 
 
+def _version_key(version: str) -> tuple[int, int, str]:
+    """Orders Triton's numeric versions numerically, and any other version string after them, by text."""
+    return (0, int(version), "") if version.isdigit() else (1, 0, version)
+
+
 @dataclass
 class _Series:
     labels: tuple[str, ...]
@@ -251,7 +256,10 @@ class BusinessChecks:
                 self._dropped.labels(chk.name, "series_limit").inc()
                 return
             s = chk.series[key] = _Series(labels=key)
-        s.version = ev.version
+        # Grouped by model only, the series is labelled with the newest version seen: traffic split across
+        # versions must not flip the label (and so the alert's identity) from one event to the next.
+        if not s.version or _version_key(ev.version) >= _version_key(s.version):
+            s.version = ev.version
         if ev.trace_id:
             s.trace_id = ev.trace_id
         b_cur = ts - ts % cfg.bucket_secs

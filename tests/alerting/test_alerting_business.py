@@ -273,3 +273,21 @@ def test_the_demo_regression_fires_then_resolves(tmp_path: Any) -> None:
     resolved = [t for t, s in states if s == "inactive"]
     assert fired and 360 < fired[0] < 480, states
     assert resolved and 540 <= resolved[0] < 700, states
+
+
+def test_model_grouped_series_keeps_the_newest_version_label_when_traffic_alternates(tmp_path: Any) -> None:
+    from sidecar.checks.business import _version_key
+
+    assert sorted(["2", "10", "canary", "1"], key=_version_key) == ["1", "2", "10", "canary"]
+    clock, rng = FakeClock(T0), random.Random(2)
+    bc = _checks(tmp_path, {"ctr_mean_down": EXAMPLE_BUSINESS_CHECKS["checks"]["ctr_mean_down"]}, clock)
+    seen = set()
+    for h in range(8 * 24 + 3):
+        clock.advance(3600)
+        # Traffic split across versions, the older one last in each hour (as a 50/50 split interleaves).
+        for version in ("10", "9"):
+            bc.observe(_batch("ctr", clock.now() - 1, [rng.gauss(0.042, 0.004) for _ in range(10)], version=version))
+        if h >= 8 * 24:
+            (f,) = bc.evaluate(clock.now())
+            seen.add(f.labels["version"])
+    assert seen == {"10"}
