@@ -35,6 +35,7 @@ class _DerivedCollector(Collector):
         self._source = source
 
     def collect(self) -> Iterator[Metric]:
+        self._source.expire_stale()
         return self._source.deriver.collect(self._source.gpu_labels())
 
     def describe(self) -> list[Metric]:
@@ -59,6 +60,7 @@ class TritonMetricsSource:
         self._task: asyncio.Task[None] | None = None
         self._last_error: str = "no scrape yet"
         self._ever_ok = False
+        self._last_ok_mono: float | None = None
         self._up = Gauge("sidecar_triton_up", "1 when the last scrape of Triton succeeded.", registry=registry)
         self._duration = Gauge("sidecar_triton_scrape_duration_seconds", "Duration of the last scrape.",
                                registry=registry)
@@ -84,6 +86,13 @@ class TritonMetricsSource:
         for result in ("success", "failure"):
             self._scrapes.labels(result)
         registry.register(_DerivedCollector(self))
+
+    def expire_stale(self) -> None:
+        """Withdraw interval values when no scrape has succeeded for ``stale_after_secs`` (a stuck scrape loop or
+        a scrape that never returns must not leave old numbers looking fresh)."""
+        if (self.deriver.fresh and self._last_ok_mono is not None
+                and self.clock.monotonic() - self._last_ok_mono > self.config.stale_after_secs):
+            self.deriver.mark_stale()
 
     def gpu_labels(self) -> dict[str, dict[str, str]]:
         gpu = self._components.get("gpu")
@@ -123,6 +132,7 @@ class TritonMetricsSource:
         self._models.set(len(models))
         self._up.set(1)
         self._last_ok.set(self.clock.now())
+        self._last_ok_mono = self.clock.monotonic()
         if not self._ever_ok or self._last_error:
             self.log.info("scraping Triton at %s: up, %d series", self.config.metrics_url, len(expo.samples))
         self._ever_ok = True

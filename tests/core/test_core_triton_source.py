@@ -127,3 +127,17 @@ async def test_exposition_passes_promtool_check_metrics(registry: CollectorRegis
     proc = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=30)
     assert proc.returncode == 0, proc.stderr.decode() + proc.stdout.decode()
     await http.aclose()
+
+
+async def test_values_older_than_stale_after_are_withdrawn(registry: CollectorRegistry, clock: FakeClock) -> None:
+    bodies = [FIXTURE, bump(FIXTURE, 10)]
+    src, http = make(lambda r: httpx.Response(200, text=bodies.pop(0)), registry, clock, stale_after_secs=30)
+    await src.scrape_once()
+    clock.advance(5)
+    await src.scrape_once()
+    clock.advance(29)
+    assert value(registry, "sidecar_model_successes_per_second", **FRAUD) == 2.0
+    clock.advance(2)  # no scrape for 31 s: the loop is stuck somewhere
+    assert value(registry, "sidecar_model_successes_per_second", **FRAUD) is None
+    assert value(registry, "sidecar_model_request_success_total", **FRAUD) == 89
+    await http.aclose()
