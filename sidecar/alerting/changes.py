@@ -7,8 +7,6 @@ repository snapshot is kept too, so a restart does not record every loaded versi
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -27,6 +25,7 @@ from sidecar.clock import Clock
 from sidecar.component import Readiness
 from sidecar.configbase import StrictModel
 from sidecar.model import Change
+from sidecar.periodic import Periodic
 from sidecar.store import Store
 
 __all__ = ["ChangeIn", "ChangeLog", "iso"]
@@ -78,7 +77,8 @@ class ChangeLog:
         self.triton_url = triton_http_url.rstrip("/") if triton_http_url else None
         self.components = components if components is not None else {}
         self.log = logger or logging.getLogger("sidecar.changes")
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("changes-poll", self.poll_once, self.cfg.poll_interval_secs,
+                                  on_error=self._poll_crashed)
         self._last_poll_ok: bool | None = None
         self._recorded = Counter(
             "sidecar_changes_recorded", "Changes recorded, by source.", ["source"], registry=registry
@@ -216,26 +216,17 @@ class ChangeLog:
             self.log.warning("%s", message)
         self._last_poll_ok = False
 
-    async def _poll_loop(self) -> None:
-        while True:
-            try:
-                await self.poll_once()
-            except Exception:
-                self._poll_errors.labels("internal").inc()
-                self.log.exception("repository poll failed")
-            await asyncio.sleep(self.cfg.poll_interval_secs)
+    def _poll_crashed(self, exc: Exception) -> None:
+        self._poll_errors.labels("internal").inc()
+        self.log.error("repository poll failed", exc_info=exc)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        if self.cfg.poll_repository and self.triton_url and self._task is None:
-            self._task = asyncio.create_task(self._poll_loop(), name="changes-poll")
+        if self.cfg.poll_repository and self.triton_url:
+            self._periodic.start()
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        await self._periodic.stop()
 
     def readiness(self) -> Readiness | None:
         return None

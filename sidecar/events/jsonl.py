@@ -8,42 +8,38 @@ Every poll reads at most ``max_read_bytes``; an over-long line is skipped (count
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from typing import IO
 
 import orjson
 
-from sidecar.component import Context, Readiness
+from sidecar.component import Context
 from sidecar.events.config import EventsConfig, JsonlFileConfig
 from sidecar.events.metrics import EventsMetrics
 from sidecar.events.parse import EventError, parse_event
-from sidecar.model import Batch, Event
+from sidecar.events.polled import PolledEventSource
+from sidecar.model import Event
 
 __all__ = ["JsonlTailer"]
 
 
-class JsonlTailer:
-    role = "source"
+class JsonlTailer(PolledEventSource):
 
     def __init__(self, ctx: Context, cfg: JsonlFileConfig, events_cfg: EventsConfig, metrics: EventsMetrics,
                  index: int = 0) -> None:
-        self.ctx = ctx
-        self.cfg = cfg
-        self.events_cfg = events_cfg
-        self.m = metrics
         self.name = f"events_jsonl_{index}"
         self.source = "jsonl"
+        super().__init__(ctx, metrics, cfg.poll_interval_secs)
+        self.cfg = cfg
+        self.events_cfg = events_cfg
         self._fh: IO[bytes] | None = None
         self._inode: int | None = None
         self._pos = 0
         self._buf = b""
         self._skipping = False  # inside an over-long line: drop bytes until its newline
         self._line_no = 0
-        self._task: asyncio.Task[None] | None = None
         self._first_open = True
-        self._log = ctx.logger.getChild(self.name)
         saved = self._load_pos()
         if saved is not None:
             self._inode, self._pos = saved
@@ -159,42 +155,3 @@ class JsonlTailer:
             self._save_pos()
         return out
 
-    def publish(self, events: list[Event]) -> None:
-        if events:
-            self.ctx.bus.publish(Batch(kind="events", source=self.source, items=tuple(events),
-                                       received_at=self.ctx.clock.now()))
-            self.m.received.labels(self.source).inc(len(events))
-
-    def poll_once(self) -> int:
-        """Read and publish synchronously (tests); returns the number of events published."""
-        events = self.read_once()
-        self.publish(events)
-        return len(events)
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                self.publish(await asyncio.to_thread(self.read_once))
-            except Exception:
-                self.m.errors.labels(self.source, "internal").inc()
-                self._log.exception("JSONL tail of %s failed; retrying", self.cfg.path)
-            await asyncio.sleep(self.cfg.poll_interval_secs)
-
-    # ---- lifecycle ----------------------------------------------------------------------------------------
-    async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name=self.name)
-
-    async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
-        self._close()
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None

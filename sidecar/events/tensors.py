@@ -13,7 +13,6 @@ arrays; each is read once, when it parses (a file still being written does not),
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import glob
 import math
@@ -23,10 +22,11 @@ from typing import Any
 
 import orjson
 
-from sidecar.component import Context, Readiness
+from sidecar.component import Context
 from sidecar.events.config import TensorMapping, TritonTraceConfig
 from sidecar.events.metrics import EventsMetrics
-from sidecar.model import Batch, Event
+from sidecar.events.polled import PolledEventSource
+from sidecar.model import Event
 
 __all__ = ["TensorTraceReader", "events_from_trace_records"]
 
@@ -116,18 +116,14 @@ def events_from_trace_records(records: list[Any], mappings: Mapping[str, TensorM
     return out, skipped
 
 
-class TensorTraceReader:
+class TensorTraceReader(PolledEventSource):
     name = "events_triton_tensors"
-    role = "source"
     source = "triton_trace"
 
     def __init__(self, ctx: Context, cfg: TritonTraceConfig, metrics: EventsMetrics) -> None:
-        self.ctx = ctx
+        super().__init__(ctx, metrics, cfg.poll_interval_secs)
         self.cfg = cfg
-        self.m = metrics
-        self._task: asyncio.Task[None] | None = None
         self._failed_sizes: dict[str, int] = {}
-        self._log = ctx.logger.getChild(self.name)
 
     def _files(self) -> list[str]:
         base = self.cfg.path
@@ -201,39 +197,3 @@ class TensorTraceReader:
         for k in [k for k in self._failed_sizes if k not in existing]:
             del self._failed_sizes[k]
 
-    def publish(self, events: list[Event]) -> None:
-        if events:
-            self.ctx.bus.publish(Batch(kind="events", source=self.source, items=tuple(events),
-                                       received_at=self.ctx.clock.now()))
-            self.m.received.labels(self.source).inc(len(events))
-
-    def poll_once(self) -> int:
-        events = self.read_once()
-        self.publish(events)
-        return len(events)
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                self.publish(await asyncio.to_thread(self.read_once))
-            except Exception:
-                self.m.errors.labels(self.source, "internal").inc()
-                self._log.exception("reading Triton trace files failed; retrying")
-            await asyncio.sleep(self.cfg.poll_interval_secs)
-
-    async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name=self.name)
-
-    async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None

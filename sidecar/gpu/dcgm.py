@@ -8,8 +8,6 @@ few hundred lines), so one malformed line costs that line only and is counted, n
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -27,7 +25,8 @@ from sidecar.gpu.mapping import DCGM_FIELDS, GpuSample, decode_throttle_reasons,
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from sidecar.component import Readiness
+from sidecar.component import Readiness
+from sidecar.periodic import Periodic
 
 __all__ = ["DcgmParse", "DcgmSource", "parse_dcgm"]
 
@@ -140,28 +139,21 @@ class DcgmSource:
             "dcgm-exporter samples of fields the sidecar does not map.",
             registry=registry,
         )
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("sidecar-gpu-dcgm", self.scrape_once, config.interval_secs,
+                                  on_error=lambda exc: self._log.error("dcgm scrape failed", exc_info=exc))
         self._stopped = False
         self._last_error = ""
         hub.register_source(SOURCE)
 
     async def start(self) -> None:
-        if self._task is None and not self._stopped:
-            self._task = asyncio.create_task(self._loop(), name="sidecar-gpu-dcgm")
-
-    async def _loop(self) -> None:
-        while True:
-            await self.scrape_once()
-            await asyncio.sleep(self._cfg.interval_secs)
+        if not self._stopped:
+            self._periodic.start()
 
     async def shutdown(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await self._periodic.stop()
 
     def readiness(self) -> Readiness | None:
         return None  # the hub speaks for every GPU source

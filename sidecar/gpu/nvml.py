@@ -28,7 +28,8 @@ from sidecar.gpu.mapping import GpuSample, decode_throttle_reasons
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
-    from sidecar.component import Readiness
+from sidecar.component import Readiness
+from sidecar.periodic import Periodic
 
 __all__ = ["NvmlSource", "read_process_name"]
 
@@ -127,32 +128,27 @@ class NvmlSource:
         self._xid_count: dict[str, int] = {}
         self._xid_last: dict[str, int] = {}
         self._xid_registered: set[str] = set()
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("sidecar-gpu-nvml", self._sample, config.interval_secs, on_error=self._sample_failed)
         self._stopped = False
         hub.register_source(SOURCE)
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
-        if self._task is None and not self._stopped:
-            self._task = asyncio.create_task(self._loop(), name="sidecar-gpu-nvml")
+        if not self._stopped:
+            self._periodic.start()
 
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await asyncio.to_thread(self.sample_once)
-            except Exception:
-                self._errors.labels("sample", "other").inc()
-                self._log.exception("NVML sample failed")
-            await asyncio.sleep(self._cfg.interval_secs)
+    async def _sample(self) -> None:
+        await asyncio.to_thread(self.sample_once)
+
+    def _sample_failed(self, exc: Exception) -> None:
+        self._errors.labels("sample", "other").inc()
+        self._log.error("NVML sample failed", exc_info=exc)
 
     async def shutdown(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await self._periodic.stop()
         await asyncio.to_thread(self._teardown, 5.0)
 
     def _teardown(self, deadline_secs: float) -> None:

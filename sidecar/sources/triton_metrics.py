@@ -7,8 +7,6 @@ interval values are withdrawn until the next good scrape. Nothing here raises ou
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Iterator
 
@@ -20,6 +18,7 @@ from prometheus_client.registry import Collector
 from sidecar.clock import Clock
 from sidecar.component import Readiness
 from sidecar.errors import ParseError, ScrapeError
+from sidecar.periodic import Periodic
 from sidecar.processors.derive import Deriver, snapshot_models
 from sidecar.promtext import parse_exposition
 from sidecar.sources.triton_config import TritonConfig
@@ -57,7 +56,8 @@ class TritonMetricsSource:
         self.deriver = Deriver()
         self._components = components if components is not None else {}
         self._label_cache: dict[str, dict[str, str]] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("triton-scrape", self.scrape_once, config.interval_secs,
+                                  on_error=lambda exc: self.log.exception("scrape loop failed", exc_info=exc))
         self._last_error: str = "no scrape yet"
         self._ever_ok = False
         self._last_ok_mono: float | None = None
@@ -169,21 +169,11 @@ class TritonMetricsSource:
             raise ScrapeError("too_large", f"exposition of {len(resp.content)} bytes is over {_MAX_BODY}")
         return resp.text
 
-    async def _loop(self) -> None:
-        while True:
-            await self.scrape_once()
-            await asyncio.sleep(self.config.interval_secs)
-
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="triton-scrape")
+        self._periodic.start()
 
     async def shutdown(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._periodic.stop()
 
     def readiness(self) -> Readiness:
         if self._last_error:

@@ -14,8 +14,6 @@ through a full parser (Triton's exposition has thousands of series we would pars
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import re
 from collections import deque
@@ -25,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
 from sidecar.component import Readiness
+from sidecar.periodic import Periodic
 from sidecar.traces.config import FailureJoinConfig
 from sidecar.traces.hub import TraceHub
 
@@ -70,7 +69,7 @@ class FailureJoin:
         self._last: dict[tuple[str, str], float] = {}
         self._last_ns: int | None = None
         self._intervals: deque[tuple[str, str, int, int, int]] = deque()
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("trace-failure-join", self.poll_once, cfg.interval_secs, on_error=self._loop_failed)
         self._errors = Counter(
             "sidecar_trace_failure_join_errors",
             "Failed reads of Triton's failure counters.",
@@ -118,23 +117,14 @@ class FailureJoin:
         return marked
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="trace-failure-join")
+        self._periodic.start()
 
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await self.poll_once()
-            except Exception:
-                self._errors.labels("internal").inc()
-                self.log.exception("failure join failed")
-            await asyncio.sleep(self.cfg.interval_secs)
+    def _loop_failed(self, exc: Exception) -> None:
+        self._errors.labels("internal").inc()
+        self.log.error("failure join failed", exc_info=exc)
 
     async def shutdown(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._periodic.stop()
 
     def readiness(self) -> Readiness | None:
         return None

@@ -6,8 +6,6 @@ and the histograms need no lock against each other; the store still locks for re
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Protocol
@@ -17,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter
 from sidecar.clock import Clock
 from sidecar.component import Bus, Readiness
 from sidecar.model import Batch, Span
+from sidecar.periodic import Periodic
 from sidecar.traces.config import TracesConfig
 from sidecar.traces.records import Record, from_span, to_span
 from sidecar.traces.stages import StageHistograms
@@ -64,7 +63,9 @@ class TraceHub:
             ["source"],
             registry=registry,
         )
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("traces-expire", self._expire, min(60.0, cfg.max_age_secs / 10),
+                                  on_error=lambda exc: self.log.error("trace expiry failed", exc_info=exc),
+                                  delay_first=True)
 
     def ingest(self, spans: Sequence[Span], source: str) -> None:
         """Take frozen ``Span`` objects (trace files, tests)."""
@@ -89,19 +90,13 @@ class TraceHub:
 
     async def start(self) -> None:
         # Age eviction also happens on ingest; this loop covers a sidecar that stopped receiving.
-        self._task = asyncio.create_task(self._expire_loop(), name="traces-expire")
+        self._periodic.start()
 
-    async def _expire_loop(self) -> None:
-        while True:
-            await asyncio.sleep(min(60.0, self.cfg.max_age_secs / 10))
-            self.store.expire(self.clock.now())
+    async def _expire(self) -> None:
+        self.store.expire(self.clock.now())
 
     async def shutdown(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._periodic.stop()
 
     def readiness(self) -> Readiness | None:
         return None

@@ -28,7 +28,6 @@ Ids are derived from (file path, Triton's trace id, first timestamp) so a restar
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import logging
@@ -45,6 +44,7 @@ from prometheus_client import CollectorRegistry, Counter
 from sidecar.clock import Clock
 from sidecar.component import Readiness
 from sidecar.model import Span, SpanEvent
+from sidecar.periodic import Periodic
 from sidecar.traces.config import TraceFileConfig
 from sidecar.traces.hub import TraceHub
 
@@ -208,7 +208,7 @@ class TraceFileTailer:
         self._pending: OrderedDict[int, _Request] = OrderedDict()
         self._done: OrderedDict[str, None] = OrderedDict()
         self._seen: dict[str, _FileState] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("trace-file-tailer", self._poll, cfg.poll_interval_secs, on_error=self._loop_failed)
         self._files = Counter(
             "sidecar_trace_files_read",
             "Trace files fully read, by how (complete or lenient).",
@@ -321,23 +321,17 @@ class TraceFileTailer:
         return offset
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="trace-file-tailer")
+        self._periodic.start()
 
-    async def _loop(self) -> None:
-        while True:
-            try:
-                self.poll_once()
-            except Exception:
-                self._errors.labels("internal").inc()
-                self.log.exception("trace file poll failed")
-            await asyncio.sleep(self.cfg.poll_interval_secs)
+    async def _poll(self) -> None:
+        self.poll_once()
+
+    def _loop_failed(self, exc: Exception) -> None:
+        self._errors.labels("internal").inc()
+        self.log.error("trace file poll failed", exc_info=exc)
 
     async def shutdown(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._periodic.stop()
         with contextlib.suppress(Exception):
             self.poll_once()  # whatever Triton flushed last
 
