@@ -14,6 +14,7 @@ import copy
 import logging
 import signal
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,11 @@ def _quiet_server_class() -> type:
     import uvicorn
 
     class QuietServer(uvicorn.Server):
-        # The demo owns SIGINT/SIGTERM (it must stop Triton too), so uvicorn must not take them over.
-        def install_signal_handlers(self) -> None:
-            return None
+        # The demo owns SIGINT/SIGTERM (it must stop Triton too), so uvicorn must not take them over: its own
+        # handler would see a second Ctrl-C as "force exit" and skip the sidecar's graceful shutdown.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
 
     return QuietServer
 
