@@ -1,6 +1,7 @@
 """Steady inference traffic for the demo: KServe v2 JSON requests to a real Triton, and the caller's side of
-the story: each answered request is reported to the sidecar's /v1/events (features, score, trace id), and each
-request carries a W3C ``traceparent`` so Triton's spans join the caller's trace.
+the story: each answered request is reported to the sidecar's /v1/events (features, score, trace id), each
+request carries a W3C ``traceparent`` so Triton's spans join the caller's trace, and the caller's own span (with
+an error status when the request failed) goes to the sidecar's /v1/traces.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,22 @@ class TrafficStats:
         bucket[key] = bucket.get(key, 0) + 1
 
 
+def _client_span(trace_id: str, span_id: str, model: str, version: str, start_ns: int, end_ns: int, status: int,
+                 error: str) -> dict[str, Any]:
+    """The caller's own span (OTLP JSON), parent of Triton's spans through the traceparent header. Triton's
+    spans carry no error status; this one does, so the sidecar can mark the trace as failed for certain."""
+    span: dict[str, Any] = {
+        "traceId": trace_id, "spanId": span_id, "name": f"POST /v2/models/{model}/infer", "kind": 3,
+        "startTimeUnixNano": str(start_ns), "endTimeUnixNano": str(end_ns),
+        "attributes": [{"key": "http.response.status_code", "value": {"intValue": str(status)}},
+                       {"key": "triton.model_name", "value": {"stringValue": model}},
+                       {"key": "triton.model_version", "value": {"stringValue": version}}],
+    }
+    if status != 200:
+        span["status"] = {"code": 2, "message": error or f"HTTP {status}"}
+    return span
+
+
 class Traffic:
     def __init__(self, triton_http_url: str, *, sidecar_url: str | None = None, rate_per_s: float = 20.0,
                  scenario: DemoScenario | None = None, clock: Any = None) -> None:
@@ -44,28 +62,34 @@ class Traffic:
         self.stats = TrafficStats()
         self.elapsed_s = 0.0
         self._events: list[dict[str, Any]] = []
+        self._spans: list[dict[str, Any]] = []
         self._wall = clock
 
     def _now(self) -> float:
-        import time
-
         return self._wall.now() if self._wall is not None else time.time()
 
     async def send_one(self, client: httpx.AsyncClient) -> int:
         req = self.scenario.request(self.elapsed_s)
         body = {"inputs": [{"name": "x", "shape": [1, len(req.inputs)], "datatype": "FP32", "data": req.inputs}]}
-        trace_id = secrets.token_hex(16)
-        headers = {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
+        trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
+        headers = {"traceparent": f"00-{trace_id}-{span_id}-01"}
         score = None
+        error = ""
+        start_ns = time.time_ns()
         try:
             resp = await client.post(f"{self.url}/v2/models/{req.model}/versions/{req.version}/infer", json=body,
                                      headers=headers, timeout=10)
             status = resp.status_code
             if status == 200:
                 score = float(resp.json()["outputs"][0]["data"][0])
-        except httpx.HTTPError:
-            status = 0
+            else:
+                error = resp.text[:200]
+        except httpx.HTTPError as exc:
+            status, error = 0, type(exc).__name__
         self.stats.count(f"{req.model}:{req.version}", status)
+        if self.sidecar_url and len(self._spans) < _MAX_PENDING_EVENTS:
+            self._spans.append(_client_span(trace_id, span_id, req.model, req.version, start_ns, time.time_ns(),
+                                            status, error))
         if score is not None and self.sidecar_url:
             if len(self._events) >= _MAX_PENDING_EVENTS:
                 self.stats.events_dropped += 1
@@ -73,6 +97,16 @@ class Traffic:
                 self._events.append({"model": req.model, "version": req.version, "timestamp": self._now(),
                                      "features": req.features, "score": score, "trace_id": trace_id})
         return status
+
+    async def flush_spans(self, client: httpx.AsyncClient) -> None:
+        if not self._spans or not self.sidecar_url:
+            return
+        spans, self._spans = self._spans, []
+        body = {"resourceSpans": [{
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "demo-client"}}]},
+            "scopeSpans": [{"scope": {"name": "sidecar-demo"}, "spans": spans}]}]}
+        with contextlib.suppress(httpx.HTTPError):
+            await client.post(f"{self.sidecar_url}/v1/traces", json=body, timeout=10)
 
     async def flush_events(self, client: httpx.AsyncClient) -> None:
         if not self._events or not self.sidecar_url:
@@ -92,6 +126,7 @@ class Traffic:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1.0)
             await self.flush_events(client)
+            await self.flush_spans(client)
 
     async def run(self, stop: asyncio.Event) -> None:
         interval = 1.0 / self.rate

@@ -39,7 +39,7 @@ _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:16px 24px;color:#222}
 h1{font-size:20px;margin:0 0 8px} a{color:#1f5fa8} table{border-collapse:collapse}
 td,th{padding:3px 10px;border-bottom:1px solid #e4e4e4;text-align:left;white-space:nowrap}
-th{background:#f4f4f4} .err{color:#d62728;font-weight:600} .slow{color:#b35c00;font-weight:600}
+th{background:#f4f4f4} .err{color:#d62728;font-weight:600} .slow{color:#b35c00;font-weight:600} .maybe{color:#8a6d00}
 .meta{color:#555;margin-bottom:10px} .num{text-align:right;font-variant-numeric:tabular-nums}
 svg text{font:12px system-ui,sans-serif} .note{background:#fff3f3;border-left:4px solid #d62728;padding:6px
 10px}
@@ -226,7 +226,9 @@ def render_list(hub: TraceHub, model: str | None, version: str | None, show_all:
         if t.error:
             flags.append("<span class=err>failed</span>")
         elif t.failure_note:
-            flags.append("<span class=err>possibly failed</span>")
+            # Only a counter says so, not this request: shown, but quieter than a certain failure.
+            flags.append("<span class=maybe title='Triton counted failures of this model and version while this "
+                         "request ran; which request failed is unknown'>possibly failed</span>")
         if t.slow:
             flags.append("<span class=slow>slow</span>")
         rows.append(
