@@ -3,17 +3,25 @@
     .venv/bin/python bench/bench_drift.py            # 50 features, 1,000,000 reference rows, 100,000 current
     .venv/bin/python bench/bench_drift.py --quick    # 50 features, 200,000 / 20,000 (a smoke run)
     .venv/bin/python bench/bench_drift.py --section quality --hours 24 --seeds 9   # ~3 minutes
+    /work/peers-venv/bin/python bench/bench_drift.py --peers   # + alibi-detect and Evidently (pip install .[bench])
 
 Sections: ``speed`` (per-evaluation time, agreement of D and p to 1e-9, bounded-memory sketch mode against
 exact mode and against datasketches' own ks_test) and ``quality`` (false alarms per day of replayed no-drift
 traffic and the detection delay of a 0.2-sd shift at 100 events/s, through the real DriftCheck on a fake clock).
+
+``--peers`` adds one evaluation each of the scipy loop, ours, alibi-detect's ``KSDrift`` and Evidently's
+``DataDriftPreset(num_method="ks")``, each in a fresh subprocess that regenerates the same data from the seed,
+so that each method's peak RSS (VmHWM) is its own. The peers are an optional extra (``bench``), never
+runtime dependencies; they are slow (Evidently ~1-2 minutes) and heavy (alibi-detect pulls transformers).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +46,21 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _proc_status_mib(field: str) -> float:
+    """VmRSS / VmHWM of this process from /proc (Linux), NaN elsewhere.
+
+    Not ``ru_maxrss`` in the workers: Linux keeps ru_maxrss across fork and execve, so a subprocess would
+    report at least the parent's RSS at the fork; VmHWM belongs to the new address space alone.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
 def _median_time(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
     times, out = [], None
     for _ in range(repeat):
@@ -47,13 +70,167 @@ def _median_time(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
     return float(np.median(times)), out
 
 
-def speed(n_features: int, n_ref: int, n_cur: int, seed: int, repeat: int) -> None:
+def _make_data(n_features: int, n_ref: int, n_cur: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(features, rows) arrays; the same seed gives the same numbers in every process."""
     rng = np.random.default_rng(seed)
     ref = rng.normal(size=(n_features, n_ref))
     cur = rng.normal(size=(n_features, n_cur))
     for j in SHIFTED:
         if j < n_features:
             cur[j] += 0.1
+    return ref, cur
+
+
+PEER_METHODS = ("scipy", "ours", "alibi", "evidently")
+_PEER_MODULES = {"alibi": "alibi_detect", "evidently": "evidently"}
+
+
+def _peer_worker(method: str, n_features: int, n_ref: int, n_cur: int, seed: int, out: str) -> None:
+    """One evaluation of one method in this (fresh) process; writes D, p, times and peak RSS to ``out``.
+
+    Preparation that a live monitor would do once per reference (our reference sort, alibi's detector,
+    Evidently's reference Dataset) is timed apart from the evaluation.
+    """
+    ref, cur = _make_data(n_features, n_ref, n_cur, seed)
+    rss_data = _proc_status_mib("VmRSS")
+    d = np.full(n_features, np.nan)
+    p = np.full(n_features, np.nan)
+    version = ""
+    t_prep = 0.0
+    if method == "scipy":
+        t0 = time.perf_counter()
+        res = [sps.ks_2samp(ref[j], cur[j]) for j in range(n_features)]
+        t_eval = time.perf_counter() - t0
+        d[:] = [float(r.statistic) for r in res]
+        p[:] = [float(r.pvalue) for r in res]
+        import scipy
+        version = f"scipy {scipy.__version__}"
+    elif method == "ours":
+        t0 = time.perf_counter()
+        refs = [Ecdf.from_values(ref[j]) for j in range(n_features)]
+        t_prep = time.perf_counter() - t0
+        curs = [cur[j] for j in range(n_features)]
+        t0 = time.perf_counter()
+        ours = ks_many(refs, curs, workers=1)
+        t_eval = time.perf_counter() - t0
+        d[:] = [o.d for o in ours]
+        p[:] = [o.p for o in ours]
+        version = "sidecar.checks.stats.ks_many, 1 thread"
+    elif method == "alibi":
+        import alibi_detect
+        from alibi_detect.cd import KSDrift
+        version = f"alibi-detect {alibi_detect.__version__}"
+        t0 = time.perf_counter()
+        # ref.T is a (rows, features) view whose columns are contiguous: no copy of the reference here.
+        detector = KSDrift(ref.T, p_val=0.01, correction="bonferroni")
+        t_prep = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        pred = detector.predict(cur.T, return_p_val=True, return_distance=True)
+        t_eval = time.perf_counter() - t0
+        d[:] = np.asarray(pred["data"]["distance"], dtype=np.float64)
+        p[:] = np.asarray(pred["data"]["p_val"], dtype=np.float64)
+    elif method == "evidently":
+        import evidently
+        import pandas as pd
+        from evidently import DataDefinition, Dataset, Report
+        from evidently.presets import DataDriftPreset
+        version = f"evidently {evidently.__version__}"
+        cols = [f"f{j}" for j in range(n_features)]
+        definition = DataDefinition(numerical_columns=cols)
+        t0 = time.perf_counter()
+        ref_ds = Dataset.from_pandas(pd.DataFrame(ref.T, columns=cols), data_definition=definition)
+        t_prep = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        cur_ds = Dataset.from_pandas(pd.DataFrame(cur.T, columns=cols), data_definition=definition)
+        snapshot = Report([DataDriftPreset(num_method="ks")]).run(cur_ds, ref_ds)
+        t_eval = time.perf_counter() - t0
+        # Evidently 0.7 reports one ValueDrift metric per column whose value is the KS p-value; it has no D.
+        for m in snapshot.dict()["metrics"]:
+            col = m.get("config", {}).get("column")
+            if m.get("config", {}).get("type", "").endswith(":ValueDrift") and col in cols:
+                p[cols.index(col)] = float(m["value"])
+    else:
+        raise SystemExit(f"unknown method {method}")
+    np.savez(out, d=d, p=p, t_eval=t_eval, t_prep=t_prep, rss_data=rss_data, rss_peak=_proc_status_mib("VmHWM"),
+             version=np.array(version))
+
+
+def _run_peer(method: str, n_features: int, n_ref: int, n_cur: int, seed: int) -> dict[str, object] | str:
+    """Runs ``_peer_worker`` in a fresh interpreter; returns its results, or why there are none."""
+    mod = _PEER_MODULES.get(method)
+    if mod is not None and importlib.util.find_spec(mod) is None:
+        return f"{mod} not installed in {sys.executable} (pip install '.[bench]')"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp) / "r.npz")
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--peer-worker", method, "--peer-out", out,
+               "--peer-sizes", f"{n_features},{n_ref},{n_cur}", "--seed", str(seed)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not Path(out).exists():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            return f"failed (exit {proc.returncode}): {' | '.join(tail)}"
+        with np.load(out) as z:
+            return {k: z[k] for k in z.files}
+
+
+def peers(n_features: int, n_ref: int, n_cur: int, seed: int, t_one: float, t_two: float,
+          ours: list[KsResult], scipy_res: list[object]) -> None:
+    print(f"== peers: one evaluation each, every method in its own fresh process (same data from seed {seed}); "
+          f"peak RSS = that process's VmHWM, which includes the interpreter, imports and the data itself ==")
+    d_ours = np.array([o.d for o in ours])
+    p_ours = np.array([o.p for o in ours])
+    p_scipy = np.array([float(cast(tuple[float, float], r)[1]) for r in scipy_res])
+    print(f"{'method':44s} {'evaluation':>11s} {'one-off prep':>13s} {'peak RSS':>10s} {'data alone':>11s} "
+          f"{'vs ours 1t':>11s} {'vs ours 2t':>11s}")
+    results: dict[str, dict[str, object]] = {}
+    for method in PEER_METHODS:
+        t0 = time.perf_counter()
+        r = _run_peer(method, n_features, n_ref, n_cur, seed)
+        wall = time.perf_counter() - t0
+        if isinstance(r, str):
+            print(f"{method:44s} {r}")
+            continue
+        results[method] = r
+        t_eval = float(cast(np.ndarray, r["t_eval"]))
+        label = f"{method}: {r['version']}"
+        print(f"{label:44s} {t_eval:10.3f}s {float(cast(np.ndarray, r['t_prep'])):12.3f}s "
+              f"{float(cast(np.ndarray, r['rss_peak'])):7.0f} MiB {float(cast(np.ndarray, r['rss_data'])):7.0f} MiB "
+              f"{t_eval / t_one:10.1f}x {t_eval / t_two:10.1f}x   ({wall:.0f}s wall incl. start-up)")
+    print(f"  (ours in this table's ratios: the in-process median above, 1 thread {t_one:.3f}s, "
+          f"2 threads {t_two:.3f}s)")
+
+    def agree(name: str, ours_v: np.ndarray, theirs: np.ndarray, what: str, verdict: bool = True) -> None:
+        diff = float(np.max(np.abs(ours_v - theirs)))
+        tail = f"{'OK' if diff <= 1e-9 else 'MISMATCH'} at 1e-9" if verdict else "float32 output, see below"
+        print(f"  {name} vs {what}: max |d| = {diff:.3g} ({tail})")
+
+    for method, r in results.items():
+        d_r, p_r = cast(np.ndarray, r["d"]), cast(np.ndarray, r["p"])
+        if method in ("scipy", "ours"):
+            agree(f"{method} (subprocess) D", d_ours, d_r, "ours D (in-process)")
+            agree(f"{method} (subprocess) p", p_ours, p_r, "ours p (in-process)")
+        elif method == "alibi":
+            # alibi-detect stores distance and p_val in float32 arrays, so 1e-9 cannot hold on its output;
+            # what can be checked exactly is that they are our (and scipy's) float64 numbers rounded to float32.
+            agree("alibi D", d_ours, d_r, "ours D (float64)", verdict=False)
+            agree("alibi p", p_ours, p_r, "ours p (float64)", verdict=False)
+            same_d = int(np.sum(d_r == d_ours.astype(np.float32).astype(np.float64)))
+            same_p = int(np.sum(p_r == p_ours.astype(np.float32).astype(np.float64)))
+            same_ps = int(np.sum(p_r == p_scipy.astype(np.float32).astype(np.float64)))
+            rel = float(np.max(np.abs(p_r - p_ours) / np.maximum(p_ours, np.finfo(np.float64).tiny)))
+            print(f"  alibi outputs are float32: D == float32(ours D) for {same_d}/{n_features} features, "
+                  f"p == float32(ours p) for {same_p}/{n_features}, p == float32(scipy p) for "
+                  f"{same_ps}/{n_features}; max relative |dp| = {rel:.3g} (float32 eps 2^-24 = {2.0**-24:.3g})")
+        elif method == "evidently":
+            # Evidently calls scipy.stats.ks_2samp(reference, current) with scipy's defaults: p only, float64.
+            missing = int(np.sum(np.isnan(p_r)))
+            if missing:
+                print(f"  evidently: no p-value found for {missing} of {n_features} features")
+            agree("evidently p", p_scipy, p_r, "scipy p")
+            agree("evidently p", p_ours, p_r, "ours p")
+
+
+def speed(n_features: int, n_ref: int, n_cur: int, seed: int, repeat: int, with_peers: bool) -> None:
+    ref, cur = _make_data(n_features, n_ref, n_cur, seed)
     print(f"== speed: {n_features} numeric features, reference {n_ref:,} rows, current {n_cur:,} rows; "
           f"{os.cpu_count()} CPUs; ours: median of {repeat} ==")
 
@@ -83,14 +260,11 @@ def speed(n_features: int, n_ref: int, n_cur: int, seed: int, repeat: int) -> No
               f"({'OK' if dd <= 1e-9 and dp <= 1e-9 else 'MISMATCH'} at 1e-9)")
     ours = cast(list[KsResult], ours_one)
 
-    for name in ("alibi_detect", "evidently"):
-        try:
-            __import__(name)
-            print(f"{name}: installed, but not wired in this bench run (see docs/drift.md)")
-        except ImportError:
-            print(f"{name}: not installed, skipped")
-    print("  reference only, from docs/measured-facts.md (NOT measured in this run): scipy loop 10.4 s, "
-          "alibi-detect KSDrift 10.9 s, Evidently DataDriftPreset(ks) 94.4 s / 2.3 GiB")
+    if with_peers:
+        peers(n_features, n_ref, n_cur, seed, t_one, t_two, ours, cast(list[object], scipy_res))
+    else:
+        found = [m for m in _PEER_MODULES.values() if importlib.util.find_spec(m) is not None]
+        print(f"peers (alibi-detect, Evidently): not run; add --peers (installed here: {found or 'none'})")
 
     # Bounded-memory mode: KLL sketches of both sides, tested with the real n's.
     k = 200
@@ -199,12 +373,21 @@ def main() -> None:
     p.add_argument("--sustained-secs", type=float, default=600.0)
     p.add_argument("--eval-secs", type=float, default=60.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--peers", action="store_true",
+                   help="also run the scipy loop, ours, alibi-detect and Evidently once each in subprocesses (speed)")
+    p.add_argument("--peer-worker", choices=PEER_METHODS, help=argparse.SUPPRESS)
+    p.add_argument("--peer-out", help=argparse.SUPPRESS)
+    p.add_argument("--peer-sizes", help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.peer_worker:
+        nf, nr, nc = (int(x) for x in a.peer_sizes.split(","))
+        _peer_worker(a.peer_worker, nf, nr, nc, a.seed, a.peer_out)
+        return
     if a.section in ("speed", "all"):
         if a.quick:
-            speed(50, 200_000, 20_000, a.seed, a.repeat)
+            speed(50, 200_000, 20_000, a.seed, a.repeat, a.peers)
         else:
-            speed(50, 1_000_000, 100_000, a.seed, a.repeat)
+            speed(50, 1_000_000, 100_000, a.seed, a.repeat, a.peers)
     if a.section in ("quality", "all"):
         quality(2.0 if a.quick else a.hours, a.seed, 2 if a.quick else a.seeds, a.window_secs,
                 a.sustained_secs, a.eval_secs)
