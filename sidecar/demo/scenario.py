@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from sidecar.demo.business_demo import REGRESSION_END_SECS, REGRESSION_START_SECS
 from sidecar.demo.drift_demo import DEMO_FEATURES, FEATURE_MEANS, FEATURE_SDS, SHIFT_AFTER_SECS, SHIFT_SD
@@ -68,9 +69,17 @@ class DemoScenario:
                            {"amount": amount, "hour": hour_raw, "risk": risk_raw})
 
     @staticmethod
+    def changes() -> list[tuple[float, dict[str, Any]]]:
+        """Changes the demo's "CI" records, by time: the one that causes the CTR regression."""
+        return [(REGRESSION_START_SECS - 5.0, {
+            "what": "feature pipeline: income no longer log-scaled (PR#221)", "who": "demo-ci", "model": "ctr",
+            "link": "https://github.com/example/feature-pipeline/pull/221"})]
+
+    @staticmethod
     def timeline() -> list[tuple[float, str]]:
         return [
             (SHIFT_AFTER_SECS, "ctr input 'clicks_7d' drifts up by 1 sd (drift check flags it ~1-2 min later)"),
-            (REGRESSION_START_SECS, "ctr input 'income' shifts: predicted CTR falls ~40% (business alert fires)"),
+            (REGRESSION_START_SECS, "a feature-pipeline change (posted to /v1/changes) shifts ctr input 'income': "
+                                    "predicted CTR falls ~35% (business alert fires, annotated with the change)"),
             (REGRESSION_END_SECS, "inputs recover: the CTR alert resolves"),
         ]

@@ -128,15 +128,24 @@ class Traffic:
             await self.flush_events(client)
             await self.flush_spans(client)
 
+    async def post_change(self, client: httpx.AsyncClient, change: dict[str, Any]) -> None:
+        """What a CI pipeline would post on a deploy; the sidecar annotates alerts with it."""
+        if self.sidecar_url:
+            with contextlib.suppress(httpx.HTTPError):
+                await client.post(f"{self.sidecar_url}/v1/changes", json=change, timeout=10)
+
     async def run(self, stop: asyncio.Event) -> None:
         interval = 1.0 / self.rate
         loop = asyncio.get_running_loop()
         t0 = loop.time()
+        changes = list(self.scenario.changes())
         async with httpx.AsyncClient() as client:
             flusher = asyncio.create_task(self._flusher(client, stop))
             while not stop.is_set():
                 started = loop.time()
                 self.elapsed_s = started - t0
+                while changes and changes[0][0] <= self.elapsed_s:
+                    await self.post_change(client, changes.pop(0)[1])
                 await self.send_one(client)
                 # Keep the rate steady: wait what is left of this request's slot.
                 with contextlib.suppress(asyncio.TimeoutError):
