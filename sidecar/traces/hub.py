@@ -77,8 +77,8 @@ class TraceHub:
         if not records:
             return
         now = self.clock.now()
-        new = self.store.add(records, now)
-        self.stages.observe_new(new, now)
+        with self.stages.observing(now):
+            self.store.add(records, now, self.stages.on_stored)
         self._ingested.labels(source).inc(len(records))
         for sink in self.sinks:
             sink.offer(records)

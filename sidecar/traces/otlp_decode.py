@@ -4,11 +4,10 @@ JSON is decoded with orjson and walked by hand rather than with ``google.protobu
 JSON writes trace and span ids as hex while the protobuf JSON mapping expects base64, so ``json_format``
 silently garbles ids (and is ~40x slower; see docs/measured-facts.md).
 
-Protobuf is parsed twice, on purpose: once with the generated ``ExportTraceServiceRequest`` (upb, ~0.25 us a
-span), which validates the whole body, and once with a *lean* message type declared below that has the same
-field numbers but declares attributes, events, status and resource as raw bytes. Reading the lean message
-costs ~0.9 us a span against ~3 us for the generated one, because upb builds a Python object for every
-sub-message touched; the raw bytes are decoded later, and only when something needs them (``records``).
+Protobuf is parsed once, with a *lean* message type declared below that has the same field numbers as
+``ExportTraceServiceRequest`` but declares attributes, events, status and resource as raw bytes. Reading the
+lean message costs ~0.9 us a span against ~3 us for the generated one, because upb builds a Python object for
+every sub-message touched; the raw bytes are decoded later, and only when something needs them (``records``).
 
 A body that cannot be decoded at all raises ``ParseError`` (the receiver answers 400). A span that decodes
 but is unusable (bad ids, wrong field types) is rejected on its own and counted, so one bad span never fails
@@ -25,7 +24,6 @@ from typing import Any
 import orjson
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
@@ -259,23 +257,68 @@ def _service_pb(raw: bytes) -> str:
     return ""
 
 
+_MODEL_LEN = len(_MODEL_KEY)
+_VERSION_LEN = len(_VERSION_KEY)
+
+
+def _short_value(b: bytes, k: int) -> str | None:
+    """The value of a KeyValue whose key ends at ``k``, when it is the short string or small int every
+    serializer writes for Triton's model attributes (``0x12 len 0x0a len str`` / ``0x12 2 0x18 int``); None
+    for anything else (the caller then parses it properly). Read by hand: ``KeyValue.FromString`` plus the
+    oneof lookup cost ~1 us, a fifth of a span's budget."""
+    if len(b) < k + 4 or b[k] != 0x12 or b[k + 1] != len(b) - k - 2:
+        return None
+    tag, n = b[k + 2], b[k + 3]
+    if tag == 0x0A and n == len(b) - k - 4:
+        try:
+            return b[k + 4 :].decode()
+        except UnicodeDecodeError:
+            return None
+    if tag == 0x18 and n < 0x80 and len(b) == k + 4:
+        return str(n)
+    return None
+
+
 def _model_pb(attrs: Any) -> tuple[str, str] | None:
+    """(model, version) from a span's raw attributes, or None when it has no model attribute.
+
+    Raises ``DecodeError`` when an attribute that may be the model's does not decode."""
     name = version = None
     for b in attrs:
-        if b.startswith(_MODEL_KEY) or b.startswith(_VERSION_KEY) or b[:1] != b"\x0a":
-            kv = KeyValue.FromString(b)
-            if kv.key == MODEL_ATTR:
-                name = any_pb(kv.value)
-            elif kv.key == VERSION_ATTR:
-                version = any_pb(kv.value)
+        if b.startswith(_MODEL_KEY):
+            v = _short_value(b, _MODEL_LEN)
+            if v is not None:
+                name = v
+                continue
+        elif b.startswith(_VERSION_KEY):
+            v = _short_value(b, _VERSION_LEN)
+            if v is not None:
+                version = v
+                continue
+        elif b[:1] == b"\x0a":
+            continue  # another key, written first as every serializer does
+        kv = KeyValue.FromString(b)
+        if kv.key == MODEL_ATTR:
+            name = any_pb(kv.value)
+        elif kv.key == VERSION_ATTR:
+            version = any_pb(kv.value)
     if name is None:
         return None
     return str(name), "" if version is None else str(version)
 
 
 def decode_protobuf(body: bytes) -> DecodeResult:
+    """Decode a protobuf body with the lean message type alone.
+
+    The generated class is not run over the body first: the lean parse already rejects anything that is not
+    a well-formed request down to the spans' fields (garbage, truncation: tested, and fuzzed against the
+    generated class with truncations at every offset). What it does not check is the inside of attributes,
+    events and status; those are decoded when needed: status and the model attributes here (a span whose
+    status or model attribute does not decode is rejected on its own), events by stage derivation (an
+    undecodable one is skipped) and everything when a ``Span`` is built (undecodable parts are left out and
+    counted in the span's ``sidecar.undecodable`` attribute).
+    """
     try:
-        ExportTraceServiceRequest.FromString(body)
         req = _LeanRequest.FromString(body)
     except DecodeError as exc:
         raise ParseError(f"body is not an OTLP protobuf ExportTraceServiceRequest: {exc}") from None
@@ -283,7 +326,10 @@ def decode_protobuf(body: bytes) -> DecodeResult:
     append = out.records.append
     fields = _span_fields
     for rs in req.resource_spans:
-        service = _service_pb(rs.resource)
+        try:
+            service = _service_pb(rs.resource)
+        except DecodeError:
+            raise ParseError("a resource in the body does not decode") from None
         for ss in rs.scope_spans:
             for s in ss.spans:
                 tid, sid, pid, name, start, end, st, attrs, evs, kind = fields(s)
@@ -296,11 +342,16 @@ def decode_protobuf(body: bytes) -> DecodeResult:
                 if pid and len(pid) != 8:
                     out.reject(f"span {name!r}: parent_span_id must be 8 bytes")
                     continue
-                if attrs:
-                    attrs = tuple(attrs)
-                    model = _model_pb(attrs)
-                else:
-                    attrs = model = None
+                try:
+                    if attrs:
+                        attrs = tuple(attrs)
+                        model = _model_pb(attrs)
+                    else:
+                        attrs = model = None
+                    code = PbStatus.FromString(st).code if st else 0
+                except DecodeError:
+                    out.reject(f"span {name!r}: its status or model attributes do not decode")
+                    continue
                 append(
                     (
                         tid,
@@ -309,7 +360,7 @@ def decode_protobuf(body: bytes) -> DecodeResult:
                         name,
                         start,
                         end,
-                        PbStatus.FromString(st).code if st else 0,
+                        code,
                         model,
                         # Copied out so a stored span never keeps the whole request's upb arena alive.
                         tuple(evs) if evs else None,

@@ -101,7 +101,7 @@ def _pb_event_times(raw: Any) -> dict[str, int]:
     Hand-read because upb builds a Python object per sub-message field access (~0.5 us per event, most of the
     protobuf ingest budget): every serializer we know writes ``time_unix_nano`` (fixed64, tag 0x09) and then
     ``name`` (tag 0x12, short length), so that layout is read directly and anything else goes through the
-    generated class. The body was already validated by the generated parser, so the bytes are well formed.
+    generated class, and an event that does not decode even so is skipped (its stages are not observed).
     """
     out: dict[str, int] = {}
     for b in raw:
@@ -109,8 +109,11 @@ def _pb_event_times(raw: Any) -> dict[str, int]:
         if len(b) > 10:
             t0, ns, t1, n = _EVENT_HEAD(b)
             if t0 == 9 and t1 == 0x12 and n < 128:
-                out[b[11 : 11 + n].decode()] = ns
-                continue
+                try:
+                    out[b[11 : 11 + n].decode()] = ns
+                    continue
+                except UnicodeDecodeError:
+                    pass
         try:
             e = PbSpan.Event.FromString(b)
         except DecodeError:
@@ -171,6 +174,21 @@ def _kvs_pb(kvs: Any) -> Mapping[str, object]:
     return out or _EMPTY
 
 
+def _attrs_pb(raw: Any) -> tuple[dict[str, object], int]:
+    """Attributes from raw ``KeyValue`` bytes, and how many did not decode (the body was not validated below
+    the span fields, see ``otlp_decode.decode_protobuf``)."""
+    out: dict[str, object] = {}
+    bad = 0
+    for b in raw or ():
+        try:
+            kv = KeyValue.FromString(b)
+        except DecodeError:
+            bad += 1
+            continue
+        out[kv.key] = any_pb(kv.value)
+    return out, bad
+
+
 def _to_span_json(r: Record) -> Span:
     attrs, message, kind = r[RAW]
     return Span(
@@ -191,10 +209,21 @@ def _to_span_json(r: Record) -> Span:
 
 def _to_span_pb(r: Record) -> Span:
     attrs_raw, status_raw, kind = r[RAW]
+    attrs, bad = _attrs_pb(attrs_raw)
     events = []
     for b in r[EVENTS] or ():
-        e = PbSpan.Event.FromString(b)
+        try:
+            e = PbSpan.Event.FromString(b)
+        except DecodeError:
+            bad += 1
+            continue
         events.append(SpanEvent(e.name, e.time_unix_nano, _kvs_pb(e.attributes)))
+    try:
+        message = PbStatus.FromString(status_raw).message if status_raw else ""
+    except DecodeError:  # cannot happen: the decoder read the status code from the same bytes
+        message = ""
+    if bad:
+        attrs["sidecar.undecodable"] = bad
     return Span(
         r[TRACE].hex(),
         r[SPAN].hex(),
@@ -203,10 +232,10 @@ def _to_span_pb(r: Record) -> Span:
         r[START],
         r[END],
         r[SERVICE],
-        _kvs_pb(KeyValue.FromString(b) for b in attrs_raw or ()),
+        attrs or _EMPTY,
         tuple(events),
         r[STATUS],
-        PbStatus.FromString(status_raw).message if status_raw else "",
+        message,
         kind,
     )
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.exposition import choose_encoder
@@ -106,36 +106,6 @@ class _Series:
         self.sum = 0.0
 
 
-class _Model:
-    """A model span waiting for its compute child and its parent (the request span)."""
-
-    __slots__ = ("compute_done", "mv", "parent", "parent_done", "series", "span_id", "times")
-
-    def __init__(
-        self, r: Record, mv: tuple[str, str], series: list[_Series | None] | None, times: Mapping[str, int]
-    ) -> None:
-        self.span_id: bytes = r[SPAN]
-        self.mv = mv
-        self.parent: bytes | None = r[PARENT]
-        # The model's and version's seven series (created on first use); None when max_model_versions refused
-        # the pair.
-        self.series = series
-        self.times = times
-        self.compute_done = False
-        self.parent_done = self.parent is None
-
-
-class _Pairing:
-    """Per trace: model spans by span id and by parent, compute spans by parent."""
-
-    __slots__ = ("compute", "kids", "models")
-
-    def __init__(self) -> None:
-        self.models: dict[bytes, _Model] = {}
-        self.kids: dict[bytes | None, list[_Model]] = {}
-        self.compute: dict[bytes, Record] = {}
-
-
 class StageHistograms:
     """The stage histogram as a custom collector.
 
@@ -160,6 +130,7 @@ class StageHistograms:
             registry=registry,
         )
         self._max = max_model_versions
+        self._now = 0.0
         registry.register(self)
 
     # ------------------------------------------------------------ collector
@@ -185,6 +156,11 @@ class StageHistograms:
 
     # ------------------------------------------------------------ observing
 
+    def observing(self, now: float) -> threading.Lock:
+        """The lock to hold while the store calls ``on_stored`` for one batch; ``now`` stamps its exemplars."""
+        self._now = now
+        return self._lock
+
     def _series_of(self, mv: tuple[str, str]) -> list[_Series | None] | None:
         series = self._by_mv.get(mv)
         if series is None and mv not in self._by_mv:
@@ -193,74 +169,107 @@ class StageHistograms:
             series = self._by_mv[mv] = [None] * len(STAGES)
         return series
 
-    def _observe(self, m: _Model, gaps: list[tuple[int, float | None]], trace_id: str, now: float) -> int:
-        series = m.series
-        n = 0
-        for i, secs in gaps:
-            if secs is None:
-                continue
-            if series is None:
-                self._refused.inc()
-                continue
-            s = series[i]
-            if s is None:
-                s = series[i] = _Series(len(self._les))
-                self._keys.append(((m.mv[0], m.mv[1], STAGES[i]), s))
-            j = bisect_left(self._bounds, secs)
-            s.counts[j] += 1
-            s.sum += secs
-            s.exemplars[j] = (trace_id, secs, now)
-            n += 1
-        return n
+    def _put(self, mv: tuple[str, str], i: int, secs: float, trace_id: str) -> None:
+        series = self._by_mv.get(mv) or self._series_of(mv)
+        if series is None:
+            self._refused.inc()
+            return
+        s = series[i]
+        if s is None:
+            s = series[i] = _Series(len(self._les))
+            self._keys.append(((mv[0], mv[1], STAGES[i]), s))
+        j = bisect_left(self._bounds, secs)
+        s.counts[j] += 1
+        s.sum += secs
+        # Only the latest exemplar of a bucket is kept: that is all the OpenMetrics exposition shows.
+        s.exemplars[j] = (trace_id, secs, self._now)
 
-    def observe_new(self, new: Iterable[tuple[TraceEntry, Record]], now: float) -> int:
-        """Observe the stages that the newly stored records complete; returns observations made.
+    def _compute_group(self, mv: tuple[str, str], m: Mapping[str, int], c: Mapping[str, int], tid: str) -> None:
+        # As if the two spans' events were one dict with the compute span's winning.
+        q = c.get("QUEUE_START", m.get("QUEUE_START"))
+        cs = c.get("COMPUTE_START", m.get("COMPUTE_START"))
+        if q is not None and cs is not None and cs >= q:
+            self._put(mv, _QUEUE, (cs - q) / 1e9, tid)
+        cin = c.get("COMPUTE_INPUT_END")
+        cout = c.get("COMPUTE_OUTPUT_START")
+        ce = c.get("COMPUTE_END")
+        cs = c.get("COMPUTE_START")
+        if cs is not None and cin is not None and cin >= cs:
+            self._put(mv, _C_IN, (cin - cs) / 1e9, tid)
+        if cin is not None and cout is not None and cout >= cin:
+            self._put(mv, _C_INFER, (cout - cin) / 1e9, tid)
+        if cout is not None and ce is not None and ce >= cout:
+            self._put(mv, _C_OUT, (ce - cout) / 1e9, tid)
+
+    def _parent_group(self, mv: tuple[str, str], p: Mapping[str, int], tid: str) -> None:
+        for i, secs in _request_gaps(p):
+            if secs is not None:
+                self._put(mv, i, secs, tid)
+
+    def on_stored(self, e: TraceEntry, r: Record) -> None:
+        """Observe the stages that the just-stored record ``r`` completes (the store calls this, see
+        ``TraceStore.add``, with the lock from ``observing`` held).
 
         Only Triton's spans take part: a model span (``triton.model_name``), its ``compute`` child and its
-        parent (the request span). A first pass indexes the new spans, a second derives, for each model span
-        the batch touched, the stage groups whose spans are now all stored and were not derived before; the
+        parent (the request span). Each stage group is observed when the later of its spans is stored, whatever
+        the order and batching: the model span alone (``request``), model + compute (queue and the three
+        compute stages; the first compute span of a model span counts), model + parent (network and send). The
         store never holds a span id twice, so a re-sent batch never counts a stage twice.
         """
-        todo: list[tuple[TraceEntry, _Model]] = []
-        n = 0
-        with self._lock:
-            for e, r in new:
-                st: _Pairing | None = e.stage_state
-                mv = r[MODEL]
-                if mv is not None:
-                    if st is None:
-                        st = e.stage_state = _Pairing()
-                    m = _Model(r, mv, self._series_of(mv), event_times(r))
-                    st.models[m.span_id] = m
-                    kids = st.kids.get(m.parent)
-                    if kids is None:
-                        st.kids[m.parent] = [m]
+        tid = e.trace_id
+        times: Mapping[str, int] | None = None
+        mv = r[MODEL]
+        if mv is not None:
+            times = event_times(r)
+            a = times.get("REQUEST_START")
+            b = times.get("REQUEST_END")
+            if a is not None and b is not None and b >= a:
+                self._put(mv, _REQUEST, (b - a) / 1e9, tid)
+            comp = e.stage_compute
+            c = comp.get(r[SPAN]) if comp is not None else None
+            if c is not None:
+                self._compute_group(mv, times, event_times(c), tid)
+            else:
+                # Kept for the compute span (Triton's exporter sends it first, the bench and SDKs after):
+                # reading a span's events is the costliest step of stage derivation.
+                mt = e.stage_times
+                if mt is None:
+                    e.stage_times = {r[SPAN]: times}
+                else:
+                    mt[r[SPAN]] = times
+            parent = r[PARENT]
+            if parent is not None:
+                pr = e.by_id.get(parent)
+                if pr is not None:
+                    self._parent_group(mv, event_times(pr), tid)
+                else:
+                    waiting = e.stage_waiting
+                    if waiting is None:
+                        e.stage_waiting = {parent: [r]}
+                    elif parent in waiting:
+                        waiting[parent].append(r)
                     else:
-                        kids.append(m)
-                    n += self._observe(
-                        m, [(_REQUEST, _gap(m.times, "REQUEST_START", "REQUEST_END"))], e.trace_id, now
-                    )
-                    todo.append((e, m))
-                elif r[NAME] == "compute" and r[PARENT] is not None:
-                    if st is None:
-                        st = e.stage_state = _Pairing()
-                    st.compute.setdefault(r[PARENT], r)
-                    m2 = st.models.get(r[PARENT])
-                    if m2 is not None:
-                        todo.append((e, m2))
-                if st is not None:
-                    kids = st.kids.get(r[SPAN])
-                    if kids:
-                        todo += [(e, k) for k in kids]
-            for e, m in todo:
-                if not m.compute_done:
-                    c = e.stage_state.compute.get(m.span_id)
-                    if c is not None:
-                        m.compute_done = True
-                        n += self._observe(m, _compute_gaps(m.times, event_times(c)), e.trace_id, now)
-                if not m.parent_done:
-                    p = e.by_id.get(m.parent)  # type: ignore[arg-type]
-                    if p is not None:
-                        m.parent_done = True
-                        n += self._observe(m, _request_gaps(event_times(p)), e.trace_id, now)
-        return n
+                        waiting[parent] = [r]
+        elif r[NAME] == "compute" and r[PARENT] is not None:
+            parent = r[PARENT]
+            comp = e.stage_compute
+            if comp is None:
+                comp = e.stage_compute = {}
+            if parent not in comp:
+                comp[parent] = r
+                m = e.by_id.get(parent)
+                if m is not None and m[MODEL] is not None:
+                    times = event_times(r)
+                    mt = e.stage_times
+                    m_times = mt.pop(parent, None) if mt is not None else None
+                    self._compute_group(m[MODEL], event_times(m) if m_times is None else m_times, times, tid)
+        waiting = e.stage_waiting
+        if waiting is not None:
+            kids = waiting.pop(r[SPAN], None)
+            if not waiting:
+                e.stage_waiting = None
+            if kids:
+                if times is None:
+                    times = event_times(r)
+                for k in kids:
+                    self._parent_group(k[MODEL], times, tid)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -20,6 +19,7 @@ from sidecar.traces.records import (
     END,
     MODEL,
     MODEL_ATTR,
+    NAME,
     PARENT,
     SPAN,
     START,
@@ -33,23 +33,57 @@ from sidecar.traces.records import (
 __all__ = ["MODEL_ATTR", "VERSION_ATTR", "TraceEntry", "TraceStore", "TraceSummary"]
 
 
-@dataclass(eq=False)
 class TraceEntry:
-    trace_id: str
-    first_seen: float
-    key: bytes = b""
-    # Span records by span id, in arrival order; a span id seen again (a re-sent export) is not stored twice.
-    by_id: dict[bytes, Record] = field(default_factory=dict)
-    start_ns: int = 0
-    end_ns: int = 0
-    model: str = ""
-    version: str = ""
-    error: bool = False
-    # Set by the failure join (Triton's counters), never by Triton's spans, which carry no error status.
-    failure_note: str = ""
-    # Stage derivation's pairing state (sidecar.traces.stages), None until a Triton model span arrives.
-    stage_state: Any = None
-    _spans: list[Span] | None = field(default=None, repr=False)
+    """One trace in the store.
+
+    A plain class with ``__slots__`` rather than a dataclass: one is built for every new trace (a third of
+    the spans in Triton's traffic), and a slotted ``__init__`` costs a fraction of a dataclass with default
+    factories; it is also smaller, and thousands are held.
+    """
+
+    __slots__ = (
+        "_spans",
+        "by_id",
+        "end_ns",
+        "error",
+        "failure_note",
+        "first_seen",
+        "key",
+        "model",
+        "stage_compute",
+        "stage_times",
+        "stage_waiting",
+        "start_ns",
+        "trace_id",
+        "version",
+    )
+
+    def __init__(
+        self, trace_id: str, first_seen: float, key: bytes = b"", *, start_ns: int = 0, end_ns: int = 0
+    ) -> None:
+        self.trace_id = trace_id
+        self.first_seen = first_seen
+        self.key = key
+        # Span records by span id, in arrival order; a span id seen again (a re-sent export) is not stored
+        # twice.
+        self.by_id: dict[bytes, Record] = {}
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.model = ""
+        self.version = ""
+        self.error = False
+        # Set by the failure join (Triton's counters), never by Triton's spans, which carry no error status.
+        self.failure_note = ""
+        # Stage derivation's pairing state (sidecar.traces.stages), None until it needs any: compute spans by
+        # parent span id, and model spans waiting for their parent by the parent's span id.
+        self.stage_compute: dict[bytes, Record] | None = None
+        self.stage_waiting: dict[bytes, list[Record]] | None = None
+        # Event times of model spans still waiting for their compute span, by span id.
+        self.stage_times: dict[bytes, Mapping[str, int]] | None = None
+        self._spans: list[Span] | None = None
+
+    def __repr__(self) -> str:
+        return f"TraceEntry({self.trace_id!r}, spans={len(self.by_id)}, model={self.model!r})"
 
     @property
     def spans(self) -> list[Span]:
@@ -118,6 +152,9 @@ class TraceStore:
             ["reason"],
             registry=registry,
         )
+        self._evicted_age = self._evicted.labels("age")
+        self._evicted_plain = self._evicted.labels("count_plain")
+        self._evicted_kept = self._evicted.labels("count_kept")
         self._span_drops = Counter(
             "sidecar_traces_spans_dropped",
             "Spans not stored, by reason (trace_full: over max_spans_per_trace; duplicate: a span id the "
@@ -125,6 +162,8 @@ class TraceStore:
             ["reason"],
             registry=registry,
         )
+        self._dup_drops = self._span_drops.labels("duplicate")
+        self._full_drops = self._span_drops.labels("trace_full")
         g = Gauge(
             "sidecar_traces_stored",
             "Traces held in the in-memory store, by class.",
@@ -140,12 +179,21 @@ class TraceStore:
     def _is_kept(self, e: TraceEntry) -> bool:
         return e.error or bool(e.failure_note) or e.end_ns - e.start_ns >= self.slow_threshold_ns
 
-    def add(self, records: Iterable[Record], now: float) -> list[tuple[TraceEntry, Record]]:
-        """Store span records; returns (entry, record) for each record stored (the stage deriver pairs them)."""
-        new: list[tuple[TraceEntry, Record]] = []
-        append = new.append
+    def add(
+        self,
+        records: Iterable[Record],
+        now: float,
+        on_stored: Callable[[TraceEntry, Record], None] | None = None,
+    ) -> int:
+        """Store span records; returns how many were stored.
+
+        ``on_stored(entry, record)`` (stage derivation) is called right after a record is stored, in arrival
+        order, for the records it can use: Triton model and ``compute`` spans, and any span of a trace that
+        has model spans waiting for their parent. Calling it here rather than after the batch lets it pair
+        spans by "already stored" without a second pass or an index of the batch.
+        """
+        stored = dups = full = 0
         touched: dict[bytes, TraceEntry] = {}
-        dups = full = 0
         limit = self.max_spans_per_trace
         plain, kept = self._plain, self._kept
         with self._lock:
@@ -153,8 +201,7 @@ class TraceStore:
                 key = r[TRACE]
                 e = touched.get(key) or plain.get(key) or kept.get(key)
                 if e is None:
-                    e = TraceEntry(key.hex(), now, key, start_ns=r[START], end_ns=r[END])
-                    plain[key] = e
+                    e = plain[key] = TraceEntry(key.hex(), now, key, start_ns=r[START], end_ns=r[END])
                 by_id = e.by_id
                 sid = r[SPAN]
                 if sid in by_id:
@@ -164,43 +211,60 @@ class TraceStore:
                     full += 1
                     continue
                 by_id[sid] = r
+                stored += 1
                 if r[START] < e.start_ns:
                     e.start_ns = r[START]
                 if r[END] > e.end_ns:
                     e.end_ns = r[END]
                 if r[STATUS] == 2:
                     e.error = True
-                if not e.model and r[MODEL] is not None:
-                    e.model, e.version = r[MODEL]
+                if r[MODEL] is not None:
+                    if not e.model:
+                        e.model, e.version = r[MODEL]
+                    if on_stored is not None:
+                        on_stored(e, r)
+                elif on_stored is not None and (r[NAME] == "compute" or e.stage_waiting is not None):
+                    on_stored(e, r)
                 touched[key] = e
-                append((e, r))
             for key, e in touched.items():
                 if key in plain and self._is_kept(e):
                     del plain[key]
                     kept[key] = e
             self._evict_locked(now)
         if dups:
-            self._span_drops.labels("duplicate").inc(dups)
+            self._dup_drops.inc(dups)
         if full:
-            self._span_drops.labels("trace_full").inc(full)
-        return new
+            self._full_drops.inc(full)
+        return stored
 
     def _evict_locked(self, now: float) -> None:
         horizon = now - self.max_age_secs
+        aged = 0
         for od in (self._plain, self._kept):
             while od:
-                tid, e = next(iter(od.items()))
+                e = next(iter(od.values()))
                 if e.first_seen >= horizon:
                     break
-                del od[tid]
-                self._evicted.labels("age").inc()
-        while len(self._plain) + len(self._kept) > self.max_traces:
+                del od[e.key]
+                aged += 1
+        plain_n = kept_n = 0
+        over = len(self._plain) + len(self._kept) - self.max_traces
+        while over > 0:
+            # Counted once per batch: at full store every new trace evicts one, and a labelled inc() per
+            # eviction cost more than storing the trace.
             if self._plain:
                 self._plain.popitem(last=False)
-                self._evicted.labels("count_plain").inc()
+                plain_n += 1
             else:
                 self._kept.popitem(last=False)
-                self._evicted.labels("count_kept").inc()
+                kept_n += 1
+            over -= 1
+        if aged:
+            self._evicted_age.inc(aged)
+        if plain_n:
+            self._evicted_plain.inc(plain_n)
+        if kept_n:
+            self._evicted_kept.inc(kept_n)
 
     def expire(self, now: float) -> None:
         with self._lock:
