@@ -78,7 +78,15 @@ def _attrs_json(items: Any) -> tuple[tuple[str, object], ...]:
     return tuple([(str(kv["key"]), any_json(kv.get("value") or {})) for kv in items])
 
 
-def _events_json(evs: Any) -> tuple[tuple[str, int, tuple[tuple[str, object], ...] | None], ...]:
+_has_attrs = operator.methodcaller("get", "attributes")
+
+
+def _events_json(evs: Any) -> dict[str, int] | tuple[tuple[str, int, tuple[tuple[str, object], ...] | None], ...]:
+    """A span's events: name -> ns when that says everything (no event attributes, no repeated name: Triton's
+    events), which is also what stage derivation reads; otherwise (name, ns, attributes) tuples."""
+    times = {str(e["name"]): int(e["timeUnixNano"]) for e in evs}
+    if len(times) == len(evs) and not any(map(_has_attrs, evs)):
+        return times
     out = []
     for e in evs:
         a = e.get("attributes")
@@ -98,13 +106,23 @@ def _model_json(attrs: tuple[tuple[str, object], ...]) -> tuple[str, str] | None
     return str(name), "" if version is None else str(version)
 
 
-def _hex_id(v: Any, digits: int) -> bytes | None:
-    if len(v) != digits:
-        return None
-    try:
-        return _fromhex(v)
-    except ValueError:
-        return None
+def _id_problem(s: Any) -> str | None:
+    """Why a span's ids are unusable, or None (only asked once the fast path's checks failed)."""
+    name = s.get("name", "?")
+    for key, digits, zero_ok in (("traceId", 32, False), ("spanId", 16, False), ("parentSpanId", 16, True)):
+        v = s.get(key)
+        if zero_ok and not v:
+            continue
+        ok = isinstance(v, str) and len(v) == digits
+        if ok:
+            try:
+                ok = zero_ok or bytes.fromhex(v) != bytes(digits // 2)
+            except ValueError:
+                ok = False
+        if not ok:
+            zero = "" if zero_ok else ", not all zero"
+            return f"span {name!r}: {key} must be {digits} hex digits{zero}"
+    return None
 
 
 def decode_json(body: bytes) -> DecodeResult:
@@ -120,6 +138,7 @@ def decode_json(body: bytes) -> DecodeResult:
     out = DecodeResult()
     recs = out.records
     append = recs.append
+    fromhex = _fromhex
     for rs in rs_list:
         if not isinstance(rs, dict):
             raise ParseError("resourceSpans items must be objects")
@@ -130,28 +149,32 @@ def decode_json(body: bytes) -> DecodeResult:
         for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
             for s in ss.get("spans") or ():
                 try:
-                    tid = _hex_id(s["traceId"], 32)
-                    if tid is None or tid == _ZERO16:
-                        out.reject(
-                            f"span {s.get('name', '?')!r}: traceId must be 32 hex digits, not all zero"
-                        )
-                        continue
-                    sid = _hex_id(s["spanId"], 16)
-                    if sid is None or sid == _ZERO8:
-                        out.reject(f"span {s.get('name', '?')!r}: spanId must be 16 hex digits, not all zero")
-                        continue
+                    # The common case in one go; any failure is explained by _id_problem.
+                    tid = s["traceId"]
+                    sid = s["spanId"]
                     pid = s.get("parentSpanId")
+                    if len(tid) != 32 or len(sid) != 16:
+                        raise ValueError
+                    tid = fromhex(tid)
+                    sid = fromhex(sid)
                     if pid:
-                        pid = _hex_id(pid, 16)
-                        if pid is None:
-                            out.reject(f"span {s.get('name', '?')!r}: parentSpanId must be 16 hex digits")
-                            continue
+                        if len(pid) != 16:
+                            raise ValueError
+                        pid = fromhex(pid)
                     else:
                         pid = None
+                    if tid == _ZERO16 or sid == _ZERO8:
+                        raise ValueError
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    problem = _id_problem(s) if isinstance(s, dict) else None
+                    out.reject(problem or "span: not an object with traceId and spanId")
+                    continue
+                try:
                     evs = s.get("events")
                     attrs = s.get("attributes")
                     attrs = _attrs_json(attrs) if attrs else None
                     st = s.get("status")
+                    kind = s.get("kind")
                     # Only atomic values are kept (no dicts or lists from the document): the cyclic GC then
                     # ignores stored spans, which otherwise cost more than everything else at this rate.
                     append(
@@ -170,15 +193,12 @@ def decode_json(body: bytes) -> DecodeResult:
                             (
                                 attrs,
                                 str(st.get("message", "")) if st else "",
-                                enum_value(s.get("kind"), KIND_NAMES),
+                                kind if type(kind) is int else enum_value(kind, KIND_NAMES),
                             ),
                         )
                     )
                 except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                    out.reject(
-                        f"span {s.get('name', '?') if isinstance(s, dict) else '?'!r}: "
-                        f"{type(exc).__name__} {exc}"
-                    )
+                    out.reject(f"span {s.get('name', '?')!r}: {type(exc).__name__} {exc}")
     return out
 
 
@@ -283,7 +303,8 @@ def _model_pb(attrs: Any) -> tuple[str, str] | None:
     """(model, version) from a span's raw attributes, or None when it has no model attribute.
 
     Raises ``DecodeError`` when an attribute that may be the model's does not decode."""
-    name = version = None
+    name: object = None
+    version: object = None
     for b in attrs:
         if b.startswith(_MODEL_KEY):
             v = _short_value(b, _MODEL_LEN)

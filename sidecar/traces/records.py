@@ -127,7 +127,7 @@ def event_times(r: Record) -> Mapping[str, int]:
     ev = r[EVENTS]
     fmt = r[FMT]
     if fmt == FMT_JSON:
-        return {e[0]: e[1] for e in ev}
+        return ev if type(ev) is dict else {e[0]: e[1] for e in ev}
     if fmt == FMT_PB:
         return _pb_event_times(ev) if ev else {}
     return ev
@@ -189,6 +189,12 @@ def _attrs_pb(raw: Any) -> tuple[dict[str, object], int]:
     return out, bad
 
 
+def _events_of_json(ev: Any) -> tuple[SpanEvent, ...]:
+    if type(ev) is dict:
+        return tuple(SpanEvent(n, t, _EMPTY) for n, t in ev.items())
+    return tuple(SpanEvent(n, t, dict(a) if a else _EMPTY) for n, t, a in ev)
+
+
 def _to_span_json(r: Record) -> Span:
     attrs, message, kind = r[RAW]
     return Span(
@@ -200,7 +206,7 @@ def _to_span_json(r: Record) -> Span:
         r[END],
         r[SERVICE],
         dict(attrs) if attrs else _EMPTY,
-        tuple(SpanEvent(n, t, dict(a) if a else _EMPTY) for n, t, a in r[EVENTS]),
+        _events_of_json(r[EVENTS]),
         r[STATUS],
         message,
         kind,
