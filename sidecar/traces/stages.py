@@ -97,6 +97,20 @@ def stage_durations(model_span: Span, compute: Span | None, request: Span | None
     return {STAGES[i]: v for i, v in pairs if v is not None}
 
 
+_Spec = tuple[tuple[int, str, str, str, str], ...]
+# (stage, from event, to event, alternative from, alternative to) per stage group.
+_REQUEST_SPEC: _Spec = ((_REQUEST, "REQUEST_START", "REQUEST_END", "", ""),)
+_PARENT_SPEC: _Spec = (
+    (_NET, "HTTP_RECV_START", "HTTP_RECV_END", "GRPC_WAITREAD_START", "GRPC_WAITREAD_END"),
+    (_SEND, "HTTP_SEND_START", "HTTP_SEND_END", "GRPC_SEND_START", "GRPC_SEND_END"),
+)
+_COMPUTE_SPEC: _Spec = (
+    (_C_IN, "COMPUTE_START", "COMPUTE_INPUT_END", "", ""),
+    (_C_INFER, "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "", ""),
+    (_C_OUT, "COMPUTE_OUTPUT_START", "COMPUTE_END", "", ""),
+)
+
+
 class _Series:
     __slots__ = ("counts", "exemplars", "sum")
 
@@ -169,20 +183,51 @@ class StageHistograms:
             series = self._by_mv[mv] = [None] * len(STAGES)
         return series
 
+    def _new_series(self, series: list[_Series | None], mv: tuple[str, str], i: int) -> _Series:
+        s = series[i] = _Series(len(self._les))
+        self._keys.append(((mv[0], mv[1], STAGES[i]), s))
+        return s
+
     def _put(self, mv: tuple[str, str], i: int, secs: float, trace_id: str) -> None:
-        series = self._by_mv.get(mv) or self._series_of(mv)
+        series = self._series_of(mv)
         if series is None:
             self._refused.inc()
             return
-        s = series[i]
-        if s is None:
-            s = series[i] = _Series(len(self._les))
-            self._keys.append(((mv[0], mv[1], STAGES[i]), s))
+        s = series[i] or self._new_series(series, mv, i)
         j = bisect_left(self._bounds, secs)
         s.counts[j] += 1
         s.sum += secs
         # Only the latest exemplar of a bucket is kept: that is all the OpenMetrics exposition shows.
         s.exemplars[j] = (trace_id, secs, self._now)
+
+    def _gaps(self, mv: tuple[str, str], t: Mapping[str, int], spec: _Spec, tid: str) -> None:
+        """Observe each (stage, from event, to event) of ``spec`` that ``t`` holds both events of, in order.
+
+        One loop with the observation written out, not a call per stage: a Triton request makes seven
+        observations, and a call each cost a tenth of the request's budget."""
+        series = self._series_of(mv)
+        bounds = self._bounds
+        now = self._now
+        for i, ea, eb, alt_a, alt_b in spec:
+            a = t.get(ea)
+            if a is None and alt_a:
+                a = t.get(alt_a)
+            if a is None:
+                continue
+            b = t.get(eb)
+            if b is None and alt_b:
+                b = t.get(alt_b)
+            if b is None or b < a:
+                continue
+            if series is None:
+                self._refused.inc()
+                continue
+            secs = (b - a) / 1e9
+            s = series[i] or self._new_series(series, mv, i)
+            j = bisect_left(bounds, secs)
+            s.counts[j] += 1
+            s.sum += secs
+            s.exemplars[j] = (tid, secs, now)
 
     def _compute_group(self, mv: tuple[str, str], m: Mapping[str, int], c: Mapping[str, int], tid: str) -> None:
         # As if the two spans' events were one dict with the compute span's winning.
@@ -190,21 +235,7 @@ class StageHistograms:
         cs = c.get("COMPUTE_START", m.get("COMPUTE_START"))
         if q is not None and cs is not None and cs >= q:
             self._put(mv, _QUEUE, (cs - q) / 1e9, tid)
-        cin = c.get("COMPUTE_INPUT_END")
-        cout = c.get("COMPUTE_OUTPUT_START")
-        ce = c.get("COMPUTE_END")
-        cs = c.get("COMPUTE_START")
-        if cs is not None and cin is not None and cin >= cs:
-            self._put(mv, _C_IN, (cin - cs) / 1e9, tid)
-        if cin is not None and cout is not None and cout >= cin:
-            self._put(mv, _C_INFER, (cout - cin) / 1e9, tid)
-        if cout is not None and ce is not None and ce >= cout:
-            self._put(mv, _C_OUT, (ce - cout) / 1e9, tid)
-
-    def _parent_group(self, mv: tuple[str, str], p: Mapping[str, int], tid: str) -> None:
-        for i, secs in _request_gaps(p):
-            if secs is not None:
-                self._put(mv, i, secs, tid)
+        self._gaps(mv, c, _COMPUTE_SPEC, tid)
 
     def on_stored(self, e: TraceEntry, r: Record) -> None:
         """Observe the stages that the just-stored record ``r`` completes (the store calls this, see
@@ -221,10 +252,7 @@ class StageHistograms:
         mv = r[MODEL]
         if mv is not None:
             times = event_times(r)
-            a = times.get("REQUEST_START")
-            b = times.get("REQUEST_END")
-            if a is not None and b is not None and b >= a:
-                self._put(mv, _REQUEST, (b - a) / 1e9, tid)
+            self._gaps(mv, times, _REQUEST_SPEC, tid)
             comp = e.stage_compute
             c = comp.get(r[SPAN]) if comp is not None else None
             if c is not None:
@@ -241,7 +269,7 @@ class StageHistograms:
             if parent is not None:
                 pr = e.by_id.get(parent)
                 if pr is not None:
-                    self._parent_group(mv, event_times(pr), tid)
+                    self._gaps(mv, event_times(pr), _PARENT_SPEC, tid)
                 else:
                     waiting = e.stage_waiting
                     if waiting is None:
@@ -272,4 +300,4 @@ class StageHistograms:
                 if times is None:
                     times = event_times(r)
                 for k in kids:
-                    self._parent_group(k[MODEL], times, tid)
+                    self._gaps(k[MODEL], times, _PARENT_SPEC, tid)
