@@ -78,14 +78,12 @@ def _attrs_json(items: Any) -> tuple[tuple[str, object], ...]:
     return tuple([(str(kv["key"]), any_json(kv.get("value") or {})) for kv in items])
 
 
-_has_attrs = operator.methodcaller("get", "attributes")
-
-
 def _events_json(evs: Any) -> dict[str, int] | tuple[tuple[str, int, tuple[tuple[str, object], ...] | None], ...]:
     """A span's events: name -> ns when that says everything (no event attributes, no repeated name: Triton's
     events), which is also what stage derivation reads; otherwise (name, ns, attributes) tuples."""
-    times = {str(e["name"]): int(e["timeUnixNano"]) for e in evs}
-    if len(times) == len(evs) and not any(map(_has_attrs, evs)):
+    # An event with attributes (even an empty list) is left out here, so the lengths then differ.
+    times = {str(e["name"]): int(e["timeUnixNano"]) for e in evs if "attributes" not in e}
+    if len(times) == len(evs):
         return times
     out = []
     for e in evs:
