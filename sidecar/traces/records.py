@@ -5,12 +5,15 @@ Why not build ``Span`` objects at ingest: at 100,000-200,000 spans/s on one core
 microseconds per span, and building a frozen ``Span`` with its ``SpanEvent`` objects and attribute dicts costs
 about as much as everything else together (docs/traces.md, "Throughput"). Ingest needs only the ids, the times,
 the status code, the model attribute and, for Triton spans, the event times; the rest stays as the decoder
-left it (an orjson dict, raw protobuf bytes, or the ``Span`` a file source built) until it is read.
+left it (tuples of atomic values, raw protobuf bytes, or the ``Span`` a file source built) until it is read.
 
 Record layout (index constants below): trace id (16 bytes), span id (8 bytes), parent span id (8 bytes or
 None), name, start ns, end ns, status code, (model, version) or None, events, service name, format, raw. The
-*events* slot holds what stage derivation reads: a name -> ns dict (JSON, Span) or the raw protobuf ``Event``
-bytes (decoded only when a stage needs them, see ``event_times``).
+*events* slot holds what stage derivation reads: a name -> ns dict (Span; JSON when no event has attributes
+and no name repeats, as in Triton's spans), (name, ns, attributes) tuples (other JSON), or the raw protobuf
+``Event`` bytes (decoded only when a stage needs them, see ``event_times``). Protobuf attributes, events and
+status are kept as the bytes the lean parse left (``otlp_decode``) and were not validated: building a
+``Span`` leaves out what does not decode and counts it in the ``sidecar.undecodable`` attribute.
 """
 
 from __future__ import annotations
