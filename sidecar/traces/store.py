@@ -298,23 +298,29 @@ class TraceStore:
             ]
             if not hits or failed <= 0:
                 return 0
-            certain = failed >= len(hits)
+            # Traces already failed for certain (a caller span with an error status) explain that many of the
+            # counted failures; only the rest can be pinned on the other traces.
+            unexplained = failed - sum(1 for e in hits if e.error)
+            candidates = [e for e in hits if not e.error]
+            if unexplained <= 0 or not candidates:
+                return 0
+            certain = unexplained >= len(candidates)
             note = (
                 "failed (Triton counted a failure for every traced request of this model and version in "
                 "this interval)"
                 if certain
-                else f"possibly failed: Triton counted {failed} failure(s) among {len(hits)} "
-                f"traced request(s) "
-                "of this model and version in this interval"
+                else f"possibly failed: Triton counted {unexplained} failure(s) not explained by known failed "
+                f"traces, among {len(candidates)} other traced request(s) of this model and version in this "
+                "interval"
             )
-            for e in hits:
+            for e in candidates:
                 e.failure_note = note
                 if certain:
                     e.error = True
                 if e.key in self._plain:
                     del self._plain[e.key]
                     self._kept[e.key] = e
-            return len(hits)
+            return len(candidates)
 
     def summaries(
         self,

@@ -92,3 +92,22 @@ async def test_failure_join_marks_traces_possibly_failed_via_mock_transport():
     fraud = hub.store.summaries(model="fraud")
     assert marked == len(fraud) > 3
     assert all("possibly failed: Triton counted 3 failure(s)" in t.failure_note and not t.error for t in fraud)
+
+
+def test_failures_already_known_from_caller_spans_are_not_pinned_on_other_traces():
+    reg = CollectorRegistry()
+    hub = _hub(reg)
+    entries = [hub.store.get(t.trace_id) for t in hub.store.summaries(model="ctr", version="1")]
+    assert len(entries) >= 4
+    window = (min(e.start_ns for e in entries), max(e.start_ns for e in entries) + 1)
+    entries[0].error = True  # a caller span said this request failed
+    # Triton counted exactly one failure: the known one explains it, so nothing else is marked.
+    assert hub.store.mark_failures("ctr", "1", *window, 1) == 0
+    assert all(e.failure_note == "" for e in entries[1:])
+    # Two failures: one is unexplained, and it could be any of the other traced requests.
+    assert hub.store.mark_failures("ctr", "1", *window, 2) == len(entries) - 1
+    assert all("possibly failed: Triton counted 1 failure(s) not explained" in e.failure_note and not e.error
+               for e in entries[1:])
+    # As many unexplained failures as other traced requests: they all failed.
+    assert hub.store.mark_failures("ctr", "1", *window, len(entries)) == len(entries) - 1
+    assert all(e.error for e in entries)
