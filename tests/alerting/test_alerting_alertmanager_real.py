@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from alerting_helpers import make_service
+from waiting import wait_until
 
 from sidecar.alerting.book import fingerprint
 from sidecar.clock import FakeClock
@@ -106,13 +107,10 @@ def _ready(url: str) -> bool:
 
 
 def wait_for(cond: Callable[[], Any], timeout_s: float, message: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.1)  # polling a real external process; tests never sleep on the sidecar's own clock
-    pytest.fail(message)
+    got = wait_until(cond, timeout_s, interval_s=0.1)
+    if not got:
+        pytest.fail(message)
+    return got
 
 
 @pytest.fixture(scope="module")

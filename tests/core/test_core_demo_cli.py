@@ -7,11 +7,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from waiting import wait_until
 
 from sidecar.demo.tritonserver import free_port
 
@@ -41,19 +41,13 @@ def test_demo_serves_slis_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
-    pause = threading.Event()
+    def derived_metrics() -> str:
+        assert proc.poll() is None, "".join(lines)
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        return text if 'sidecar_model_requests_per_second{model="fraud"' in text else ""
+
     try:
-        deadline = time.monotonic() + 90
-        metrics = ""
-        while time.monotonic() < deadline:
-            try:
-                metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
-            except httpx.HTTPError:
-                metrics = ""
-            if 'sidecar_model_requests_per_second{model="fraud"' in metrics:
-                break
-            assert proc.poll() is None, "".join(lines)
-            pause.wait(0.25)
+        metrics = wait_until(derived_metrics, 90, interval_s=0.25, ignore=(httpx.HTTPError,)) or ""
         assert 'sidecar_model_requests_per_second{model="ctr",version="2"}' in metrics, "".join(lines)
         assert "sidecar_triton_up 1.0" in metrics
         assert pids_under(tmp_path), "Triton should be running under the demo's folder"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from drift_testutil import make_ctx
+from waiting import wait_until
 
 from sidecar.clock import FakeClock
 from sidecar.events.metrics import EventsMetrics
@@ -66,11 +66,8 @@ def test_tensors_trace_files_give_the_values_sent_and_the_scores_returned(
     reader = TensorTraceReader(ctx, ctx.config.events.triton_trace, EventsMetrics(ctx.registry))
     got: list[Event] = []
     want = sum(len(rows) for _, _, rows in REQUESTS)
-    deadline = time.monotonic() + 15.0  # Triton writes each trace's part file shortly after the response
-    while len(got) < want and time.monotonic() < deadline:
-        got.extend(reader.read_once())
-        if len(got) < want:
-            time.sleep(0.2)
+    # Triton writes each trace's part file shortly after the response.
+    wait_until(lambda: got.extend(reader.read_once()) or len(got) >= want, 15.0, interval_s=0.2)
     assert len(got) == want, f"{len(got)} of {want} events; files: {sorted(p.name for p in trace.parent.iterdir())}"
 
     by_rid: dict[str, list[Event]] = {}

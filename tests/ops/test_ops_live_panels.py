@@ -22,6 +22,7 @@ import httpx
 import pytest
 import uvicorn
 from prometheus_client import CollectorRegistry
+from waiting import wait_until
 
 from dashboards.generate import panel_infos
 from sidecar.app import create_app
@@ -42,15 +43,8 @@ pytestmark = [pytest.mark.triton, pytest.mark.prometheus]
 
 
 def _poll(cond: Callable[[], bool], secs: float) -> bool:
-    deadline = time.monotonic() + secs
-    while time.monotonic() < deadline:
-        try:
-            if cond():
-                return True
-        except (httpx.HTTPError, LookupError, ValueError):
-            pass  # Prometheus not up yet, or no sample yet
-        time.sleep(0.2)
-    return False
+    # Prometheus not up yet, or no sample yet, count as "not yet".
+    return bool(wait_until(cond, secs, interval_s=0.2, ignore=(httpx.HTTPError, LookupError, ValueError)))
 
 
 def _wait(cond: Callable[[], bool], secs: float, what: str) -> None:

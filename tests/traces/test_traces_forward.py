@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -14,6 +13,7 @@ from fastapi.testclient import TestClient
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client import CollectorRegistry
 from traces_helpers import DATA, make_service, sample
+from waiting import wait_until
 
 from exporters.otlp_forward import OtlpForwarder
 from sidecar.app import create_app
@@ -84,12 +84,7 @@ def _spans():
 
 
 def _wait(cond, secs: float = 10.0) -> bool:
-    deadline = time.monotonic() + secs
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
+    return bool(wait_until(cond, secs, interval_s=0.01))
 
 
 def _fwd(url: str, registry: CollectorRegistry, **kw: object) -> OtlpForwarder:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 from traces_helpers import DATA, sample
+from waiting import wait_until
 
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
@@ -170,9 +171,7 @@ def triton_files(tmp_path_factory):
                 )
                 sent.append((t0, time.time()))
                 assert r.status_code == 200, r.text
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and len(list(work.glob("trace.json.*"))) < 5:
-            time.sleep(0.1)
+        wait_until(lambda: len(list(work.glob("trace.json.*"))) >= 5, 20)
         yield trace, sent
     finally:
         server.stop()
@@ -188,10 +187,11 @@ def test_real_triton_trace_files(triton_files, tmp_path):
     hub = TraceHub(cfg.traces, reg, SystemClock())
     assert cfg.traces.file.path is not None
     tailer = TraceFileTailer(cfg.traces.file, hub, reg, SystemClock())
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and len(hub.store) < 5:
+    def all_read() -> bool:
         tailer.poll_once()
-        time.sleep(0.2)
+        return len(hub.store) >= 5
+
+    wait_until(all_read, 15, interval_s=0.2)
     items = sorted(hub.store.summaries(), key=lambda t: t.start_ns)
     assert len(items) == 5, [str(p) for p in trace.parent.iterdir()]
     assert all(t.model == "ctr" and t.version == "2" and t.span_count == 3 for t in items)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 from prometheus_client import CollectorRegistry
+from waiting import wait_until
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
@@ -59,11 +59,8 @@ def live_sidecar(
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("the sidecar did not start")
-            time.sleep(0.02)
+        if not wait_until(lambda: server.started or not thread.is_alive(), 20) or not server.started:
+            raise RuntimeError("the sidecar did not start")
         yield f"http://127.0.0.1:{port}", svc
     finally:
         server.should_exit = True
@@ -72,9 +69,4 @@ def live_sidecar(
 
 def wait_for(cond: Callable[[], bool], secs: float) -> bool:
     """Poll a condition until a deadline (for real processes that work at their own pace)."""
-    deadline = time.monotonic() + secs
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
+    return bool(wait_until(cond, secs))

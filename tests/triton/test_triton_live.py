@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from waiting import wait_until
 
 from sidecar.clock import FakeClock
 from sidecar.demo.tritonserver import TritonServer, demo_model_repository
@@ -131,16 +130,13 @@ async def test_killing_and_restarting_triton_marks_down_then_up_without_negative
 
 def wait_until_index(server: TritonServer, want: set[tuple[str, str]], timeout_s: float = 60) -> None:
     """Unloading is asynchronous in Triton: wait (with a deadline) until its index shows exactly ``want``."""
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while time.monotonic() < deadline:
+
+    def settled() -> bool:
         index = httpx.post(f"{server.http_url}/v2/repository/index", timeout=10).json()
-        if {(m["name"], m["version"]) for m in index if m.get("state") == "READY"} == want and all(
-            m.get("state") in ("READY", "UNAVAILABLE") for m in index
-        ):
-            return
-        pause.wait(0.1)
-    raise AssertionError(f"Triton's index never became {want}")
+        return {(m["name"], m["version"]) for m in index if m.get("state") == "READY"} == want and all(
+            m.get("state") in ("READY", "UNAVAILABLE") for m in index)
+
+    assert wait_until(settled, timeout_s, interval_s=0.1), f"Triton's index never became {want}"
 
 
 def versions_seen(registry: CollectorRegistry, model: str) -> set[str]:
