@@ -48,8 +48,9 @@ class TritonMetricsSource:
 
     def __init__(self, config: TritonConfig, *, registry: CollectorRegistry, clock: Clock,
                  http: httpx.AsyncClient, logger: logging.Logger | None = None,
-                 components: dict[str, object] | None = None) -> None:
+                 components: dict[str, object] | None = None, max_body_bytes: int = _MAX_BODY) -> None:
         self.config = config
+        self.max_body_bytes = max_body_bytes
         self.clock = clock
         self.http = http
         self.log = logger or logging.getLogger("sidecar.triton")
@@ -154,20 +155,27 @@ class TritonMetricsSource:
     async def _fetch(self) -> str:
         url = self.config.metrics_url
         try:
-            resp = await self.http.get(url, timeout=self.config.timeout_secs,
-                                       headers={"Accept": "text/plain;version=0.0.4"})
+            # Streamed so a runaway body is cut off at the limit instead of being held in memory whole.
+            async with self.http.stream("GET", url, timeout=self.config.timeout_secs,
+                                        headers={"Accept": "text/plain;version=0.0.4"}) as resp:
+                if resp.status_code != 200:
+                    raise ScrapeError("http_status", f"Triton answered HTTP {resp.status_code}")
+                ctype = resp.headers.get("content-type", "text/plain")
+                if not ctype.startswith(("text/plain", "application/openmetrics-text")):
+                    raise ScrapeError("content_type",
+                                      f"Triton answered {ctype.split(';')[0]}, not a Prometheus exposition")
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > self.max_body_bytes:
+                        raise ScrapeError("too_large", f"exposition is over {self.max_body_bytes} bytes")
+                    chunks.append(chunk)
         except httpx.TimeoutException:
             raise ScrapeError("timeout", f"no answer within {self.config.timeout_secs}s") from None
         except httpx.HTTPError as exc:
             raise ScrapeError("connect", f"cannot reach Triton: {exc.__class__.__name__}") from None
-        if resp.status_code != 200:
-            raise ScrapeError("http_status", f"Triton answered HTTP {resp.status_code}")
-        ctype = resp.headers.get("content-type", "text/plain")
-        if not ctype.startswith(("text/plain", "application/openmetrics-text")):
-            raise ScrapeError("content_type", f"Triton answered {ctype.split(';')[0]}, not a Prometheus exposition")
-        if len(resp.content) > _MAX_BODY:
-            raise ScrapeError("too_large", f"exposition of {len(resp.content)} bytes is over {_MAX_BODY}")
-        return resp.text
+        return b"".join(chunks).decode("utf-8", errors="replace")
 
     async def start(self) -> None:
         self._periodic.start()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
@@ -140,4 +140,17 @@ async def test_values_older_than_stale_after_are_withdrawn(registry: CollectorRe
     clock.advance(2)  # no scrape for 31 s: the loop is stuck somewhere
     assert value(registry, "sidecar_model_successes_per_second", **FRAUD) is None
     assert value(registry, "sidecar_model_request_success_total", **FRAUD) == 89
+    await http.aclose()
+
+
+async def test_a_runaway_body_is_cut_off_at_the_limit(registry: CollectorRegistry, clock: FakeClock) -> None:
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            yield b'nv_inference_count{model="m",version="1"} 1\n' * 1000
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, content=endless())))
+    src = TritonMetricsSource(TritonConfig(metrics_url="http://triton:8002/metrics"), registry=registry,
+                              clock=clock, http=http, max_body_bytes=1_000_000)
+    assert not await src.scrape_once()
+    assert value(registry, "sidecar_triton_scrape_failures_total", reason="too_large") == 1
     await http.aclose()
