@@ -24,7 +24,7 @@ from prometheus_client import (
 )
 
 from sidecar.clock import Clock, SystemClock
-from sidecar.component import Bus, Component, Context, Readiness
+from sidecar.component import Bus, Context, Readiness
 from sidecar.config import SidecarConfig
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Finding
@@ -193,10 +193,5 @@ class Service:
         return ok, details
 
     def routers(self) -> list[Any]:
-        out = []
-        for comp in self.components:
-            if isinstance(comp, Component) or hasattr(comp, "routes"):
-                r = comp.routes()
-                if r is not None:
-                    out.append(r)
-        return out
+        routers = (comp.routes() for comp in self.components if hasattr(comp, "routes"))
+        return [r for r in routers if r is not None]
