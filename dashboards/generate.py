@@ -113,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
     out = Path(args.out)
     stale: list[str] = []
-    for rel, content in render().items():
+    files = render()
+    for rel, content in files.items():
         path = out / rel
         if args.check:
             try:
@@ -129,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("stale generated files (run `sidecar dashboards --out DIR`):\n  " + "\n  ".join(stale), file=sys.stderr)
         return 1
     if not args.check:
-        print(f"wrote {len(render())} files under {out}")
+        print(f"wrote {len(files)} files under {out}")
     return 0
 
 
