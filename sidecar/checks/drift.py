@@ -175,12 +175,17 @@ class DriftCheck:
                 declared = "categorical"
             else:
                 return None  # a missing first value tells nothing about the kind; decide on the next one
-        self._kinds[(model, feature)] = declared
+        return declared
+
+    def _remember_kind(self, model: str, feature: str, kind: FeatureKind) -> None:
+        """Fixes a feature's kind once it has a series (so the kinds map is bounded like the series are)."""
+        if (model, feature) in self._kinds:
+            return
+        self._kinds[(model, feature)] = kind
         try:
-            self.ctx.store.put("drift.kinds", _key(model, feature), declared)
+            self.ctx.store.put("drift.kinds", _key(model, feature), kind)
         except Exception:
             self.c_store_errors.labels("write").inc()
-        return declared
 
     def _new_window(self, kind: FeatureKind) -> FeatureWindow:
         c = self.cfg
@@ -250,6 +255,7 @@ class DriftCheck:
                     self.c_dropped.labels("series_limit").inc()
                     continue
                 win = self._windows[key] = self._new_window(kind)
+            self._remember_kind(e.model, feature, kind)
             if win.accepts(ts, now):
                 self._add(win, kind, ts, value, counted=True)
                 self._dirty.add(key)
