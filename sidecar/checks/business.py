@@ -469,7 +469,10 @@ class BusinessChecks:
                 self._store_errors.inc()
         if self.checks:
             marks = ",".join("?" * len(self.checks))
-            self.store.execute(f"DELETE FROM {_TABLE} WHERE chk NOT IN ({marks})", tuple(self.checks))
+            try:
+                self.store.execute(f"DELETE FROM {_TABLE} WHERE chk NOT IN ({marks})", tuple(self.checks))
+            except Exception:
+                self._store_errors.inc()
 
     def _load(self) -> None:
         now = self.clock.now()
