@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.exposition import choose_encoder
@@ -55,50 +55,12 @@ def render_metrics(registry: CollectorRegistry, accept: str | None) -> tuple[byt
     return encoder(registry), content_type
 
 
-def _gap(ev: Mapping[str, int], a: str, b: str, alt_a: str = "", alt_b: str = "") -> float | None:
-    ta = ev.get(a) if a in ev else ev.get(alt_a)
-    tb = ev.get(b) if b in ev else ev.get(alt_b)
-    if ta is None or tb is None or tb < ta:
-        return None
-    return (tb - ta) / 1e9
-
-
 # Indexes into STAGES.
 _NET, _QUEUE, _C_IN, _C_INFER, _C_OUT, _SEND, _REQUEST = range(7)
 
-
-def _request_gaps(r: Mapping[str, int]) -> list[tuple[int, float | None]]:
-    return [
-        (_NET, _gap(r, "HTTP_RECV_START", "HTTP_RECV_END", "GRPC_WAITREAD_START", "GRPC_WAITREAD_END")),
-        (_SEND, _gap(r, "HTTP_SEND_START", "HTTP_SEND_END", "GRPC_SEND_START", "GRPC_SEND_END")),
-    ]
-
-
-def _compute_gaps(m: Mapping[str, int], c: Mapping[str, int]) -> list[tuple[int, float | None]]:
-    # As if the two spans' events were one dict with the compute span's winning.
-    q = c.get("QUEUE_START", m.get("QUEUE_START"))
-    cs = c.get("COMPUTE_START", m.get("COMPUTE_START"))
-    return [
-        (_QUEUE, (cs - q) / 1e9 if q is not None and cs is not None and cs >= q else None),
-        (_C_IN, _gap(c, "COMPUTE_START", "COMPUTE_INPUT_END")),
-        (_C_INFER, _gap(c, "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START")),
-        (_C_OUT, _gap(c, "COMPUTE_OUTPUT_START", "COMPUTE_END")),
-    ]
-
-
-def stage_durations(model_span: Span, compute: Span | None, request: Span | None) -> dict[str, float]:
-    """Seconds per stage for one model span and its compute child and request parent (missing ones skipped)."""
-    m = {e.name: e.time_unix_nano for e in model_span.events}
-    pairs = [(_REQUEST, _gap(m, "REQUEST_START", "REQUEST_END"))]
-    if compute is not None:
-        pairs += _compute_gaps(m, {e.name: e.time_unix_nano for e in compute.events})
-    if request is not None:
-        pairs += _request_gaps({e.name: e.time_unix_nano for e in request.events})
-    return {STAGES[i]: v for i, v in pairs if v is not None}
-
-
 _Spec = tuple[tuple[int, str, str, str, str], ...]
-# (stage, from event, to event, alternative from, alternative to) per stage group.
+# (stage, from event, to event, alternative from, alternative to) per stage group: the one table both the
+# histograms and the trace page's stage table read.
 _REQUEST_SPEC: _Spec = ((_REQUEST, "REQUEST_START", "REQUEST_END", "", ""),)
 _PARENT_SPEC: _Spec = (
     (_NET, "HTTP_RECV_START", "HTTP_RECV_END", "GRPC_WAITREAD_START", "GRPC_WAITREAD_END"),
@@ -109,6 +71,41 @@ _COMPUTE_SPEC: _Spec = (
     (_C_INFER, "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "", ""),
     (_C_OUT, "COMPUTE_OUTPUT_START", "COMPUTE_END", "", ""),
 )
+
+
+def _spec_secs(t: Mapping[str, int], spec: _Spec) -> Iterator[tuple[int, float]]:
+    """(stage, seconds) for each stage of ``spec`` whose two events ``t`` holds in order."""
+    for i, ea, eb, alt_a, alt_b in spec:
+        a = t.get(ea)
+        if a is None and alt_a:
+            a = t.get(alt_a)
+        b = t.get(eb)
+        if b is None and alt_b:
+            b = t.get(alt_b)
+        if a is not None and b is not None and b >= a:
+            yield i, (b - a) / 1e9
+
+
+def _queue_secs(m: Mapping[str, int], c: Mapping[str, int]) -> float | None:
+    # As if the model and compute spans' events were one dict with the compute span's winning.
+    q = c.get("QUEUE_START", m.get("QUEUE_START"))
+    cs = c.get("COMPUTE_START", m.get("COMPUTE_START"))
+    return (cs - q) / 1e9 if q is not None and cs is not None and cs >= q else None
+
+
+def stage_durations(model_span: Span, compute: Span | None, request: Span | None) -> dict[str, float]:
+    """Seconds per stage for one model span and its compute child and request parent (missing ones skipped)."""
+    m = {e.name: e.time_unix_nano for e in model_span.events}
+    secs = dict(_spec_secs(m, _REQUEST_SPEC))
+    if compute is not None:
+        c = {e.name: e.time_unix_nano for e in compute.events}
+        q = _queue_secs(m, c)
+        if q is not None:
+            secs[_QUEUE] = q
+        secs.update(_spec_secs(c, _COMPUTE_SPEC))
+    if request is not None:
+        secs.update(_spec_secs({e.name: e.time_unix_nano for e in request.events}, _PARENT_SPEC))
+    return {STAGES[i]: v for i, v in secs.items()}
 
 
 class _Series:
@@ -203,7 +200,7 @@ class StageHistograms:
     def _gaps(self, mv: tuple[str, str], t: Mapping[str, int], spec: _Spec, tid: str) -> None:
         """Observe each (stage, from event, to event) of ``spec`` that ``t`` holds both events of, in order.
 
-        One loop with the observation written out, not a call per stage: a Triton request makes seven
+        ``_spec_secs`` with the observation written out, not a call per stage: a Triton request makes seven
         observations, and a call each cost a tenth of the request's budget."""
         series = self._series_of(mv)
         bounds = self._bounds
@@ -230,11 +227,9 @@ class StageHistograms:
             s.exemplars[j] = (tid, secs, now)
 
     def _compute_group(self, mv: tuple[str, str], m: Mapping[str, int], c: Mapping[str, int], tid: str) -> None:
-        # As if the two spans' events were one dict with the compute span's winning.
-        q = c.get("QUEUE_START", m.get("QUEUE_START"))
-        cs = c.get("COMPUTE_START", m.get("COMPUTE_START"))
-        if q is not None and cs is not None and cs >= q:
-            self._put(mv, _QUEUE, (cs - q) / 1e9, tid)
+        q = _queue_secs(m, c)
+        if q is not None:
+            self._put(mv, _QUEUE, q, tid)
         self._gaps(mv, c, _COMPUTE_SPEC, tid)
 
     def on_stored(self, e: TraceEntry, r: Record) -> None:
