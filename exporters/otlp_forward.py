@@ -174,10 +174,8 @@ class OtlpForwarder:
             self._stop = True
             self._cond.notify_all()
         if thread is not None:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.cfg.shutdown_flush_secs
-            while thread.is_alive() and loop.time() < deadline:
-                await asyncio.sleep(0.02)
+            # The worker drains the queue and ends by itself once told to stop; wait for that, bounded.
+            await asyncio.to_thread(thread.join, self.cfg.shutdown_flush_secs)
         with self._cond:
             left = len(self._queue)
             self._queue.clear()
