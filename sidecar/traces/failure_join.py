@@ -9,7 +9,9 @@ them, *possibly failed* otherwise (a counter cannot say which request failed). I
 late, because Triton's OTLP exporter batches spans for seconds after the request ends.
 
 Only the one metric family is needed, so the exposition is filtered line by line with a regex rather than run
-through a full parser (Triton's exposition has thousands of series we would parse for nothing).
+through a full parser (Triton's exposition has thousands of series we would parse for nothing); the label
+lists of the lines kept are read by ``sidecar.promtext.parse_labels``, and a line that does not parse is
+skipped.
 """
 
 from __future__ import annotations
@@ -24,25 +26,27 @@ from prometheus_client import CollectorRegistry, Counter
 from sidecar.clock import Clock
 from sidecar.component import Readiness
 from sidecar.periodic import Periodic
+from sidecar.promtext import parse_labels
 from sidecar.traces.config import FailureJoinConfig
 from sidecar.traces.hub import TraceHub
 
 __all__ = ["FailureJoin", "failure_counts"]
 
-_LINE = re.compile(r"^nv_inference_request_failure\{([^}]*)\}\s+(\S+)", re.MULTILINE)
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+# The label part runs to the line's last "}" (a "}" may sit inside a quoted value); sidecar.promtext reads it.
+_LINE = re.compile(r"^nv_inference_request_failure\{([^\n]*)\}[ \t]+(\S+)", re.MULTILINE)
 _MAX_INTERVALS = 1000
 
 
 def failure_counts(text: str) -> dict[tuple[str, str], float]:
     out: dict[tuple[str, str], float] = {}
     for m in _LINE.finditer(text):
-        labels = dict(_LABEL.findall(m.group(1)))
-        key = (labels.get("model", ""), labels.get("version", ""))
         try:
-            out[key] = out.get(key, 0.0) + float(m.group(2))
+            labels = parse_labels(m.group(1))
+            value = float(m.group(2))
         except ValueError:
             continue
+        key = (labels.get("model", ""), labels.get("version", ""))
+        out[key] = out.get(key, 0.0) + value
     return out
 
 
