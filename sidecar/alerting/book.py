@@ -16,7 +16,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fastapi import APIRouter
@@ -41,12 +41,9 @@ class Alert:
     state: str  # pending | firing | inactive
     active_at: float
     hold_secs: float
-    fired_at: float | None = None
     resolved_at: float | None = None
     last_sent_at: float | None = None
     valid_until: float = 0.0
-    kind: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def notice(self, generator_url: str) -> dict[str, Any]:
         """The Alertmanager v2 representation (a postableAlert)."""
@@ -173,12 +170,10 @@ class AlertBook:
                             state="pending",
                             active_at=now,
                             hold_secs=self._hold(f),
-                            kind=f.kind,
                         )
                     a.annotations = self._annotate(f, labels, now)
                     if a.state == "pending" and now - a.active_at >= a.hold_secs:
                         a.state = "firing"
-                        a.fired_at = now
                         self._transition("fired", a, now)
                 elif a is not None:
                     self._deactivate(fp, a, now)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -58,7 +58,6 @@ class FeatureResult:
     psi: float = math.nan
     unseen_ratio: float = math.nan
     detail: str = ""
-    q: float = math.nan
     insufficient: str = ""
 
 
@@ -298,7 +297,7 @@ class DriftCheck:
             win.add_category(ts, str(value))
         else:
             if counted:
-                    self.c_dropped.labels("type_mismatch").inc()
+                self.c_dropped.labels("type_mismatch").inc()
             win.add_missing(ts)
 
     def _freeze_pin(self, model: str, version: str, pin: _Pinned, now: float) -> None:
@@ -694,9 +693,3 @@ def _ks_job(job: tuple[Reference, WindowSnapshot]) -> tuple[KsResult, float]:
     if ref.ecdf is None or cur is None:
         raise ValueError("numeric test without a numeric distribution")
     return ks_2samp_fast(ref.ecdf, cur), psi_numeric(ref.ecdf, cur)
-
-
-def summarize(findings: Sequence[Finding]) -> list[str]:
-    """One line per active finding (used by logs and the demo)."""
-    return [f.summary for f in findings if f.active]
-

@@ -105,7 +105,6 @@ class FeatureWindow:
         self.kll_k = int(kll_k)
         self.max_categories = int(max_categories)
         self._buckets: dict[int, _Bucket] = {}
-        self.category_overflow = 0
 
     def _bucket(self, ts: float) -> _Bucket:
         idx = int(ts // self.bucket_secs)
@@ -149,7 +148,6 @@ class FeatureWindow:
         b.total += 1
         if value not in b.counts and len(b.counts) >= self.max_categories:
             b.counts[OTHER] = b.counts.get(OTHER, 0) + 1
-            self.category_overflow += 1
             return False
         b.counts[value] = b.counts.get(value, 0) + 1
         return True
