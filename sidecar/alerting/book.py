@@ -27,7 +27,7 @@ from sidecar.alerting.config import AlertingConfig
 from sidecar.alerting.templates import TemplateError, human_secs, render
 from sidecar.model import Change, Finding
 
-__all__ = ["Alert", "AlertBook", "NoticeSink", "fingerprint"]
+__all__ = ["Alert", "AlertBook", "NoticeSink", "camel_alertname", "fingerprint"]
 
 
 class NoticeSink(Protocol):
@@ -57,6 +57,11 @@ class Alert:
         if generator_url:
             out["generatorURL"] = generator_url
         return out
+
+
+def camel_alertname(check: str) -> str:
+    """The alert name a finding of this check gets unless it names one: ``ctr_mean_down`` -> ``CtrMeanDown``."""
+    return "".join(p.capitalize() for p in check.split("_") if p)
 
 
 def fingerprint(labels: Mapping[str, str]) -> str:
@@ -145,7 +150,7 @@ class AlertBook:
 
     def _labels(self, f: Finding) -> dict[str, str]:
         labels = {k: v for k, v in f.labels.items() if v != ""}
-        labels.setdefault("alertname", "".join(p.capitalize() for p in f.check.split("_") if p))
+        labels.setdefault("alertname", camel_alertname(f.check))
         labels["check"] = f.check
         labels["severity"] = f.severity
         return labels

@@ -24,6 +24,7 @@ from typing import Any
 from datasketches import kll_floats_sketch
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from sidecar.alerting.book import camel_alertname
 from sidecar.alerting.templates import human_secs
 from sidecar.checks.business_config import BusinessCheckConfig, BusinessConfig, parse_field_ref
 from sidecar.clock import Clock
@@ -31,14 +32,10 @@ from sidecar.component import Readiness
 from sidecar.model import Batch, Event, Finding
 from sidecar.store import Store
 
-__all__ = ["BusinessChecks", "camel_alertname"]
+__all__ = ["BusinessChecks"]
 
 _KLL_K = 200
 _TABLE = "business_buckets"
-
-
-def camel_alertname(check: str) -> str:
-    return "".join(p.capitalize() for p in check.split("_") if p)
 
 
 @dataclass
