@@ -190,10 +190,11 @@ class ChangeLog:
         if prev_raw is None:
             return []  # the first snapshot is the starting point, not a change
         prev = set(json.loads(prev_raw))
+        ready_set = set(ready)
         now = self.clock.now()
         out = []
         for key, verb in [(k, "appeared") for k in ready if k not in prev] + [
-            (k, "disappeared") for k in sorted(prev) if k not in set(ready)
+            (k, "disappeared") for k in sorted(prev) if k not in ready_set
         ]:
             model, _, version = key.partition("\x1f")
             out.append(
