@@ -59,10 +59,8 @@ class AlertmanagerExporter:
         self.log = logger or logging.getLogger("sidecar.alertmanager")
         self._sleep = sleep
         self._rng = rng
-        r = cfg.retry
-        self.policy = RetryPolicy(
-            r.initial_backoff_secs, r.max_backoff_secs, r.multiplier, r.jitter, r.max_elapsed_secs
-        )
+        # RetryConfig's fields are RetryPolicy's, by name.
+        self.policy = RetryPolicy(**cfg.retry.model_dump())
         self._tasks: list[asyncio.Task[None]] = []
         self._wake: dict[str, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -33,13 +33,10 @@ def build(ctx: Context) -> list[Any]:
                 clock=ctx.clock,
                 logger=log.getChild("elasticsearch"),
             )
-            r = ec.retry
             es = Sender(
                 "elasticsearch",
                 bulk.send,
-                policy=RetryPolicy(
-                    r.initial_backoff_secs, r.max_backoff_secs, r.multiplier, r.jitter, r.max_elapsed_secs
-                ),
+                policy=RetryPolicy(**ec.retry.model_dump()),
                 max_queue=ec.max_queue,
                 max_batch=ec.max_batch,
                 metrics=ExporterMetrics(ctx.registry),
