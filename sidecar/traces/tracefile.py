@@ -234,21 +234,38 @@ class TraceFileTailer:
         )
         self._ready = False
 
-    def _candidates(self) -> list[Path]:
+    def _candidates(self) -> list[Path] | None:
+        """The trace files in rotation order; None when the folder could not be listed (nothing is known)."""
         parent = self.base.parent
         pat = re.compile(re.escape(self.base.name) + r"(\.(\d+))?$")
         found: list[tuple[int, Path]] = []
-        with contextlib.suppress(OSError):
+        try:
             for entry in os.scandir(parent):
                 m = pat.match(entry.name)
                 if m and entry.is_file():
                     found.append((int(m.group(2)) if m.group(2) else -1, Path(entry.path)))
+        except FileNotFoundError:
+            pass  # no folder, no files
+        except OSError:
+            return None
         found.sort()
         return [p for _, p in found]
+
+    def _forget_missing(self, files: list[Path]) -> None:
+        # Only files that still exist are remembered: a name deleted and written again (a restarted Triton
+        # starting over at PATH.0) is a new file, and the state of files that vanish unread does not pile up.
+        names = {str(p) for p in files}
+        for remembered in (self._done, self._seen):
+            for key in [k for k in remembered if k not in names]:
+                del remembered[key]
 
     def poll_once(self) -> int:
         """Read what is new; returns the number of spans ingested. Runs on the loop thread in tests."""
         files = self._candidates()
+        if files is None:
+            files = []
+        else:
+            self._forget_missing(files)
         spans: list[Span] = []
         now = self.clock.now()
         for i, p in enumerate(files):
@@ -276,13 +293,16 @@ class TraceFileTailer:
                 self._errors.labels("truncated" if records else "unparseable").inc()
             self._files.labels("complete" if complete else "lenient").inc()
             spans += self._take(records, st.st_mtime_ns, key, flush=later_exists or settled)
-            self._done[key] = None
             self._seen.pop(key, None)
+            if self.cfg.delete_after_read and complete:
+                try:
+                    p.unlink()
+                    continue  # gone: a file written under this name later is a new one
+                except OSError:
+                    pass
+            self._done[key] = None
             while len(self._done) > self.cfg.max_files_remembered:
                 self._done.popitem(last=False)
-            if self.cfg.delete_after_read and complete:
-                with contextlib.suppress(OSError):
-                    p.unlink()
         self._ready = True
         if spans:
             self.hub.ingest(spans, "trace_file")
