@@ -140,7 +140,7 @@ class DcgmSource:
             registry=registry,
         )
         self._periodic = Periodic("sidecar-gpu-dcgm", self.scrape_once, config.interval_secs,
-                                  on_error=lambda exc: self._log.error("dcgm scrape failed", exc_info=exc))
+                                  on_error=self._scrape_failed)
         self._stopped = False
         self._last_error = ""
         hub.register_source(SOURCE)
@@ -148,6 +148,10 @@ class DcgmSource:
     async def start(self) -> None:
         if not self._stopped:
             self._periodic.start()
+
+    def _scrape_failed(self, exc: Exception) -> None:
+        self._scrape_errors.labels("internal").inc()
+        self._log.error("dcgm scrape failed", exc_info=exc)
 
     async def shutdown(self) -> None:
         if self._stopped:
