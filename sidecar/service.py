@@ -112,6 +112,8 @@ class Service:
         )
         self._eval_errors = Counter("sidecar_check_evaluation_errors", "Evaluations that raised.", ["check"],
                                     registry=self.registry)
+        self._sink_errors = Counter("sidecar_finding_sink_errors", "Evaluation rounds a finding sink failed to take.",
+                                    ["sink"], registry=self.registry)
         self._eval_lag = Gauge("sidecar_check_evaluation_lag_seconds",
                                "How far the last evaluation round ran past its interval (0 when on time).",
                                registry=self.registry)
@@ -169,6 +171,7 @@ class Service:
                 try:
                     sink.on_findings(findings, now)
                 except Exception:
+                    self._sink_errors.labels(sink.name).inc()
                     self.logger.exception("finding sink %s failed", sink.name)
         return findings
 

@@ -118,3 +118,36 @@ def test_metrics_negotiates_openmetrics_for_exemplars() -> None:
         om = c.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
         assert om.headers["content-type"].startswith("application/openmetrics-text")
         assert om.text.rstrip().endswith("# EOF")
+
+
+def test_a_failing_check_or_sink_is_counted_and_the_round_goes_on() -> None:
+    from sidecar.model import Finding
+
+    class Boom:
+        name = "boom"
+        role = "check"
+
+        def evaluate(self, now: float) -> list[Finding]:
+            raise RuntimeError("broken check")
+
+    class Fine:
+        name = "fine"
+        role = "check"
+
+        def evaluate(self, now: float) -> list[Finding]:
+            return [Finding(check="fine", kind="slo", labels={}, active=False, value=1.0)]
+
+    class BadSink:
+        name = "bad_sink"
+        role = "sink"
+
+        def on_findings(self, findings: list[Finding], now: float) -> None:
+            raise RuntimeError("broken sink")
+
+    cfg = parse_config({"triton": {"enabled": False}})
+    svc = Service(cfg, clock=FakeClock(), store=Store(":memory:"),
+                  factories=[lambda ctx: [Boom(), Fine(), BadSink()]])
+    findings = svc.evaluate_once()
+    assert [f.check for f in findings] == ["fine"]
+    assert svc.registry.get_sample_value("sidecar_check_evaluation_errors_total", {"check": "boom"}) == 1
+    assert svc.registry.get_sample_value("sidecar_finding_sink_errors_total", {"sink": "bad_sink"}) == 1
