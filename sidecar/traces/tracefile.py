@@ -292,7 +292,7 @@ class TraceFileTailer:
             if not complete:
                 self._errors.labels("truncated" if records else "unparseable").inc()
             self._files.labels("complete" if complete else "lenient").inc()
-            spans += self._take(records, st.st_mtime_ns, key, flush=later_exists or settled)
+            spans += self._take(records, st.st_mtime_ns, flush=later_exists or settled)
             self._seen.pop(key, None)
             if self.cfg.delete_after_read and complete:
                 try:
@@ -308,16 +308,18 @@ class TraceFileTailer:
             self.hub.ingest(spans, "trace_file")
         return len(spans)
 
-    def _take(self, records: list[dict[str, Any]], mtime_ns: int, path: str, flush: bool) -> list[Span]:
+    def _take(self, records: list[dict[str, Any]], mtime_ns: int, flush: bool) -> list[Span]:
         grouped: dict[int, _Request] = {}
         # Requests left incomplete by an earlier file continue here (one request may span a rotation).
         for tid in [r.get("id") for r in records]:
             if isinstance(tid, int) and tid in self._pending and tid not in grouped:
                 grouped[tid] = self._pending.pop(tid)
         _group(records, grouped)
-        ready = [q for q in grouped.values() if _complete(q)]
+        ready: list[_Request] = []
         for q in grouped.values():
-            if not _complete(q):
+            if _complete(q):
+                ready.append(q)
+            else:
                 self._pending[q.tid] = q
                 if len(self._pending) > self.cfg.max_pending_requests:
                     self._pending.popitem(last=False)
