@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -181,19 +181,6 @@ class GpuHub:
             for uuid, ident in st.gpus.items():
                 out.setdefault(uuid, {"index": ident.index, "name": ident.name, "source": src})
         return out
-
-    def visible(self, source: str) -> int | None:
-        for src, st in self._fresh():
-            if src == source:
-                return st.visible
-        return None
-
-    def samples(self, source: str) -> Sequence[GpuSample]:
-        """The fresh snapshot of one source (empty when stale or absent)."""
-        for src, st in self._fresh():
-            if src == source:
-                return st.samples
-        return ()
 
     # -- the prometheus_client custom-collector protocol ---------------------------------------------------
     def describe(self) -> Iterator[Metric]:
