@@ -39,5 +39,5 @@ def build(ctx: Context) -> list[Any]:
         out.append(
             FailureJoin(cfg.failure_join, hub, ctx.http, ctx.registry, ctx.clock, log.getChild("failures"))
         )
-    out.append(TracePages(hub, cfg))
+    out.append(TracePages(hub))
     return out

@@ -20,7 +20,6 @@ from fastapi.responses import HTMLResponse
 
 from sidecar.component import Readiness
 from sidecar.model import Span
-from sidecar.traces.config import TracesConfig
 from sidecar.traces.hub import TraceHub
 from sidecar.traces.stages import STAGES, stage_durations
 from sidecar.traces.store import MODEL_ATTR, TraceEntry
@@ -255,9 +254,8 @@ class TracePages:
     name = "trace_pages"
     role = "sink"
 
-    def __init__(self, hub: TraceHub, cfg: TracesConfig) -> None:
+    def __init__(self, hub: TraceHub) -> None:
         self.hub = hub
-        self.cfg = cfg
 
     async def list_page(
         self, model: str | None = None, version: str | None = None, all: str | None = None

@@ -232,7 +232,6 @@ class TraceFileTailer:
             "Files whose monotonic timestamps were anchored at the file's mtime instead.",
             registry=registry,
         )
-        self._ready = False
 
     def _candidates(self) -> list[Path] | None:
         """The trace files in rotation order; None when the folder could not be listed (nothing is known)."""
@@ -303,7 +302,6 @@ class TraceFileTailer:
             self._done[key] = None
             while len(self._done) > self.cfg.max_files_remembered:
                 self._done.popitem(last=False)
-        self._ready = True
         if spans:
             self.hub.ingest(spans, "trace_file")
         return len(spans)
