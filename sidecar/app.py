@@ -8,10 +8,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.openmetrics import exposition as openmetrics
 
 from sidecar import __version__
+from sidecar.exposition import render_metrics
 from sidecar.service import Service
 
 __all__ = ["create_app"]
@@ -51,11 +50,8 @@ def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics(request: Request) -> Response:
-        # Exemplars (trace ids on latency buckets) exist only in OpenMetrics; Prometheus asks for it when
-        # started with --enable-feature=exemplar-storage, and everything else gets the classic text format.
-        if "application/openmetrics-text" in request.headers.get("accept", ""):
-            return Response(openmetrics.generate_latest(service.registry), media_type=openmetrics.CONTENT_TYPE_LATEST)
-        return Response(generate_latest(service.registry), media_type=CONTENT_TYPE_LATEST)
+        body, content_type = render_metrics(service.registry, request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     @app.get("/", include_in_schema=False)
     async def index() -> HTMLResponse:

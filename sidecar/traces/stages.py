@@ -17,9 +17,8 @@ send               HTTP_SEND_START -> HTTP_SEND_END (GRPC_SEND_*)               
 request            REQUEST_START -> REQUEST_END                                 model
 =================  ===========================================================  ==============
 
-Exemplars are only rendered in the OpenMetrics exposition: ``render_metrics`` picks the format from the
-scraper's
-Accept header, and the app's /metrics route should use it.
+Exemplars are only rendered in the OpenMetrics exposition; the app's /metrics route picks the format from the
+scraper's Accept header (``sidecar.exposition.render_metrics``).
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
@@ -38,21 +36,11 @@ from sidecar.model import Span
 from sidecar.traces.records import MODEL, NAME, PARENT, SPAN, Record, event_times
 from sidecar.traces.store import TraceEntry
 
-__all__ = ["STAGES", "StageHistograms", "render_metrics", "stage_durations"]
+__all__ = ["STAGES", "StageHistograms", "stage_durations"]
 
 STAGES = ("network_receive", "queue", "compute_input", "compute_infer", "compute_output", "send", "request")
 _NAME = "sidecar_triton_stage_duration_seconds"
 _HELP = "Time Triton requests spent in each stage, by model and version (from spans; exemplars carry trace_id)."
-
-
-def render_metrics(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]:
-    """The exposition of ``registry`` in the format the Accept header asks for, and its content type.
-
-    Prometheus asks for ``application/openmetrics-text`` when exemplar storage is on; only that format carries
-    exemplars. Everything else gets the classic text format.
-    """
-    encoder, content_type = choose_encoder(accept or "")
-    return encoder(registry), content_type
 
 
 # Indexes into STAGES.

@@ -12,10 +12,10 @@ from traces_helpers import DATA
 
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
+from sidecar.exposition import render_metrics
 from sidecar.traces.failure_join import FailureJoin, failure_counts
 from sidecar.traces.hub import TraceHub
 from sidecar.traces.otlp_decode import decode_json
-from sidecar.traces.stages import render_metrics
 
 
 def _hub(reg: CollectorRegistry, **cfg: object) -> TraceHub:
