@@ -196,8 +196,7 @@ class BusinessChecks:
         return None
 
     async def shutdown(self) -> None:
-        with self._lock:
-            self._persist()
+        self._persist()
 
     def readiness(self) -> Readiness | None:
         return None
@@ -277,8 +276,9 @@ class BusinessChecks:
                         self._unexport(chk, chk.series.pop(key))
                     else:
                         out.append(f)
-            self._persist()
-            self._prune_store(now)
+        # SQLite I/O happens outside the lock, so observe() on the event loop never waits for the disk.
+        self._persist()
+        self._prune_store(now)
         return out
 
     def _aggregate(self, chk: _Check, buckets: list[_Bucket], span: float) -> tuple[float | None, int]:
@@ -416,6 +416,26 @@ class BusinessChecks:
 
     # -- persistence -----------------------------------------------------------------------------------------
     def _persist(self) -> None:
+        with self._lock:
+            rows, touched = self._dirty_rows()
+        if not rows:
+            return
+        try:
+            self.store.executemany(
+                f"INSERT OR REPLACE INTO {_TABLE} (chk, fp, series, tier, start, count, total, den, sketch, "
+                "version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        except Exception:
+            self._store_errors.inc()
+            self.log.exception("could not persist business-check buckets")
+            with self._lock:
+                for b in touched:
+                    b.dirty = True  # written next round
+            return
+
+    def _dirty_rows(self) -> tuple[list[tuple[Any, ...]], list[_Bucket]]:
+        """Rows for every bucket changed since the last write, marked clean (call with the lock held)."""
         rows: list[tuple[Any, ...]] = []
         touched: list[_Bucket] = []
         for chk in self.checks.values():
@@ -440,20 +460,8 @@ class BusinessChecks:
                                 )
                             )
                             touched.append(b)
-        if not rows:
-            return
-        try:
-            self.store.executemany(
-                f"INSERT OR REPLACE INTO {_TABLE} (chk, fp, series, tier, start, count, total, den, sketch, "
-                "version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-        except Exception:
-            self._store_errors.inc()
-            self.log.exception("could not persist business-check buckets")
-            return
-        for b in touched:
-            b.dirty = False
+                            b.dirty = False
+        return rows, touched
 
     def _prune_store(self, now: float) -> None:
         for chk in self.checks.values():
