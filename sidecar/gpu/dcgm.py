@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 from sidecar.component import Readiness
 from sidecar.periodic import Periodic
+from sidecar.scrape import fetch_exposition
 
 __all__ = ["DcgmParse", "DcgmSource", "parse_dcgm"]
 
@@ -166,24 +167,10 @@ class DcgmSource:
         return None
 
     async def _fetch(self) -> str:
-        try:
-            async with self._http.stream("GET", self._cfg.url, timeout=self._cfg.timeout_secs) as resp:
-                if resp.status_code != 200:
-                    raise ScrapeError("http_status", f"dcgm-exporter answered HTTP {resp.status_code}")
-                body = bytearray()
-                async for chunk in resp.aiter_bytes():
-                    body += chunk
-                    if len(body) > self._cfg.max_body_bytes:
-                        raise ScrapeError(
-                            "too_large", f"dcgm-exporter exposition is over {self._cfg.max_body_bytes} bytes"
-                        )
-                return body.decode("utf-8", "replace")
-        except httpx.TimeoutException as exc:
-            raise ScrapeError(
-                "timeout", f"dcgm-exporter did not answer in {self._cfg.timeout_secs}s"
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise ScrapeError("connect", f"dcgm-exporter at {self._cfg.url}: {type(exc).__name__}") from exc
+        # dcgm-exporter versions differ in the content type they declare, so it is not checked.
+        return await fetch_exposition(self._http, self._cfg.url, what="dcgm-exporter",
+                                      timeout_s=self._cfg.timeout_secs, max_bytes=self._cfg.max_body_bytes,
+                                      check_content_type=False)
 
     async def scrape_once(self) -> int:
         """One scrape; returns the samples handed to the hub (0 on failure: counted, logged once)."""

@@ -21,11 +21,11 @@ from sidecar.errors import ParseError, ScrapeError
 from sidecar.periodic import Periodic
 from sidecar.processors.derive import Deriver, snapshot_models
 from sidecar.promtext import parse_exposition
+from sidecar.scrape import DEFAULT_MAX_BYTES, fetch_exposition
 from sidecar.sources.triton_config import TritonConfig
 
 __all__ = ["TritonMetricsSource"]
 
-_MAX_BODY = 64 * 1024 * 1024
 _LABEL_CACHE_MAX = 50_000
 
 
@@ -48,7 +48,7 @@ class TritonMetricsSource:
 
     def __init__(self, config: TritonConfig, *, registry: CollectorRegistry, clock: Clock,
                  http: httpx.AsyncClient, logger: logging.Logger | None = None,
-                 components: dict[str, object] | None = None, max_body_bytes: int = _MAX_BODY) -> None:
+                 components: dict[str, object] | None = None, max_body_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.config = config
         self.max_body_bytes = max_body_bytes
         self.clock = clock
@@ -153,29 +153,8 @@ class TritonMetricsSource:
         return False
 
     async def _fetch(self) -> str:
-        url = self.config.metrics_url
-        try:
-            # Streamed so a runaway body is cut off at the limit instead of being held in memory whole.
-            async with self.http.stream("GET", url, timeout=self.config.timeout_secs,
-                                        headers={"Accept": "text/plain;version=0.0.4"}) as resp:
-                if resp.status_code != 200:
-                    raise ScrapeError("http_status", f"Triton answered HTTP {resp.status_code}")
-                ctype = resp.headers.get("content-type", "text/plain")
-                if not ctype.startswith(("text/plain", "application/openmetrics-text")):
-                    raise ScrapeError("content_type",
-                                      f"Triton answered {ctype.split(';')[0]}, not a Prometheus exposition")
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in resp.aiter_bytes():
-                    size += len(chunk)
-                    if size > self.max_body_bytes:
-                        raise ScrapeError("too_large", f"exposition is over {self.max_body_bytes} bytes")
-                    chunks.append(chunk)
-        except httpx.TimeoutException:
-            raise ScrapeError("timeout", f"no answer within {self.config.timeout_secs}s") from None
-        except httpx.HTTPError as exc:
-            raise ScrapeError("connect", f"cannot reach Triton: {exc.__class__.__name__}") from None
-        return b"".join(chunks).decode("utf-8", errors="replace")
+        return await fetch_exposition(self.http, self.config.metrics_url, what="Triton",
+                                      timeout_s=self.config.timeout_secs, max_bytes=self.max_body_bytes)
 
     async def start(self) -> None:
         self._periodic.start()

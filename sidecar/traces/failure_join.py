@@ -25,8 +25,10 @@ from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
 from sidecar.component import Readiness
+from sidecar.errors import ScrapeError
 from sidecar.periodic import Periodic
 from sidecar.promtext import parse_labels
+from sidecar.scrape import fetch_exposition
 from sidecar.traces.config import FailureJoinConfig
 from sidecar.traces.hub import TraceHub
 
@@ -93,10 +95,9 @@ class FailureJoin:
         """Read the counters, queue new failure intervals, apply earlier rounds'; returns traces marked."""
         now_ns = int(self.clock.now() * 1e9)
         try:
-            r = await self.http.get(self.url, timeout=10.0)
-            r.raise_for_status()
-            counts = failure_counts(r.text)
-        except httpx.HTTPError as exc:
+            counts = failure_counts(await fetch_exposition(self.http, self.url, what="Triton", timeout_s=10.0))
+        except ScrapeError as exc:
+            # One bounded reason label for every transport problem, as before.
             self._errors.labels("http").inc()
             self.log.warning("reading %s failed: %s", self.url, exc)
             return 0
