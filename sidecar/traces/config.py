@@ -137,6 +137,12 @@ class TracesConfig(StrictModel):
         default_factory=lambda: list(_DEFAULT_BUCKETS),
         description="Upper bounds of the per-stage latency histogram buckets, in seconds, increasing.",
     )
+    native: bool = Field(
+        default=True,
+        description="Decode and store OTLP bodies with the compiled path when it is installed (several times "
+        "faster; the Python path gives the same result and is used when this is false, when the extension "
+        "is missing, and for bodies of shapes it does not read).",
+    )
     publish_spans: bool = Field(
         default=True, description="Publish received spans on the internal bus (kind `spans`)."
     )
@@ -156,4 +162,6 @@ class TracesConfig(StrictModel):
     def _buckets(cls, b: list[float]) -> list[float]:
         if not b or any(x <= 0 for x in b) or any(b[i] >= b[i + 1] for i in range(len(b) - 1)):
             raise ValueError("must be positive and strictly increasing")
+        if len(b) > 64:
+            raise ValueError(f"at most 64 buckets, not {len(b)}")
         return b

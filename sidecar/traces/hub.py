@@ -10,13 +10,15 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.clock import Clock
 from sidecar.component import Bus, Readiness
 from sidecar.model import Batch, Span
 from sidecar.periodic import Periodic
+from sidecar.traces import native
 from sidecar.traces.config import TracesConfig
+from sidecar.traces.otlp_decode import DecodeResult, decode_json_doc, decode_protobuf, load_json
 from sidecar.traces.records import Record, from_span, to_span
 from sidecar.traces.stages import StageHistograms
 from sidecar.traces.store import TraceStore
@@ -63,6 +65,20 @@ class TraceHub:
             ["source"],
             registry=registry,
         )
+        self.native = native.NativeIngest(cfg.stage_buckets_secs) if cfg.native and native.available() else None
+        Gauge(
+            "sidecar_otlp_native_enabled",
+            "1 when OTLP bodies go through the compiled path (sidecar.traces._otlpfast), 0 when the Python "
+            "path does all the work (traces.native false, or the extension was not built at install).",
+            registry=registry,
+        ).set(1 if self.native is not None else 0)
+        self._fallbacks = Counter(
+            "sidecar_otlp_native_fallbacks",
+            "OTLP bodies the compiled path handed to the Python path whole (a shape it does not read, a span "
+            "to reject, or a body that is not valid), by encoding. The result is the same, only slower.",
+            ["encoding"],
+            registry=registry,
+        )
         self._periodic = Periodic("traces-expire", self._expire, min(60.0, cfg.max_age_secs / 10),
                                   on_error=lambda exc: self.log.error("trace expiry failed", exc_info=exc),
                                   delay_first=True)
@@ -72,13 +88,54 @@ class TraceHub:
         if spans:
             self.ingest_records([from_span(s) for s in spans], source)
 
+    def ingest_otlp(self, body: bytes, as_json: bool) -> DecodeResult:
+        """Decode an OTLP body and take its spans; raises ``ParseError`` when the body does not decode.
+
+        Through the compiled path when it is on (one call decodes, stores and sums the stage observations of
+        the batch), else, or when it hands the body back, through the Python decoders and
+        ``ingest_records``; both leave the same store, histograms and counts."""
+        doc = load_json(body) if as_json else None
+        if self.native is not None:
+            result = DecodeResult()
+            now = self.clock.now()
+            nat = self.native
+            with self.stages.observing(now):
+                if as_json:
+                    out = self.store.add_native(
+                        lambda plain, kept, limit: nat.json(doc, result, plain, kept, limit),
+                        now,
+                        self.stages.on_stored,
+                    )
+                else:
+                    out = self.store.add_native(
+                        lambda plain, kept, limit: nat.protobuf(body, plain, kept, limit),
+                        now,
+                        self.stages.on_stored,
+                    )
+                if out is not None:
+                    self.stages.merge(out[1])
+            if out is not None:
+                result.records = out[0]
+                self._taken(result.records, "otlp", now)
+                return result
+            self._fallbacks.labels("json" if as_json else "protobuf").inc()
+        result = decode_json_doc(doc) if as_json else decode_protobuf(body)
+        self.ingest_records(result.records, "otlp")
+        return result
+
     def ingest_records(self, records: Sequence[Record], source: str) -> None:
-        """Take span records (the receiver's fast path): store, stage histograms, sinks, bus."""
+        """Take span records (decoded by the Python path, trace files, tests): store, stage histograms,
+        sinks, bus."""
         if not records:
             return
         now = self.clock.now()
         with self.stages.observing(now):
             self.store.add(records, now, self.stages.on_stored)
+        self._taken(records, source, now)
+
+    def _taken(self, records: Sequence[Record], source: str, now: float) -> None:
+        if not records:
+            return
         self._ingested.labels(source).inc(len(records))
         for sink in self.sinks:
             sink.offer(records)

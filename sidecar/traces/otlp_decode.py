@@ -44,7 +44,7 @@ from sidecar.traces.records import (
     to_span,
 )
 
-__all__ = ["DecodeResult", "decode_json", "decode_protobuf"]
+__all__ = ["DecodeResult", "decode_json", "decode_json_doc", "decode_protobuf", "json_span", "load_json", "service_pb"]
 
 _ZERO16 = bytes(16)
 _ZERO8 = bytes(8)
@@ -123,20 +123,83 @@ def _id_problem(s: Any) -> str | None:
     return None
 
 
-def decode_json(body: bytes) -> DecodeResult:
+def load_json(body: bytes) -> Any:
+    """The body as a JSON document; ``ParseError`` when it is not JSON."""
     try:
-        doc = orjson.loads(body)
+        return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ParseError(f"body is not JSON: {exc}") from None
+
+
+def json_span(s: Any, service: str, out: DecodeResult) -> Record | None:
+    """One OTLP JSON span as a record, or None after rejecting it into ``out``.
+
+    The reference for every span: ``decode_json`` calls it for each one, and the compiled path
+    (``sidecar.traces.native``) for each span whose shape it does not read itself."""
+    try:
+        # The common case in one go; any failure is explained by _id_problem.
+        tid = s["traceId"]
+        sid = s["spanId"]
+        pid = s.get("parentSpanId")
+        if len(tid) != 32 or len(sid) != 16:
+            raise ValueError
+        tid = _fromhex(tid)
+        sid = _fromhex(sid)
+        if pid:
+            if len(pid) != 16:
+                raise ValueError
+            pid = _fromhex(pid)
+        else:
+            pid = None
+        if tid == _ZERO16 or sid == _ZERO8:
+            raise ValueError
+    except (KeyError, TypeError, ValueError, AttributeError):
+        problem = _id_problem(s) if isinstance(s, dict) else None
+        out.reject(problem or "span: not an object with traceId and spanId")
+        return None
+    try:
+        evs = s.get("events")
+        attrs = s.get("attributes")
+        attrs = _attrs_json(attrs) if attrs else None
+        st = s.get("status")
+        kind = s.get("kind")
+        # Only atomic values are kept (no dicts or lists from the document): the cyclic GC then
+        # ignores stored spans, which otherwise cost more than everything else at this rate.
+        return (
+            tid,
+            sid,
+            pid,
+            str(s.get("name", "")),
+            int(s["startTimeUnixNano"]),
+            int(s["endTimeUnixNano"]),
+            status_code_json(st.get("code")) if st else 0,
+            _model_json(attrs) if attrs else None,
+            _events_json(evs) if evs else (),
+            service,
+            FMT_JSON,
+            (
+                attrs,
+                str(st.get("message", "")) if st else "",
+                kind if type(kind) is int else enum_value(kind, KIND_NAMES),
+            ),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        out.reject(f"span {s.get('name', '?')!r}: {type(exc).__name__} {exc}")
+        return None
+
+
+def decode_json(body: bytes) -> DecodeResult:
+    return decode_json_doc(load_json(body))
+
+
+def decode_json_doc(doc: Any) -> DecodeResult:
     if not isinstance(doc, dict):
         raise ParseError("body is not an OTLP ExportTraceServiceRequest object")
     rs_list = doc.get("resourceSpans") or []
     if not isinstance(rs_list, list):
         raise ParseError("resourceSpans must be a list")
     out = DecodeResult()
-    recs = out.records
-    append = recs.append
-    fromhex = _fromhex
+    append = out.records.append
     for rs in rs_list:
         if not isinstance(rs, dict):
             raise ParseError("resourceSpans items must be objects")
@@ -146,57 +209,9 @@ def decode_json(body: bytes) -> DecodeResult:
                 service = str((kv.get("value") or {}).get("stringValue", ""))
         for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
             for s in ss.get("spans") or ():
-                try:
-                    # The common case in one go; any failure is explained by _id_problem.
-                    tid = s["traceId"]
-                    sid = s["spanId"]
-                    pid = s.get("parentSpanId")
-                    if len(tid) != 32 or len(sid) != 16:
-                        raise ValueError
-                    tid = fromhex(tid)
-                    sid = fromhex(sid)
-                    if pid:
-                        if len(pid) != 16:
-                            raise ValueError
-                        pid = fromhex(pid)
-                    else:
-                        pid = None
-                    if tid == _ZERO16 or sid == _ZERO8:
-                        raise ValueError
-                except (KeyError, TypeError, ValueError, AttributeError):
-                    problem = _id_problem(s) if isinstance(s, dict) else None
-                    out.reject(problem or "span: not an object with traceId and spanId")
-                    continue
-                try:
-                    evs = s.get("events")
-                    attrs = s.get("attributes")
-                    attrs = _attrs_json(attrs) if attrs else None
-                    st = s.get("status")
-                    kind = s.get("kind")
-                    # Only atomic values are kept (no dicts or lists from the document): the cyclic GC then
-                    # ignores stored spans, which otherwise cost more than everything else at this rate.
-                    append(
-                        (
-                            tid,
-                            sid,
-                            pid,
-                            str(s.get("name", "")),
-                            int(s["startTimeUnixNano"]),
-                            int(s["endTimeUnixNano"]),
-                            status_code_json(st.get("code")) if st else 0,
-                            _model_json(attrs) if attrs else None,
-                            _events_json(evs) if evs else (),
-                            service,
-                            FMT_JSON,
-                            (
-                                attrs,
-                                str(st.get("message", "")) if st else "",
-                                kind if type(kind) is int else enum_value(kind, KIND_NAMES),
-                            ),
-                        )
-                    )
-                except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                    out.reject(f"span {s.get('name', '?')!r}: {type(exc).__name__} {exc}")
+                r = json_span(s, service, out)
+                if r is not None:
+                    append(r)
     return out
 
 
@@ -266,7 +281,8 @@ _span_fields = operator.attrgetter(
 )
 
 
-def _service_pb(raw: bytes) -> str:
+def service_pb(raw: bytes) -> str:
+    """``service.name`` of a protobuf ``Resource`` (raises ``DecodeError`` when it does not decode)."""
     if not raw:
         return ""
     for kv in Resource.FromString(raw).attributes:
@@ -346,7 +362,7 @@ def decode_protobuf(body: bytes) -> DecodeResult:
     fields = _span_fields
     for rs in req.resource_spans:
         try:
-            service = _service_pb(rs.resource)
+            service = service_pb(rs.resource)
         except DecodeError:
             raise ParseError("a resource in the body does not decode") from None
         for ss in rs.scope_spans:

@@ -10,8 +10,9 @@
 The route is a raw ASGI endpoint (a Starlette ``Route`` whose endpoint is this object), not a FastAPI route:
 FastAPI's per-request machinery (dependency solving, response classes) costs ~50 us a request, a quarter of
 the whole budget at 2,000 requests of 100 spans a second on one core. The shared ``RequestGuard`` still does
-authorisation, admission, size limits and decompression. Spans are decoded into records and ingested in the
-request (``TraceHub.ingest_records``), so an answered 200 means stored, counted and observed.
+authorisation, admission, size limits and decompression. Spans are decoded and ingested in the request
+(``TraceHub.ingest_otlp``: the compiled path of ``sidecar.traces.native`` when installed, else the Python
+decoders), so an answered 200 means stored, counted and observed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sidecar.component import Readiness
 from sidecar.errors import ParseError
 from sidecar.httpguard import RequestGuard
 from sidecar.traces.hub import TraceHub
-from sidecar.traces.otlp_decode import DecodeResult, decode_json, decode_protobuf
+from sidecar.traces.otlp_decode import DecodeResult
 
 __all__ = ["OtlpReceiver"]
 
@@ -40,7 +41,7 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _ENDPOINT = "otlp_traces"
 # google.rpc.Code for each HTTP status the receiver answers with.
-_RPC_CODE = {400: 3, 401: 16, 413: 8, 415: 3, 429: 8, 503: 14}
+_RPC_CODE = {400: 3, 401: 16, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
 _EMPTY_PB_RESPONSE = ExportTraceServiceResponse().SerializeToString()
 
 Scope = MutableMapping[str, Any]
@@ -109,7 +110,7 @@ class OtlpReceiver:
         )
         self._errors = Counter(
             "sidecar_otlp_ingest_errors",
-            "Accepted batches the trace hub failed to take (a bug; the spans are lost).",
+            "Batches the trace hub failed on (a bug): answered 500, so the exporter sends them again.",
             registry=registry,
         )
 
@@ -131,20 +132,18 @@ class OtlpReceiver:
             async with self.guard.admit(_ENDPOINT):
                 body = await self.guard.read_body(request, _ENDPOINT)
                 try:
-                    result = decode_json(body) if as_json else decode_protobuf(body)
+                    result = self.hub.ingest_otlp(body, as_json)
                 except ParseError as pe:
                     raise self.guard.refuse(_ENDPOINT, "bad_request", 400, str(pe)) from None
+                except Exception:
+                    # Our bug, not the client's data: 500 so that the exporter retries, counted and logged.
+                    self._errors.inc()
+                    self.log.exception("trace hub failed on an OTLP batch")
+                    return _status_answer(500, "the sidecar failed to store this batch; see its log", as_json)
                 if result.rejected:
                     self._rejected.labels(encoding).inc(result.rejected)
                 if result.records:
                     self._received_by[encoding].inc(len(result.records))
-                    try:
-                        self.hub.ingest_records(result.records, "otlp")
-                    except Exception:
-                        # The spans were valid; losing them to our own bug must not look like the client's
-                        # fault.
-                        self._errors.inc()
-                        self.log.exception("trace hub failed on an OTLP batch")
                 return _success_answer(result, as_json)
         except HTTPException as he:
             return _status_answer(he.status_code, str(he.detail), as_json, dict(he.headers or {}))

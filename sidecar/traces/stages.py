@@ -190,7 +190,8 @@ class StageHistograms:
 
         ``_spec_secs`` with the observation written out, not a call per stage: a Triton request makes seven
         observations, and a call each cost a tenth of the request's budget."""
-        series = self._series_of(mv)
+        series: list[_Series | None] | None = None
+        looked_up = False
         bounds = self._bounds
         now = self._now
         for i, ea, eb, alt_a, alt_b in spec:
@@ -204,6 +205,10 @@ class StageHistograms:
                 b = t.get(alt_b)
             if b is None or b < a:
                 continue
+            if not looked_up:
+                # Only on an observation: a model that is never observed takes no max_model_versions slot.
+                series = self._series_of(mv)
+                looked_up = True
             if series is None:
                 self._refused.inc()
                 continue
@@ -213,6 +218,26 @@ class StageHistograms:
             s.counts[j] += 1
             s.sum += secs
             s.exemplars[j] = (tid, secs, now)
+
+    def merge(self, obs: Sequence[tuple[tuple[str, str], int, list[tuple[int, int]], float,
+                                      list[tuple[int, str, float]]]]) -> None:
+        """Add the observations the compiled path summed up for a batch (``sidecar.traces.native``): per
+        (model, version) and stage, the count per bucket, the sum and the latest exemplar per bucket. Called
+        with the lock from ``observing`` held, like ``on_stored``."""
+        now = self._now
+        for mv, i, counts, total, exemplars in obs:
+            series = self._series_of(mv)
+            if series is None:
+                self._refused.inc(sum(n for _, n in counts))
+                continue
+            s = series[i] or self._new_series(series, mv, i)
+            c = s.counts
+            for j, n in counts:
+                c[j] += n
+            s.sum += total
+            ex = s.exemplars
+            for j, tid, secs in exemplars:
+                ex[j] = (tid, secs, now)
 
     def _compute_group(self, mv: tuple[str, str], m: Mapping[str, int], c: Mapping[str, int], tid: str) -> None:
         q = _queue_secs(m, c)

@@ -11,6 +11,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -29,6 +30,9 @@ from sidecar.traces.records import (
     Record,
     to_span,
 )
+
+# What the compiled path's call returns (sidecar.traces.native.Outcome).
+NativeOutcome = tuple[list[Record], list[Any], list[tuple[Any, ...]]]
 
 __all__ = ["MODEL_ATTR", "VERSION_ATTR", "TraceEntry", "TraceStore", "TraceSummary"]
 
@@ -163,6 +167,7 @@ class TraceStore:
             registry=registry,
         )
         self._dup_drops = self._span_drops.labels("duplicate")
+        self._pending_dups = self._pending_full = 0
         self._full_drops = self._span_drops.labels("trace_full")
         g = Gauge(
             "sidecar_traces_stored",
@@ -192,50 +197,113 @@ class TraceStore:
         has model spans waiting for their parent. Calling it here rather than after the batch lets it pair
         spans by "already stored" without a second pass or an index of the batch.
         """
+        with self._lock:
+            stored = self._add_locked(records, now, on_stored)
+            self._evict_locked(now)
+        self._count_drops()
+        return stored
+
+    def add_native(
+        self,
+        call: Callable[[dict[bytes, TraceEntry], dict[bytes, TraceEntry], int], NativeOutcome | None],
+        now: float,
+        on_stored: Callable[[TraceEntry, Record], None] | None = None,
+    ) -> tuple[list[Record], list[tuple[Any, ...]]] | None:
+        """Store a batch through the compiled path (``sidecar.traces.native``); None when it handed the body
+        back (nothing was stored).
+
+        ``call(plain, kept, max_spans_per_trace)`` decodes the body under this store's lock, so its verdict
+        "this trace is new" holds while the entries are made: it builds every new trace's entry fields and
+        pairing state itself, and returns the records of the other traces (already stored ones, duplicates,
+        spans it did not read itself) for the per-span path below, all in the batch's order of first
+        appearance, so that the store's order (which decides eviction) is the one the per-span path alone
+        would give. Returns (all records, stage observations of the new traces) for the caller to count,
+        forward and merge.
+        """
+        with self._lock:
+            out = call(self._plain, self._kept, self.max_spans_per_trace)
+            if out is None:
+                return None
+            records, items, obs = out
+            plain, kept = self._plain, self._kept
+            slow_ns = self.slow_threshold_ns
+            for item in items:
+                if type(item) is list:
+                    self._add_locked(item, now, on_stored)
+                    continue
+                key, tid, by_id, start, end, error, mv, comp, waiting = item
+                e = TraceEntry(tid, now, key, start_ns=start, end_ns=end)
+                e.by_id = by_id
+                e.stage_compute = comp
+                e.stage_waiting = waiting
+                if mv is not None:
+                    e.model, e.version = mv
+                if error:
+                    e.error = True
+                    kept[key] = e
+                elif end - start >= slow_ns:
+                    kept[key] = e
+                else:
+                    plain[key] = e
+            self._evict_locked(now)
+        self._count_drops()
+        return records, obs
+
+    def _add_locked(
+        self,
+        records: Iterable[Record],
+        now: float,
+        on_stored: Callable[[TraceEntry, Record], None] | None,
+    ) -> int:
         stored = dups = full = 0
         touched: dict[bytes, TraceEntry] = {}
         limit = self.max_spans_per_trace
         plain, kept = self._plain, self._kept
-        with self._lock:
-            for r in records:
-                key = r[TRACE]
-                e = touched.get(key) or plain.get(key) or kept.get(key)
-                if e is None:
-                    e = plain[key] = TraceEntry(key.hex(), now, key, start_ns=r[START], end_ns=r[END])
-                by_id = e.by_id
-                sid = r[SPAN]
-                if sid in by_id:
-                    dups += 1
-                    continue
-                if len(by_id) >= limit:
-                    full += 1
-                    continue
-                by_id[sid] = r
-                stored += 1
-                if r[START] < e.start_ns:
-                    e.start_ns = r[START]
-                if r[END] > e.end_ns:
-                    e.end_ns = r[END]
-                if r[STATUS] == 2:
-                    e.error = True
-                if r[MODEL] is not None:
-                    if not e.model:
-                        e.model, e.version = r[MODEL]
-                    if on_stored is not None:
-                        on_stored(e, r)
-                elif on_stored is not None and (r[NAME] == "compute" or e.stage_waiting is not None):
+        for r in records:
+            key = r[TRACE]
+            e = touched.get(key) or plain.get(key) or kept.get(key)
+            if e is None:
+                e = plain[key] = TraceEntry(key.hex(), now, key, start_ns=r[START], end_ns=r[END])
+            by_id = e.by_id
+            sid = r[SPAN]
+            if sid in by_id:
+                dups += 1
+                continue
+            if len(by_id) >= limit:
+                full += 1
+                continue
+            by_id[sid] = r
+            stored += 1
+            if r[START] < e.start_ns:
+                e.start_ns = r[START]
+            if r[END] > e.end_ns:
+                e.end_ns = r[END]
+            if r[STATUS] == 2:
+                e.error = True
+            if r[MODEL] is not None:
+                if not e.model:
+                    e.model, e.version = r[MODEL]
+                if on_stored is not None:
                     on_stored(e, r)
-                touched[key] = e
-            for key, e in touched.items():
-                if key in plain and self._is_kept(e):
-                    del plain[key]
-                    kept[key] = e
-            self._evict_locked(now)
+            elif on_stored is not None and (r[NAME] == "compute" or e.stage_waiting is not None):
+                on_stored(e, r)
+            touched[key] = e
+        for key, e in touched.items():
+            if key in plain and self._is_kept(e):
+                del plain[key]
+                kept[key] = e
+        self._pending_dups += dups
+        self._pending_full += full
+        return stored
+
+    def _count_drops(self) -> None:
+        # Outside the lock: a labelled inc() takes a lock of its own.
+        dups, full = self._pending_dups, self._pending_full
+        self._pending_dups = self._pending_full = 0
         if dups:
             self._dup_drops.inc(dups)
         if full:
             self._full_drops.inc(full)
-        return stored
 
     def _evict_locked(self, now: float) -> None:
         horizon = now - self.max_age_secs
