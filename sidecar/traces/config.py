@@ -135,7 +135,7 @@ class TracesConfig(StrictModel):
     )
     stage_buckets_secs: list[float] = Field(
         default_factory=lambda: list(_DEFAULT_BUCKETS),
-        description="Upper bounds of the per-stage latency histogram buckets, in seconds, increasing.",
+        description="Upper bounds of the per-stage latency histogram buckets, in seconds, increasing (at most 64).",
     )
     native: bool = Field(
         default=True,
