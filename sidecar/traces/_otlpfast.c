@@ -20,7 +20,8 @@
  *   ingest_json(doc, slow_span, result, plain, kept, limit, bounds) -> None | (records, items, obs)
  * With plain=None only the records are built (items and obs are None).
  *   items: the batch's traces in order of first appearance, each either a tuple (key, trace_id_hex, by_id,
- *          start, end, error, model, stage_compute, stage_waiting) for a trace that is not in the store and
+ *          start, end, error, model, stage_compute, stage_waiting, models) for a trace that is not in the store
+ *          (models: the (model, version) pairs it observed, in order of first observation, or None) and
  *          whose spans all take the fast path, or a list of records (arrival order) of one or more
  *          consecutive other traces, for TraceStore's per-span path;
  *   obs:   (model_version, stage, [(bucket, count)...], sum, [(bucket, trace_id_hex, secs)...]) per series,
@@ -190,7 +191,9 @@ static inline int rd_varint(Rd *r, uint64_t *out) {
 static inline int rd_tag(Rd *r, uint32_t *field, int *wt) {
     uint64_t t;
     if (r->p >= r->end) return 0;
-    if (!rd_varint(r, &t) || t > 0xffffffffu || (t >> 3) == 0) {
+    const uint8_t *start = r->p;
+    /* upb refuses a tag written in more than 5 bytes, even with zero padding */
+    if (!rd_varint(r, &t) || r->p - start > 5 || t > 0xffffffffu || (t >> 3) == 0) {
         r->bad = 1;
         return 0;
     }
@@ -334,7 +337,11 @@ static int pb_span(Batch *b, PbCtx *c, const uint8_t *sp, size_t slen) {
             if (f == 1) { tid = ptr; tidn = len; }
             else if (f == 2) { sid = ptr; sidn = len; }
             else if (f == 4) { pid = ptr; pidn = len; }
-            else if (f == 5) { name = ptr; namen = len; }
+            else if (f == 5) {
+                if (!valid_utf8(ptr, len)) return 0; /* upb checks every copy, not only the last */
+                name = ptr;
+                namen = len;
+            }
             else if (f == 9) nattr++;
             else if (f == 11) nev++;
             else { st = ptr; stn = len; has_st = 1; }
@@ -941,7 +948,8 @@ out_taken:
 }
 
 /* A span the fast path does not take: the Python function decides (it rejects into `result` or returns a
- * record, which is kept with fast = 0 so its trace takes the Python store path). */
+ * record). The record is kept with fast = 0, so its whole trace takes the Python store path; it is grouped
+ * with its trace whenever its trace id is 16 bytes (bytes.fromhex of spaced hex can give other lengths). */
 static int json_slow(Batch *b, PyObject *slow, PyObject *sp, PyObject *service, PyObject *result) {
     PyObject *rec = PyObject_CallFunctionObjArgs(slow, sp, service, result, NULL);
     if (rec == NULL) return -1;
@@ -949,25 +957,19 @@ static int json_slow(Batch *b, PyObject *slow, PyObject *sp, PyObject *service, 
         Py_DECREF(rec);
         return 0;
     }
-    PyObject *t = PyTuple_CheckExact(rec) && PyTuple_GET_SIZE(rec) == R_LEN ? rec : NULL;
-    PyObject *pp = t ? PyTuple_GET_ITEM(t, R_PARENT) : NULL;
-    if (t == NULL || !PyBytes_CheckExact(PyTuple_GET_ITEM(t, R_TRACE)) ||
-        PyBytes_GET_SIZE(PyTuple_GET_ITEM(t, R_TRACE)) != 16 || !PyBytes_CheckExact(PyTuple_GET_ITEM(t, R_SPAN)) ||
-        PyBytes_GET_SIZE(PyTuple_GET_ITEM(t, R_SPAN)) != 8 ||
-        !(pp == Py_None || (PyBytes_CheckExact(pp) && PyBytes_GET_SIZE(pp) == 8))) {
-        /* e.g. a 15-byte id bytes.fromhex made of spaced hex: keep it, but the store path alone reads it */
-        SpanC *s = batch_add(b);
-        if (s == NULL) { Py_DECREF(rec); return -1; }
-        if (PyList_Append(b->records, rec) < 0) { Py_DECREF(rec); b->n--; return -1; }
-        Py_DECREF(rec);
-        s->rec = rec;
-        s->tid = NULL; /* grouped on its own */
-        return 1;
-    }
     SpanC *s = batch_add(b);
-    if (s == NULL) { Py_DECREF(rec); return -1; }
-    if (batch_take(b, s, rec) < 0) { b->n--; return -1; }
+    if (s == NULL || PyList_Append(b->records, rec) < 0) {
+        if (s != NULL) b->n--;
+        Py_DECREF(rec);
+        return -1;
+    }
+    Py_DECREF(rec); /* the list holds it */
+    s->rec = rec;
     s->fast = 0;
+    if (PyTuple_CheckExact(rec) && PyTuple_GET_SIZE(rec) == R_LEN) {
+        PyObject *t = PyTuple_GET_ITEM(rec, R_TRACE);
+        if (PyBytes_CheckExact(t) && PyBytes_GET_SIZE(t) == 16) s->tid = (const uint8_t *)PyBytes_AS_STRING(t);
+    }
     return 1;
 }
 
@@ -1041,6 +1043,7 @@ typedef struct {
     PyObject *ex_tid[NSTAGE][MAX_BUCKETS + 1]; /* borrowed from `hexes` */
     double ex_secs[NSTAGE][MAX_BUCKETS + 1];
     int present[NSTAGE];
+    int group; /* the last trace (1-based) that observed this model, for Emit.models */
 } Agg;
 
 typedef struct {
@@ -1078,7 +1081,24 @@ static Agg *obs_slot(Obs *o, PyObject *mv) {
     return a;
 }
 
-static void obs_put(Obs *o, Agg *a, int stage, uint64_t from, uint64_t to, PyObject *tid) {
+/* Where one trace's observations go: the batch's sums, and the models in the order of their first observation
+ * in this trace (StageHistograms gives out series slots in that order, which matters at max_model_versions). */
+typedef struct {
+    Obs *o;
+    PyObject *tid;
+    PyObject *models; /* list, created on the first observation */
+    int group;
+} Emit;
+
+static int emit(Emit *e, PyObject *mv, int stage, uint64_t from, uint64_t to) {
+    Obs *o = e->o;
+    Agg *a = obs_slot(o, mv);
+    if (a == NULL) return -1;
+    if (a->group != e->group) {
+        a->group = e->group;
+        if (e->models == NULL && (e->models = PyList_New(0)) == NULL) return -1;
+        if (PyList_Append(e->models, a->mv) < 0) return -1;
+    }
     /* (b - a) / 1e9 exactly as Python computes it: the int difference rounded to a double, divided. */
     double secs = (double)(to - from) / 1e9;
     int lo = 0, hi = o->nb; /* bisect_left */
@@ -1089,47 +1109,50 @@ static void obs_put(Obs *o, Agg *a, int stage, uint64_t from, uint64_t to, PyObj
     }
     a->counts[stage][lo]++;
     a->sum[stage] += secs;
-    a->ex_tid[stage][lo] = tid;
+    a->ex_tid[stage][lo] = e->tid;
     a->ex_secs[stage][lo] = secs;
     a->present[stage] = 1;
+    return 0;
 }
 
 /* stages._gaps for one (stage, from, to, alternative from, alternative to). */
-static void gap(Obs *o, Agg *a, const SpanC *s, int stage, int ea, int eb, int alt_a, int alt_b, PyObject *tid) {
+static int gap(Emit *e, PyObject *mv, const SpanC *s, int stage, int ea, int eb, int alt_a, int alt_b) {
     uint64_t x, y;
     if (s->evmask & (1u << ea)) x = s->ev[ea];
     else if (alt_a >= 0 && (s->evmask & (1u << alt_a))) x = s->ev[alt_a];
-    else return;
+    else return 0;
     if (s->evmask & (1u << eb)) y = s->ev[eb];
     else if (alt_b >= 0 && (s->evmask & (1u << alt_b))) y = s->ev[alt_b];
-    else return;
-    if (y >= x) obs_put(o, a, stage, x, y, tid);
+    else return 0;
+    return y >= x ? emit(e, mv, stage, x, y) : 0;
 }
 
-static int ev_get(const SpanC *c, const SpanC *m, int e, uint64_t *out) {
-    if (c->evmask & (1u << e)) { *out = c->ev[e]; return 1; }
-    if (m->evmask & (1u << e)) { *out = m->ev[e]; return 1; }
+static int ev_get(const SpanC *c, const SpanC *m, int ev, uint64_t *out) {
+    if (c->evmask & (1u << ev)) { *out = c->ev[ev]; return 1; }
+    if (m->evmask & (1u << ev)) { *out = m->ev[ev]; return 1; }
     return 0;
 }
 
-/* The observations one model span completes within its trace (stages.on_stored's, whatever the order). */
-static int observe_model(Obs *o, const SpanC *m, const SpanC *c, const SpanC *p, PyObject *tid) {
-    Agg *a = obs_slot(o, m->model);
-    if (a == NULL) return -1;
-    gap(o, a, m, ST_REQUEST, EV_REQUEST_START, EV_REQUEST_END, -1, -1, tid);
-    if (c != NULL) {
-        uint64_t q, cs;
-        if (ev_get(c, m, EV_QUEUE_START, &q) && ev_get(c, m, EV_COMPUTE_START, &cs) && cs >= q)
-            obs_put(o, a, ST_QUEUE, q, cs, tid);
-        gap(o, a, c, ST_C_IN, EV_COMPUTE_START, EV_COMPUTE_INPUT_END, -1, -1, tid);
-        gap(o, a, c, ST_C_INFER, EV_COMPUTE_INPUT_END, EV_COMPUTE_OUTPUT_START, -1, -1, tid);
-        gap(o, a, c, ST_C_OUT, EV_COMPUTE_OUTPUT_START, EV_COMPUTE_END, -1, -1, tid);
-    }
-    if (p != NULL) {
-        gap(o, a, p, ST_NET, EV_HTTP_RECV_START, EV_HTTP_RECV_END, EV_GRPC_WAITREAD_START, EV_GRPC_WAITREAD_END, tid);
-        gap(o, a, p, ST_SEND, EV_HTTP_SEND_START, EV_HTTP_SEND_END, EV_GRPC_SEND_START, EV_GRPC_SEND_END, tid);
-    }
-    return 0;
+/* The three stage groups of stages.py, for model span m (with its compute child c / parent p). */
+static int request_obs(Emit *e, const SpanC *m) {
+    return gap(e, m->model, m, ST_REQUEST, EV_REQUEST_START, EV_REQUEST_END, -1, -1);
+}
+
+static int compute_obs(Emit *e, const SpanC *m, const SpanC *c) {
+    uint64_t q, cs;
+    if (ev_get(c, m, EV_QUEUE_START, &q) && ev_get(c, m, EV_COMPUTE_START, &cs) && cs >= q &&
+        emit(e, m->model, ST_QUEUE, q, cs) < 0)
+        return -1;
+    if (gap(e, m->model, c, ST_C_IN, EV_COMPUTE_START, EV_COMPUTE_INPUT_END, -1, -1) < 0) return -1;
+    if (gap(e, m->model, c, ST_C_INFER, EV_COMPUTE_INPUT_END, EV_COMPUTE_OUTPUT_START, -1, -1) < 0) return -1;
+    return gap(e, m->model, c, ST_C_OUT, EV_COMPUTE_OUTPUT_START, EV_COMPUTE_END, -1, -1);
+}
+
+static int parent_obs(Emit *e, const SpanC *m, const SpanC *p) {
+    if (gap(e, m->model, p, ST_NET, EV_HTTP_RECV_START, EV_HTTP_RECV_END, EV_GRPC_WAITREAD_START,
+            EV_GRPC_WAITREAD_END) < 0)
+        return -1;
+    return gap(e, m->model, p, ST_SEND, EV_HTTP_SEND_START, EV_HTTP_SEND_END, EV_GRPC_SEND_START, EV_GRPC_SEND_END);
 }
 
 static PyObject *hex_str(const uint8_t *p) {
@@ -1146,17 +1169,22 @@ static PyObject *hex_str(const uint8_t *p) {
 
 /* The entry of a trace seen for the first time: by_id, start, end, error, model and the pairing state
  * TraceStore.add + StageHistograms.on_stored would leave; observations go to `o`. NULL on error. */
-static PyObject *fast_group(Batch *b, const GroupC *g, Obs *o) {
+static PyObject *fast_group(Batch *b, const GroupC *g, Obs *o, int group) {
     SpanC *sp = b->spans;
     SpanC *first = &sp[g->head];
     PyObject *key = PyTuple_GET_ITEM(first->rec, R_TRACE);
     PyObject *tid = hex_str(first->tid);
     PyObject *by_id = PyDict_New(), *comp = NULL, *waiting = NULL, *out = NULL;
+    Emit em = {o, tid, NULL, group};
     if (tid == NULL || by_id == NULL || PyList_Append(o->hexes, tid) < 0) goto done;
-    int smin = g->head, emax = g->head, error = 0;
+    int smin = g->head, emax = g->head, error = 0, n = 0;
+    int at[MAX_FAST_GROUP];      /* span index by arrival position */
+    int partner[MAX_FAST_GROUP]; /* model spans: position of their first compute child, or -1 */
+    int parent[MAX_FAST_GROUP];  /* model spans: position of their parent in this trace, or -1 */
     PyObject *model = NULL;
     for (int i = g->head; i >= 0; i = sp[i].next) {
         SpanC *s = &sp[i];
+        at[n++] = i;
         if (PyDict_SetItem(by_id, PyTuple_GET_ITEM(s->rec, R_SPAN), s->rec) < 0) goto done;
         if (s->start < sp[smin].start) smin = i;
         if (s->end > sp[emax].end) emax = i;
@@ -1171,16 +1199,16 @@ static PyObject *fast_group(Batch *b, const GroupC *g, Obs *o) {
             if (has < 0 || (!has && PyDict_SetItem(comp, pk, s->rec) < 0)) goto done;
         }
     }
-    for (int i = g->head; i >= 0; i = sp[i].next) {
-        SpanC *m = &sp[i];
+    for (int k = 0; k < n; k++) {
+        const SpanC *m = &sp[at[k]];
+        partner[k] = parent[k] = -1;
         if (m->model == NULL) continue;
-        SpanC *c = NULL, *p = NULL;
-        for (int j = g->head; j >= 0; j = sp[j].next) {
-            SpanC *x = &sp[j];
-            if (c == NULL && x->is_compute && memcmp(x->pid, m->sid, 8) == 0) c = x;
-            if (p == NULL && m->pid != NULL && memcmp(x->sid, m->pid, 8) == 0) p = x;
+        for (int j = 0; j < n; j++) {
+            const SpanC *x = &sp[at[j]];
+            if (partner[k] < 0 && x->is_compute && memcmp(x->pid, m->sid, 8) == 0) partner[k] = j;
+            if (parent[k] < 0 && m->pid != NULL && memcmp(x->sid, m->pid, 8) == 0) parent[k] = j;
         }
-        if (m->pid != NULL && p == NULL) {
+        if (m->pid != NULL && parent[k] < 0) {
             /* stage_waiting: model spans whose parent has not come yet, by the parent's id */
             PyObject *pk = PyTuple_GET_ITEM(m->rec, R_PARENT);
             if (waiting == NULL && (waiting = PyDict_New()) == NULL) goto done;
@@ -1193,16 +1221,33 @@ static PyObject *fast_group(Batch *b, const GroupC *g, Obs *o) {
             }
             if (PyList_Append(lst, m->rec) < 0) goto done;
         }
-        if (observe_model(o, m, c, p, tid) < 0) goto done;
     }
-    out = PyTuple_Pack(9, key, tid, by_id, PyTuple_GET_ITEM(sp[smin].rec, R_START),
+    /* The observations in the order StageHistograms.on_stored makes them when the spans are stored one by one
+     * in arrival order: each group of stages when the later of its spans arrives. */
+    for (int k = 0; k < n; k++) {
+        const SpanC *r = &sp[at[k]];
+        if (r->model != NULL) {
+            if (request_obs(&em, r) < 0) goto done;
+            if (partner[k] >= 0 && partner[k] < k && compute_obs(&em, r, &sp[at[partner[k]]]) < 0) goto done;
+            if (parent[k] >= 0 && parent[k] <= k && parent_obs(&em, r, &sp[at[parent[k]]]) < 0) goto done;
+        } else if (r->is_compute) {
+            for (int m = 0; m < k; m++)
+                if (partner[m] == k && sp[at[m]].model != NULL && compute_obs(&em, &sp[at[m]], r) < 0) goto done;
+        }
+        /* model spans that came before their parent r (stage_waiting, popped when r is stored) */
+        for (int m = 0; m < k; m++)
+            if (parent[m] == k && sp[at[m]].model != NULL && parent_obs(&em, &sp[at[m]], r) < 0) goto done;
+    }
+    out = PyTuple_Pack(10, key, tid, by_id, PyTuple_GET_ITEM(sp[smin].rec, R_START),
                        PyTuple_GET_ITEM(sp[emax].rec, R_END), error ? Py_True : Py_False,
-                       model ? model : Py_None, comp ? comp : Py_None, waiting ? waiting : Py_None);
+                       model ? model : Py_None, comp ? comp : Py_None, waiting ? waiting : Py_None,
+                       em.models ? em.models : Py_None);
 done:
     Py_XDECREF(tid);
     Py_XDECREF(by_id);
     Py_XDECREF(comp);
     Py_XDECREF(waiting);
+    Py_XDECREF(em.models);
     return out;
 }
 
@@ -1271,7 +1316,7 @@ static PyObject *group_batch(Batch *b, PyObject *plain, PyObject *kept, Py_ssize
             for (int j = sp[i].next; fast && j >= 0; j = sp[j].next)
                 if (memcmp(sp[i].sid, sp[j].sid, 8) == 0) fast = 0; /* a duplicate: the store counts it */
         if (fast) {
-            PyObject *e = fast_group(b, g, &o);
+            PyObject *e = fast_group(b, g, &o, gi + 1);
             if (e == NULL) goto done;
             int rc = PyList_Append(items, e);
             Py_DECREF(e);

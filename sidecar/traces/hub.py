@@ -105,12 +105,14 @@ class TraceHub:
                         lambda plain, kept, limit: nat.json(doc, result, plain, kept, limit),
                         now,
                         self.stages.on_stored,
+                        self.stages.register,
                     )
                 else:
                     out = self.store.add_native(
                         lambda plain, kept, limit: nat.protobuf(body, plain, kept, limit),
                         now,
                         self.stages.on_stored,
+                        self.stages.register,
                     )
                 if out is not None:
                     self.stages.merge(out[1])

@@ -219,6 +219,14 @@ class StageHistograms:
             s.sum += secs
             s.exemplars[j] = (tid, secs, now)
 
+    def register(self, models: Sequence[tuple[str, str]]) -> None:
+        """Give out series slots to (model, version) pairs now, in this order, as their first observation
+        would (the compiled path's merge comes later; see ``TraceStore.add_native``)."""
+        by_mv = self._by_mv
+        for mv in models:
+            if mv not in by_mv:
+                self._series_of(mv)
+
     def merge(self, obs: Sequence[tuple[tuple[str, str], int, list[tuple[int, int]], float,
                                       list[tuple[int, str, float]]]]) -> None:
         """Add the observations the compiled path summed up for a batch (``sidecar.traces.native``): per

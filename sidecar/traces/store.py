@@ -196,7 +196,20 @@ class TraceStore:
         order, for the records it can use: Triton model and ``compute`` spans, and any span of a trace that
         has model spans waiting for their parent. Calling it here rather than after the batch lets it pair
         spans by "already stored" without a second pass or an index of the batch.
+
+        A batch is taken trace by trace, in order of first appearance (each trace's spans in arrival order),
+        as the compiled path takes it: the order in which traces' stages are observed, and so which
+        (model, version) gets a series slot when ``max_model_versions`` runs out, is then the same on both.
         """
+        by_trace: dict[bytes, list[Record]] = {}
+        for r in records:
+            g = by_trace.get(r[TRACE])
+            if g is None:
+                by_trace[r[TRACE]] = [r]
+            else:
+                g.append(r)
+        if len(by_trace) > 1:
+            records = [r for g in by_trace.values() for r in g]
         with self._lock:
             stored = self._add_locked(records, now, on_stored)
             self._evict_locked(now)
@@ -208,6 +221,7 @@ class TraceStore:
         call: Callable[[dict[bytes, TraceEntry], dict[bytes, TraceEntry], int], NativeOutcome | None],
         now: float,
         on_stored: Callable[[TraceEntry, Record], None] | None = None,
+        on_models: Callable[[list[tuple[str, str]]], None] | None = None,
     ) -> tuple[list[Record], list[tuple[Any, ...]]] | None:
         """Store a batch through the compiled path (``sidecar.traces.native``); None when it handed the body
         back (nothing was stored).
@@ -217,8 +231,10 @@ class TraceStore:
         pairing state itself, and returns the records of the other traces (already stored ones, duplicates,
         spans it did not read itself) for the per-span path below, all in the batch's order of first
         appearance, so that the store's order (which decides eviction) is the one the per-span path alone
-        would give. Returns (all records, stage observations of the new traces) for the caller to count,
-        forward and merge.
+        would give. ``on_models`` gets each new trace's (model, version) pairs in the order it first observed
+        them, at the trace's place in that order (stage histograms give out their limited series slots in
+        the order observations come). Returns (all records, stage observations of the new traces) for the
+        caller to count, forward and merge.
         """
         with self._lock:
             out = call(self._plain, self._kept, self.max_spans_per_trace)
@@ -231,7 +247,9 @@ class TraceStore:
                 if type(item) is list:
                     self._add_locked(item, now, on_stored)
                     continue
-                key, tid, by_id, start, end, error, mv, comp, waiting = item
+                key, tid, by_id, start, end, error, mv, comp, waiting, models = item
+                if models is not None and on_models is not None:
+                    on_models(models)
                 e = TraceEntry(tid, now, key, start_ns=start, end_ns=end)
                 e.by_id = by_id
                 e.stage_compute = comp

@@ -685,3 +685,100 @@ def test_a_body_it_hands_back_is_counted_and_still_taken() -> None:
     with pytest.raises(ParseError):
         a.ingest_otlp(odd[:-3], False)
     assert sample(ra, "sidecar_otlp_native_fallbacks_total", {"encoding": "protobuf"}) == 2
+
+
+# ---------------------------------------------------------------- cases a review found
+
+
+@needs_native
+def test_every_copy_of_the_name_is_checked_and_long_tags_are_refused() -> None:
+    good = _pb_span_bytes(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, start_time_unix_nano=1, end_time_unix_nano=2)
+    bad_then_good = good + b"\x2a\x02\xff\xfe" + b"\x2a\x02ok"  # upb checks both copies: the body is refused
+    with pytest.raises(ParseError):
+        decode_protobuf(_wrap(bad_then_good))
+    assert native.NativeIngest.decode_protobuf(_wrap(bad_then_good)) is None
+    long_tag = b"\x8a\x80\x80\x80\x80\x00\x10" + b"\x01" * 16 + good[18:]  # field 1 in a 6-byte tag
+    assert _check_pb(_wrap(long_tag)) == "handed back"
+    with pytest.raises(ParseError):
+        decode_protobuf(_wrap(long_tag))
+    five = b"\x8a\x80\x80\x80\x00\x10" + b"\x01" * 16 + good[18:]  # 5 bytes: valid, and read alike
+    assert _check_pb(_wrap(five)) == "native"
+
+
+def _span(tid: str, sid: str, **kw: Any) -> dict[str, Any]:
+    s: dict[str, Any] = {
+        "traceId": tid,
+        "spanId": sid,
+        "name": kw.pop("name", "x"),
+        "startTimeUnixNano": "10",
+        "endTimeUnixNano": "30",
+    }
+    if "pid" in kw:
+        s["parentSpanId"] = kw.pop("pid")
+    if "model" in kw:
+        s["attributes"] = [{"key": "triton.model_name", "value": {"stringValue": kw.pop("model")}}]
+    if "events" in kw:
+        s["events"] = [{"name": n, "timeUnixNano": str(t)} for n, t in kw.pop("events").items()]
+    s.update(kw)
+    return s
+
+
+@needs_native
+@pytest.mark.parametrize("odd", ["spanId", "parentSpanId"])
+def test_a_span_with_spaced_hex_ids_stays_in_its_trace(odd: str) -> None:
+    # bytes.fromhex reads "0102030405 0607 " as 7 bytes: the Python path keeps such a span (the id check is on
+    # the text's length), so the compiled path must keep it in its trace, not beside it.
+    t = "01" * 16
+    b_span = _span(t, "2222222222222222", model="b")
+    b_span[odd] = "0102030405 0607 "
+    a_span = _span(t, "1111111111111111", model="a", startTimeUnixNano="5")
+    for order in ([b_span, a_span], [a_span, b_span]):
+        a, ra, b, rb = _hubs()
+        body = orjson.dumps(_doc(order))
+        assert _feed(a, [(body, True)]) == _feed(b, [(body, True)])
+        _same(a, ra, b, rb)
+        assert len(a.store.get(t).by_id) == 2  # type: ignore[union-attr]
+
+
+REQ = {"REQUEST_START": 1, "REQUEST_END": 5}
+COMP = {"COMPUTE_START": 1, "COMPUTE_INPUT_END": 2, "COMPUTE_OUTPUT_START": 3, "COMPUTE_END": 4}
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "spans",
+    [
+        # a new trace, then one the compiled path hands to Python (an attribute it does not read)
+        [
+            _span("01" * 16, "1" * 16, model="a", events=REQ),
+            {
+                **_span("02" * 16, "2" * 16, model="b", events=REQ),
+                "attributes": [
+                    {"key": "triton.model_name", "value": {"stringValue": "b"}},
+                    {"key": "x", "value": {"intValue": "x"}},
+                ],
+            },
+        ],
+        # within one trace: a model span with no events, another with, then the first one's compute span
+        [
+            _span("03" * 16, "1" * 16, model="a"),
+            _span("03" * 16, "2" * 16, model="b", events=REQ),
+            _span("03" * 16, "3" * 16, name="compute", pid="1" * 16, events=COMP),
+        ],
+        # across traces: the same, with the second model span in another trace
+        [
+            _span("01" * 16, "1" * 16, model="a"),
+            _span("02" * 16, "2" * 16, model="b", events=REQ),
+            _span("01" * 16, "3" * 16, name="compute", pid="1" * 16, events=COMP),
+        ],
+    ],
+    ids=["new-then-handed-back", "within-a-trace", "across-traces"],
+)
+def test_the_last_series_slot_goes_to_the_same_model_on_both_paths(spans: list[dict[str, Any]]) -> None:
+    for order in (spans, spans[::-1]):
+        a, ra, b, rb = _hubs(max_model_versions=1)
+        body = orjson.dumps(_doc(order))
+        _feed(a, [(body, True)])
+        _feed(b, [(body, True)])
+        _same(a, ra, b, rb)
+        assert sample(ra, "sidecar_traces_stage_series_refused_total") >= 1
