@@ -206,7 +206,9 @@ class TraceFileTailer:
         self.clock = clock
         self.log = logger or logging.getLogger("sidecar.traces.file")
         self._pending: OrderedDict[int, _Request] = OrderedDict()
-        self._done: OrderedDict[str, None] = OrderedDict()
+        # Files read to the end, with what they were then (inode, size, mtime): one that changes afterwards
+        # was written again under the same name (a restarted Triton starting over at PATH.0) and is read again.
+        self._done: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
         self._seen: dict[str, _FileState] = {}
         self._periodic = Periodic("trace-file-tailer", self._poll, cfg.poll_interval_secs, on_error=self._loop_failed)
         self._files = Counter(
@@ -225,6 +227,11 @@ class TraceFileTailer:
             "sidecar_trace_file_requests_dropped",
             "Partly written requests dropped (pending map full, or never completed).",
             ["reason"],
+            registry=registry,
+        )
+        self._rewritten = Counter(
+            "sidecar_trace_files_rewritten",
+            "Trace files read again because they changed after being read (written again under the same name).",
             registry=registry,
         )
         self._fallback = Counter(
@@ -269,12 +276,18 @@ class TraceFileTailer:
         now = self.clock.now()
         for i, p in enumerate(files):
             key = str(p)
-            if key in self._done:
-                continue
             try:
                 st = p.stat()
             except OSError:
                 continue
+            done = self._done.get(key)
+            if done is not None:
+                if done == (st.st_ino, st.st_size, st.st_mtime_ns):
+                    continue
+                # Written again since it was read. Re-reading is safe: span ids come from (path, Triton's trace
+                # id, first timestamp), so a request read before is a duplicate the store drops and counts.
+                del self._done[key]
+                self._rewritten.inc()
             prev = self._seen.get(key)
             if prev is None or prev.size != st.st_size or prev.mtime_ns != st.st_mtime_ns:
                 self._seen[key] = prev = _FileState(st.st_size, st.st_mtime_ns, now)
@@ -299,7 +312,7 @@ class TraceFileTailer:
                     continue  # gone: a file written under this name later is a new one
                 except OSError:
                     pass
-            self._done[key] = None
+            self._done[key] = (st.st_ino, st.st_size, st.st_mtime_ns)
             while len(self._done) > self.cfg.max_files_remembered:
                 self._done.popitem(last=False)
         if spans:

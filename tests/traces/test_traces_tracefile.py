@@ -122,6 +122,40 @@ def test_request_split_across_rotation_is_joined(tmp_path):
     assert len(hub.store) == 1
 
 
+def test_a_file_written_again_under_the_same_name_is_read_again(tmp_path):
+    import orjson
+
+    reg = CollectorRegistry()
+    clock = _clock_at_mono(8100.0)
+    hub, tailer = _make(tmp_path, clock, reg)
+    target = tmp_path / "trace.json.0"
+    shutil.copy(FIXTURE, target)
+    assert tailer.poll_once() == 3
+    assert tailer.poll_once() == 0  # unchanged: not read again
+    # A restarted Triton starts over at trace.json.0, in place (same inode), with its own requests.
+    recs = orjson.loads(FIXTURE.read_bytes())
+    for r in recs:
+        for ts in r.get("timestamps") or ():
+            ts["ns"] += 5_000_000_000
+    ino = target.stat().st_ino
+    with open(target, "r+b") as f:
+        f.truncate(0)
+        f.write(orjson.dumps(recs))
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert target.stat().st_ino == ino
+    assert tailer.poll_once() == 3
+    assert len(hub.store) == 2
+    assert sample(reg, "sidecar_trace_files_rewritten_total") == 1
+    # The same content written again: read again, and the store drops every span as a duplicate.
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert tailer.poll_once() == 3
+    assert len(hub.store) == 2
+    assert sample(reg, "sidecar_traces_spans_dropped_total", {"reason": "duplicate"}) == 3
+    assert sample(reg, "sidecar_trace_files_rewritten_total") == 2
+
+
 def test_foreign_clock_falls_back_to_mtime(tmp_path):
     reg = CollectorRegistry()
     clock = _clock_at_mono(50.0)  # our monotonic clock is far behind the file's: another host
