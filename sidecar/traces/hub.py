@@ -79,9 +79,18 @@ class TraceHub:
             ["encoding"],
             registry=registry,
         )
-        self._periodic = Periodic("traces-expire", self._expire, min(60.0, cfg.max_age_secs / 10),
-                                  on_error=lambda exc: self.log.error("trace expiry failed", exc_info=exc),
-                                  delay_first=True)
+        self._expiry_errors = Counter(
+            "sidecar_traces_expiry_errors",
+            "Runs of the trace store's age expiry that failed (logged; the next run tries again).",
+            registry=registry,
+        )
+        self._periodic = Periodic(
+            "traces-expire",
+            self._expire,
+            min(60.0, cfg.max_age_secs / 10),
+            on_error=self._expiry_failed,
+            delay_first=True,
+        )
 
     def ingest(self, spans: Sequence[Span], source: str) -> None:
         """Take frozen ``Span`` objects (trace files, tests)."""
@@ -153,6 +162,10 @@ class TraceHub:
 
     async def _expire(self) -> None:
         self.store.expire(self.clock.now())
+
+    def _expiry_failed(self, exc: Exception) -> None:
+        self._expiry_errors.inc()
+        self.log.error("trace expiry failed", exc_info=exc)
 
     async def shutdown(self) -> None:
         await self._periodic.stop()

@@ -111,3 +111,27 @@ def test_failures_already_known_from_caller_spans_are_not_pinned_on_other_traces
     # As many unexplained failures as other traced requests: they all failed.
     assert hub.store.mark_failures("ctr", "1", *window, len(entries)) == len(entries) - 1
     assert all(e.error for e in entries)
+
+
+async def test_a_failing_expiry_run_is_counted_and_the_loop_goes_on(monkeypatch):
+    import asyncio
+
+    reg = CollectorRegistry()
+    hub = TraceHub(parse_config({"traces": {"enabled": True, "max_age_secs": 0.05}}).traces, reg, FakeClock())
+    runs = []
+
+    def broken(now: float) -> None:
+        runs.append(now)
+        raise RuntimeError("expiry bug")
+
+    monkeypatch.setattr(hub.store, "expire", broken)
+    await hub.start()
+    try:
+        for _ in range(400):  # the loop runs every 5 ms here; stop as soon as it has failed twice
+            if len(runs) >= 2:
+                break
+            await asyncio.sleep(0.005)
+    finally:
+        await hub.shutdown()
+    assert len(runs) >= 2  # it kept running after the first failure
+    assert reg.get_sample_value("sidecar_traces_expiry_errors_total") == len(runs)
