@@ -16,16 +16,18 @@
  * (JSON), and the Python path, the reference, does what it always did. Every read is bounds-checked.
  *
  * Entry points (see sidecar/traces/native.py):
- *   ingest_pb(body, service_fn, plain, kept, limit, bounds)         -> None | (records, items, obs)
- *   ingest_json(doc, slow_span, result, plain, kept, limit, bounds) -> None | (records, items, obs)
- * With plain=None only the records are built (items and obs are None).
+ *   ingest_pb(body, service_fn, plain, kept, limit, bounds)         -> None | (records, items)
+ *   ingest_json(doc, slow_span, result, plain, kept, limit, bounds) -> None | (records, items)
+ * With plain=None only the records are built (items is None).
  *   items: the batch's traces in order of first appearance, each either a tuple (key, trace_id_hex, by_id,
  *          start, end, error, model, stage_compute, stage_waiting, models) for a trace that is not in the store
  *          (models: the (model, version) pairs it observed, in order of first observation, or None) and
  *          whose spans all take the fast path, or a list of records (arrival order) of one or more
- *          consecutive other traces, for TraceStore's per-span path;
- *   obs:   (model_version, stage, [(bucket, count)...], sum, [(bucket, trace_id_hex, secs)...]) per series,
- *          the observations of the tuple items only.
+ *          consecutive other traces, for TraceStore's per-span path, or a 1-tuple (obs,): the stage
+ *          observations of the new traces since the previous such item, placed before each list and at the
+ *          end so that taking the items in order observes in the order the per-span path would; obs is
+ *          [(model_version, stage, [(bucket, count)...], sum, [(bucket, trace_id_hex, secs)...])], series in
+ *          order of first observation.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -76,7 +78,8 @@ static PyObject *i_fmt_json, *i_fmt_pb;
 
 typedef struct {
     PyObject *rec;        /* borrowed: the records list owns it */
-    const uint8_t *tid;   /* 16 bytes, inside rec[0] */
+    const uint8_t *tid;   /* inside rec[0]: 16 bytes, or tidn for a record the Python function built */
+    Py_ssize_t tidn;
     const uint8_t *sid;   /* 8 bytes, inside rec[1] */
     const uint8_t *pid;   /* 8 bytes inside rec[2], or NULL */
     PyObject *model;      /* borrowed rec[7], NULL when None */
@@ -145,6 +148,7 @@ static int batch_take(Batch *b, SpanC *s, PyObject *rec) {
     Py_DECREF(rec);
     s->rec = rec;
     s->tid = (const uint8_t *)PyBytes_AS_STRING(PyTuple_GET_ITEM(rec, R_TRACE));
+    s->tidn = 16;
     s->sid = (const uint8_t *)PyBytes_AS_STRING(PyTuple_GET_ITEM(rec, R_SPAN));
     PyObject *p = PyTuple_GET_ITEM(rec, R_PARENT);
     s->pid = p == Py_None ? NULL : (const uint8_t *)PyBytes_AS_STRING(p);
@@ -623,26 +627,22 @@ static int pb_decode(Batch *b, PyObject *service_fn, const uint8_t *body, size_t
 
 /* ------------------------------------------------------------------ JSON (a tree orjson built) */
 
+/* Hex digit values; 16 marks a character that is not one. Filled at import. */
+static uint8_t HEXVAL[256];
+
 /* 16/32 hex digits -> bytes, or NULL (no error) when not exactly that. */
 static PyObject *hex_bytes(PyObject *s, Py_ssize_t digits) {
     if (!PyUnicode_CheckExact(s) || PyUnicode_GET_LENGTH(s) != digits || !PyUnicode_IS_ASCII(s)) return NULL;
     const uint8_t *p = PyUnicode_1BYTE_DATA(s);
     uint8_t out[16];
-    int nonzero = 0;
+    int nonzero = 0, bad = 0;
     for (Py_ssize_t i = 0; i < digits / 2; i++) {
-        int v = 0;
-        for (int j = 0; j < 2; j++) {
-            uint8_t ch = p[2 * i + j];
-            int d;
-            if (ch >= '0' && ch <= '9') d = ch - '0';
-            else if (ch >= 'a' && ch <= 'f') d = ch - 'a' + 10;
-            else if (ch >= 'A' && ch <= 'F') d = ch - 'A' + 10;
-            else return NULL;
-            v = v * 16 + d;
-        }
-        out[i] = (uint8_t)v;
-        nonzero |= v;
+        int hi = HEXVAL[p[2 * i]], lo = HEXVAL[p[2 * i + 1]];
+        bad |= (hi | lo) & 16;
+        out[i] = (uint8_t)((hi << 4) | (lo & 15));
+        nonzero |= out[i];
     }
+    if (bad) return NULL;
     if (!nonzero) return NULL;
     return PyBytes_FromStringAndSize((const char *)out, digits / 2);
 }
@@ -851,12 +851,13 @@ static int json_span(Batch *b, PyObject *sp, PyObject *service) {
             int ok;
             PyObject *t = to_int_u64(et, &ns, &ok);
             if (t == NULL) { PyErr_Clear(); goto out; }
-            int rc = PyDict_SetItem(events, en, t);
-            Py_DECREF(t);
-            if (rc < 0) { ret = -1; goto out; }
             int kn = PyUnicode_IS_ASCII(en)
                          ? known_event((const char *)PyUnicode_1BYTE_DATA(en), PyUnicode_GET_LENGTH(en))
                          : -1;
+            /* Triton's names as our interned copies: equal strings, a cached hash, one object for every span */
+            int rc = PyDict_SetItem(events, kn >= 0 ? s_ev[kn] : en, t);
+            Py_DECREF(t);
+            if (rc < 0) { ret = -1; goto out; }
             if (kn >= 0) {
                 if (ok) set_event(s, kn, ns);
                 else s->fast = 0;
@@ -968,7 +969,11 @@ static int json_slow(Batch *b, PyObject *slow, PyObject *sp, PyObject *service, 
     s->fast = 0;
     if (PyTuple_CheckExact(rec) && PyTuple_GET_SIZE(rec) == R_LEN) {
         PyObject *t = PyTuple_GET_ITEM(rec, R_TRACE);
-        if (PyBytes_CheckExact(t) && PyBytes_GET_SIZE(t) == 16) s->tid = (const uint8_t *)PyBytes_AS_STRING(t);
+        if (PyBytes_CheckExact(t)) {
+            /* any length: bytes.fromhex of spaced hex gives shorter ids, and the store groups by the bytes */
+            s->tid = (const uint8_t *)PyBytes_AS_STRING(t);
+            s->tidn = PyBytes_GET_SIZE(t);
+        }
     }
     return 1;
 }
@@ -1053,7 +1058,53 @@ typedef struct {
     int naggs, capaggs;
     PyObject *index; /* mv -> agg slot */
     PyObject *hexes; /* list owning the trace-id strings the exemplars point at */
+    int (*ord)[2];   /* (slot, stage) in order of first observation since the last flush */
+    int nord, capord;
 } Obs;
+
+/* Appends the sums since the last flush to items as a 1-tuple (obs,), series in order of first observation
+ * (the order StageHistograms creates them in), and starts over. */
+static int obs_flush(Obs *o, PyObject *items) {
+    if (o->nord == 0) return 0;
+    PyObject *obs = PyList_New(0);
+    if (obs == NULL) return -1;
+    for (int k = 0; k < o->nord; k++) {
+        Agg *a = &o->aggs[o->ord[k][0]];
+        int st = o->ord[k][1];
+        PyObject *counts = PyList_New(0), *ex = PyList_New(0), *item = NULL;
+        int bad = counts == NULL || ex == NULL;
+        for (int j = 0; !bad && j <= o->nb; j++) {
+            if (!a->counts[st][j]) continue;
+            PyObject *c = Py_BuildValue("(iL)", j, (long long)a->counts[st][j]);
+            PyObject *x = Py_BuildValue("(iOd)", j, a->ex_tid[st][j], a->ex_secs[st][j]);
+            bad = c == NULL || x == NULL || PyList_Append(counts, c) < 0 || PyList_Append(ex, x) < 0;
+            Py_XDECREF(c);
+            Py_XDECREF(x);
+        }
+        if (!bad) {
+            item = Py_BuildValue("(OiOdO)", a->mv, st, counts, a->sum[st], ex);
+            bad = item == NULL || PyList_Append(obs, item) < 0;
+        }
+        Py_XDECREF(item);
+        Py_XDECREF(counts);
+        Py_XDECREF(ex);
+        if (bad) {
+            Py_DECREF(obs);
+            return -1;
+        }
+        memset(a->counts[st], 0, sizeof(a->counts[st]));
+        memset(a->ex_tid[st], 0, sizeof(a->ex_tid[st]));
+        a->sum[st] = 0.0;
+        a->present[st] = 0;
+    }
+    o->nord = 0;
+    PyObject *chunk = PyTuple_Pack(1, obs);
+    Py_DECREF(obs);
+    if (chunk == NULL) return -1;
+    int rc = PyList_Append(items, chunk);
+    Py_DECREF(chunk);
+    return rc;
+}
 
 static Agg *obs_slot(Obs *o, PyObject *mv) {
     PyObject *i = PyDict_GetItemWithError(o->index, mv);
@@ -1107,11 +1158,26 @@ static int emit(Emit *e, PyObject *mv, int stage, uint64_t from, uint64_t to) {
         if (o->bounds[mid] < secs) lo = mid + 1;
         else hi = mid;
     }
+    if (!a->present[stage]) {
+        if (o->nord == o->capord) {
+            int cap = o->capord ? o->capord * 2 : 16;
+            int(*ord)[2] = PyMem_Realloc(o->ord, sizeof(*ord) * (size_t)cap);
+            if (ord == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            o->ord = ord;
+            o->capord = cap;
+        }
+        o->ord[o->nord][0] = (int)(a - o->aggs);
+        o->ord[o->nord][1] = stage;
+        o->nord++;
+        a->present[stage] = 1;
+    }
     a->counts[stage][lo]++;
     a->sum[stage] += secs;
     a->ex_tid[stage][lo] = e->tid;
     a->ex_secs[stage][lo] = secs;
-    a->present[stage] = 1;
     return 0;
 }
 
@@ -1251,14 +1317,19 @@ done:
     return out;
 }
 
-static uint64_t tid_hash(const uint8_t *t) {
-    uint64_t a, c;
-    memcpy(&a, t, 8);
-    memcpy(&c, t + 8, 8);
-    return (a ^ (c * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull;
+static uint64_t tid_hash(const uint8_t *t, Py_ssize_t n) {
+    if (n == 16) {
+        uint64_t a, c;
+        memcpy(&a, t, 8);
+        memcpy(&c, t + 8, 8);
+        return (a ^ (c * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull;
+    }
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, for the rare ids of other lengths */
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ t[i]) * 0x100000001b3ull;
+    return h;
 }
 
-/* (items, obs) for a decoded batch. */
+/* The items of a decoded batch (see the top of this file). */
 static PyObject *group_batch(Batch *b, PyObject *plain, PyObject *kept, Py_ssize_t limit, const double *bounds,
                              int nb) {
     Py_ssize_t n = b->n;
@@ -1266,10 +1337,10 @@ static PyObject *group_batch(Batch *b, PyObject *plain, PyObject *kept, Py_ssize
     while (cap < (size_t)n * 2) cap <<= 1;
     int *table = PyMem_Malloc(sizeof(int) * cap);
     GroupC *groups = PyMem_Malloc(sizeof(GroupC) * (size_t)(n ? n : 1));
-    PyObject *items = PyList_New(0), *run = NULL, *obs = PyList_New(0), *res = NULL;
-    Obs o = {bounds, nb, NULL, 0, 0, PyDict_New(), PyList_New(0)};
+    PyObject *items = PyList_New(0), *run = NULL, *res = NULL;
+    Obs o = {bounds, nb, NULL, 0, 0, PyDict_New(), PyList_New(0), NULL, 0, 0};
     int ng = 0;
-    if (!table || !groups || !items || !obs || !o.index || !o.hexes) {
+    if (!table || !groups || !items || !o.index || !o.hexes) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
@@ -1279,9 +1350,10 @@ static PyObject *group_batch(Batch *b, PyObject *plain, PyObject *kept, Py_ssize
         SpanC *s = &b->spans[i];
         int gi = -1;
         if (s->tid != NULL) {
-            size_t h = (size_t)tid_hash(s->tid) & (cap - 1);
+            size_t h = (size_t)tid_hash(s->tid, s->tidn) & (cap - 1);
             while (table[h] >= 0) {
-                if (memcmp(b->spans[groups[table[h]].head].tid, s->tid, 16) == 0) {
+                const SpanC *g0 = &b->spans[groups[table[h]].head];
+                if (g0->tidn == s->tidn && memcmp(g0->tid, s->tid, (size_t)s->tidn) == 0) {
                     gi = table[h];
                     break;
                 }
@@ -1302,7 +1374,7 @@ static PyObject *group_batch(Batch *b, PyObject *plain, PyObject *kept, Py_ssize
     for (int gi = 0; gi < ng; gi++) {
         GroupC *g = &groups[gi];
         SpanC *sp = b->spans;
-        int fast = g->n <= MAX_FAST_GROUP && g->n <= limit && sp[g->head].tid != NULL;
+        int fast = g->n <= MAX_FAST_GROUP && g->n <= limit && sp[g->head].tid != NULL && sp[g->head].tidn == 16;
         if (fast) {
             PyObject *key = PyTuple_GET_ITEM(sp[g->head].rec, R_TRACE);
             int in = PyDict_Contains(plain, key);
@@ -1326,6 +1398,8 @@ static PyObject *group_batch(Batch *b, PyObject *plain, PyObject *kept, Py_ssize
             /* consecutive traces for the per-span path share one list: the order of first appearance, which
              * decides eviction order in the store, stays that of the batch */
             if (run == NULL) {
+                /* the sums so far go first: the per-span path observes after them, as in arrival order */
+                if (obs_flush(&o, items) < 0) goto done;
                 if ((run = PyList_New(0)) == NULL) goto done;
                 int rc = PyList_Append(items, run);
                 Py_DECREF(run); /* items holds it */
@@ -1335,40 +1409,17 @@ static PyObject *group_batch(Batch *b, PyObject *plain, PyObject *kept, Py_ssize
                 if (PyList_Append(run, sp[i].rec) < 0) goto done;
         }
     }
-    /* the observations, per (model, version) and stage */
-    for (int ai = 0; ai < o.naggs; ai++) {
-        Agg *a = &o.aggs[ai];
-        for (int st = 0; st < NSTAGE; st++) {
-            if (!a->present[st]) continue;
-            PyObject *counts = PyList_New(0), *ex = PyList_New(0), *item = NULL;
-            int bad = counts == NULL || ex == NULL;
-            for (int j = 0; !bad && j <= nb; j++) {
-                if (!a->counts[st][j]) continue;
-                PyObject *c = Py_BuildValue("(iL)", j, (long long)a->counts[st][j]);
-                PyObject *x = Py_BuildValue("(iOd)", j, a->ex_tid[st][j], a->ex_secs[st][j]);
-                bad = c == NULL || x == NULL || PyList_Append(counts, c) < 0 || PyList_Append(ex, x) < 0;
-                Py_XDECREF(c);
-                Py_XDECREF(x);
-            }
-            if (!bad) {
-                item = Py_BuildValue("(OiOdO)", a->mv, st, counts, a->sum[st], ex);
-                bad = item == NULL || PyList_Append(obs, item) < 0;
-            }
-            Py_XDECREF(item);
-            Py_XDECREF(counts);
-            Py_XDECREF(ex);
-            if (bad) goto done;
-        }
-    }
-    res = PyTuple_Pack(2, items, obs);
+    if (obs_flush(&o, items) < 0) goto done;
+    res = items;
+    Py_INCREF(res);
 done:
     PyMem_Free(table);
     PyMem_Free(groups);
     PyMem_Free(o.aggs);
+    PyMem_Free(o.ord);
     Py_XDECREF(o.index);
     Py_XDECREF(o.hexes);
     Py_XDECREF(items);
-    Py_XDECREF(obs);
     return res;
 }
 
@@ -1404,7 +1455,7 @@ static PyObject *finish(Batch *b, int rc, PyObject *plain, PyObject *kept, Py_ss
         goto out;
     }
     if (plain == Py_None) {
-        res = PyTuple_Pack(3, b->records, Py_None, Py_None);
+        res = PyTuple_Pack(2, b->records, Py_None);
         goto out;
     }
     if (!PyDict_Check(plain) || !PyDict_Check(kept)) {
@@ -1416,7 +1467,7 @@ static PyObject *finish(Batch *b, int rc, PyObject *plain, PyObject *kept, Py_ss
     if (read_bounds(bseq, bounds, &nb) < 0) goto out;
     PyObject *g = group_batch(b, plain, kept, limit, bounds, nb);
     if (g == NULL) goto out;
-    res = PyTuple_Pack(3, b->records, PyTuple_GET_ITEM(g, 0), PyTuple_GET_ITEM(g, 1));
+    res = PyTuple_Pack(2, b->records, g);
     Py_DECREF(g);
 out:
     batch_free(b);
@@ -1450,9 +1501,9 @@ static PyObject *py_ingest_json(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"ingest_pb", py_ingest_pb, METH_VARARGS,
-     "ingest_pb(body, service_fn, plain, kept, limit, bounds) -> None | (records, new, slow, obs)"},
+     "ingest_pb(body, service_fn, plain, kept, limit, bounds) -> None | (records, items)"},
     {"ingest_json", py_ingest_json, METH_VARARGS,
-     "ingest_json(doc, slow_span, result, plain, kept, limit, bounds) -> None | (records, new, slow, obs)"},
+     "ingest_json(doc, slow_span, result, plain, kept, limit, bounds) -> None | (records, items)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1462,6 +1513,10 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_otlpfast", NULL,
     do { if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL; } while (0)
 
 PyMODINIT_FUNC PyInit__otlpfast(void) {
+    for (int i = 0; i < 256; i++)
+        HEXVAL[i] = i >= '0' && i <= '9' ? (uint8_t)(i - '0')
+                    : i >= 'a' && i <= 'f' ? (uint8_t)(i - 'a' + 10)
+                    : i >= 'A' && i <= 'F' ? (uint8_t)(i - 'A' + 10) : 16;
     for (int i = 0; i < NEV; i++) {
         EV_LENS[i] = strlen(EV_NAMES[i]);
         INTERN(s_ev[i], EV_NAMES[i]);

@@ -115,6 +115,7 @@ class TraceHub:
                         now,
                         self.stages.on_stored,
                         self.stages.register,
+                        self.stages.merge,
                     )
                 else:
                     out = self.store.add_native(
@@ -122,11 +123,10 @@ class TraceHub:
                         now,
                         self.stages.on_stored,
                         self.stages.register,
+                        self.stages.merge,
                     )
-                if out is not None:
-                    self.stages.merge(out[1])
             if out is not None:
-                result.records = out[0]
+                result.records = out
                 self._taken(result.records, "otlp", now)
                 return result
             self._fallbacks.labels("json" if as_json else "protobuf").inc()

@@ -25,8 +25,9 @@ __all__ = ["MAX_BUCKETS", "NativeIngest", "available"]
 
 MAX_BUCKETS = 64  # as in _otlpfast.c
 
-# (records, traces in order of first appearance, stage observations), or None: see _otlpfast.c.
-Outcome = tuple[list[Record], list[Any], list[tuple[Any, ...]]]  # items: a tuple per new trace or a list of records
+# (records, items), or None: items are the batch's traces in order of first appearance (a tuple per new trace,
+# a list of records for the per-span path) and 1-tuples of stage observations between them; see _otlpfast.c.
+Outcome = tuple[list[Record], list[Any]]
 
 
 def available() -> bool:

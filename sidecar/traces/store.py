@@ -32,7 +32,7 @@ from sidecar.traces.records import (
 )
 
 # What the compiled path's call returns (sidecar.traces.native.Outcome).
-NativeOutcome = tuple[list[Record], list[Any], list[tuple[Any, ...]]]
+NativeOutcome = tuple[list[Record], list[Any]]
 
 __all__ = ["MODEL_ATTR", "VERSION_ATTR", "TraceEntry", "TraceStore", "TraceSummary"]
 
@@ -222,7 +222,8 @@ class TraceStore:
         now: float,
         on_stored: Callable[[TraceEntry, Record], None] | None = None,
         on_models: Callable[[list[tuple[str, str]]], None] | None = None,
-    ) -> tuple[list[Record], list[tuple[Any, ...]]] | None:
+        on_observed: Callable[[list[tuple[Any, ...]]], None] | None = None,
+    ) -> list[Record] | None:
         """Store a batch through the compiled path (``sidecar.traces.native``); None when it handed the body
         back (nothing was stored).
 
@@ -233,19 +234,24 @@ class TraceStore:
         appearance, so that the store's order (which decides eviction) is the one the per-span path alone
         would give. ``on_models`` gets each new trace's (model, version) pairs in the order it first observed
         them, at the trace's place in that order (stage histograms give out their limited series slots in
-        the order observations come). Returns (all records, stage observations of the new traces) for the
-        caller to count, forward and merge.
+        the order observations come), and ``on_observed`` the summed stage observations of the new traces,
+        before each run of per-span traces and at the end, so that the histograms see them in the order
+        the per-span path would make them. Returns all records, for the caller to count and forward.
         """
         with self._lock:
             out = call(self._plain, self._kept, self.max_spans_per_trace)
             if out is None:
                 return None
-            records, items, obs = out
+            records, items = out
             plain, kept = self._plain, self._kept
             slow_ns = self.slow_threshold_ns
             for item in items:
                 if type(item) is list:
                     self._add_locked(item, now, on_stored)
+                    continue
+                if len(item) == 1:
+                    if on_observed is not None:
+                        on_observed(item[0])
                     continue
                 key, tid, by_id, start, end, error, mv, comp, waiting, models = item
                 if models is not None and on_models is not None:
@@ -265,7 +271,7 @@ class TraceStore:
                     plain[key] = e
             self._evict_locked(now)
         self._count_drops()
-        return records, obs
+        return records
 
     def _add_locked(
         self,

@@ -546,9 +546,8 @@ def _histograms(reg: CollectorRegistry) -> dict[tuple[str, ...], Any]:
             continue
         for s in fam.samples:
             key = (s.name, *sorted(s.labels.items()))  # type: ignore[arg-type]
-            # Sums add the same values in another order: equal to rounding. Exemplars: the latest of a bucket,
-            # and "latest" within one batch depends on the order observations are made, so only presence.
-            out[key] = (s.value, s.exemplar is not None)
+            ex = s.exemplar
+            out[key] = (s.value, None if ex is None else (dict(ex.labels), ex.value, ex.timestamp))
     return out
 
 
@@ -556,6 +555,7 @@ def _close(a: dict[tuple[str, ...], Any], b: dict[tuple[str, ...], Any]) -> None
     assert a.keys() == b.keys()
     for k in a:
         if k[0].endswith("_sum"):
+            # The compiled path adds a request's values up before adding them to the sum: equal to rounding.
             assert a[k][0] == pytest.approx(b[k][0], rel=1e-12), k
             assert a[k][1] == b[k][1], k
         else:
@@ -577,7 +577,8 @@ def _same(a: TraceHub, ra: CollectorRegistry, b: TraceHub, rb: CollectorRegistry
         ea = [(k, _entry(e)) for k, e in getattr(a.store, od).items()]
         eb = [(k, _entry(e)) for k, e in getattr(b.store, od).items()]
         assert ea == eb, od
-    _close(_histograms(ra), _histograms(rb))
+    _close(_histograms(ra), _histograms(rb))  # counts and exemplars (trace id, value) exactly
+    assert [k for k, _ in a.stages._keys] == [k for k, _ in b.stages._keys]  # series created in the same order
     for name, labels in COUNTERS:
         assert sample(ra, name, labels) == sample(rb, name, labels), name
 
@@ -782,3 +783,55 @@ def test_the_last_series_slot_goes_to_the_same_model_on_both_paths(spans: list[d
         _feed(b, [(body, True)])
         _same(a, ra, b, rb)
         assert sample(ra, "sidecar_traces_stage_series_refused_total") >= 1
+
+
+@needs_native
+def test_spans_of_a_short_trace_id_are_taken_together_as_on_the_python_path() -> None:
+    # "00 11 2233..." is 32 characters that bytes.fromhex reads as 15 bytes: the Python path keeps these spans
+    # (its check is on the text's length) under that 15-byte key, so both paths must group them by it.
+    short, other = "00 11 2233445566778899aabbccddee", "0f" * 16
+    bodies = [
+        [
+            _span(short, "1" * 16, name="A"),
+            _span(other, "2" * 16, status={"code": 2}),
+            _span(short, "3" * 16, status={"code": 2}),
+        ],
+        [
+            _span(short, "1" * 16, name="A"),
+            _span(other, "2" * 16, model="mB", events=REQ),
+            _span(short, "3" * 16, model="mC", events=REQ),
+        ],
+    ]
+    for spans in bodies:
+        a, ra, b, rb = _hubs(max_model_versions=1)
+        body = orjson.dumps(_doc(spans))
+        assert _feed(a, [(body, True)]) == _feed(b, [(body, True)])
+        _same(a, ra, b, rb)
+        assert len(a.store) == 2
+
+
+@needs_native
+def test_exemplars_and_series_order_follow_the_per_span_order() -> None:
+    a_, b_ = "0a" * 16, "0b" * 16
+    cases = [
+        # trace B is stored first; then a body with a new trace A and more of B: B's observation comes last,
+        # so B's trace id is the bucket's exemplar on both paths
+        [
+            [_span(b_, "1" * 16)],
+            [_span(a_, "2" * 16, model="m", events=REQ), _span(b_, "3" * 16, model="m", events=REQ)],
+        ],
+        # m2's compute stages come from a per-span trace after m1's new trace: series created in that order
+        [
+            [_span(b_, "1" * 16, pid="9" * 16, model="m2", events={**REQ, "QUEUE_START": 2})],
+            [
+                _span(a_, "2" * 16, model="m1", events=REQ),
+                _span(b_, "3" * 16, pid="1" * 16, name="compute", events={"COMPUTE_START": 3, "COMPUTE_INPUT_END": 4}),
+            ],
+        ],
+    ]
+    for bodies in cases:
+        a, ra, b, rb = _hubs()
+        feed = [(orjson.dumps(_doc(spans)), True) for spans in bodies]
+        _feed(a, feed)
+        _feed(b, feed)
+        _same(a, ra, b, rb)
