@@ -1317,18 +1317,6 @@ done:
     return out;
 }
 
-static uint64_t tid_hash(const uint8_t *t, Py_ssize_t n) {
-    if (n == 16) {
-        uint64_t a, c;
-        memcpy(&a, t, 8);
-        memcpy(&c, t + 8, 8);
-        return (a ^ (c * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull;
-    }
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, for the rare ids of other lengths */
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ t[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* The items of a decoded batch (see the top of this file). */
 static PyObject *group_batch(Batch *b, PyObject *plain, PyObject *kept, Py_ssize_t limit, const double *bounds,
                              int nb) {
@@ -1350,7 +1338,12 @@ static PyObject *group_batch(Batch *b, PyObject *plain, PyObject *kept, Py_ssize
         SpanC *s = &b->spans[i];
         int gi = -1;
         if (s->tid != NULL) {
-            size_t h = (size_t)tid_hash(s->tid, s->tidn) & (cap - 1);
+            /* Python's hash of the id bytes: SipHash with a per-process random key, as the store's dicts use,
+             * so that a client cannot choose ids that all collide and make a body cost quadratic time. It is
+             * cached in the bytes object, which the spans of a trace often share. */
+            Py_hash_t ph = PyObject_Hash(PyTuple_GET_ITEM(s->rec, R_TRACE));
+            if (ph == -1 && PyErr_Occurred()) goto done;
+            size_t h = (size_t)ph & (cap - 1);
             while (table[h] >= 0) {
                 const SpanC *g0 = &b->spans[groups[table[h]].head];
                 if (g0->tidn == s->tidn && memcmp(g0->tid, s->tid, (size_t)s->tidn) == 0) {
