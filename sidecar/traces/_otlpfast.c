@@ -67,10 +67,8 @@ static const char VERSION_ATTR[] = "triton.model_version";
 /* Interned strings, created once at import and never changed. */
 static PyObject *s_ev[NEV];
 static PyObject *s_empty, *s_compute, *s_model_attr, *s_version_attr, *s_service_name;
-static PyObject *k_resourceSpans, *k_resource, *k_attributes, *k_key, *k_value, *k_stringValue,
-    *k_intValue, *k_doubleValue, *k_boolValue, *k_scopeSpans, *k_ils, *k_spans, *k_traceId, *k_spanId,
-    *k_parentSpanId, *k_name, *k_startTimeUnixNano, *k_endTimeUnixNano, *k_status, *k_code, *k_message,
-    *k_kind, *k_events, *k_timeUnixNano;
+static PyObject *k_resourceSpans, *k_resource, *k_attributes, *k_key, *k_value, *k_stringValue, *k_intValue,
+    *k_doubleValue, *k_boolValue, *k_scopeSpans, *k_ils, *k_spans, *k_code, *k_message;
 static PyObject *s_status_names[3], *s_kind_names[6];
 static PyObject *i_fmt_json, *i_fmt_pb;
 
@@ -1531,18 +1529,8 @@ PyMODINIT_FUNC PyInit__otlpfast(void) {
     INTERN(k_scopeSpans, "scopeSpans");
     INTERN(k_ils, "instrumentationLibrarySpans");
     INTERN(k_spans, "spans");
-    INTERN(k_traceId, "traceId");
-    INTERN(k_spanId, "spanId");
-    INTERN(k_parentSpanId, "parentSpanId");
-    INTERN(k_name, "name");
-    INTERN(k_startTimeUnixNano, "startTimeUnixNano");
-    INTERN(k_endTimeUnixNano, "endTimeUnixNano");
-    INTERN(k_status, "status");
     INTERN(k_code, "code");
     INTERN(k_message, "message");
-    INTERN(k_kind, "kind");
-    INTERN(k_events, "events");
-    INTERN(k_timeUnixNano, "timeUnixNano");
     INTERN(s_status_names[0], "STATUS_CODE_UNSET");
     INTERN(s_status_names[1], "STATUS_CODE_OK");
     INTERN(s_status_names[2], "STATUS_CODE_ERROR");

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -104,27 +104,20 @@ class TraceHub:
         the batch), else, or when it hands the body back, through the Python decoders and
         ``ingest_records``; both leave the same store, histograms and counts."""
         doc = load_json(body) if as_json else None
-        if self.native is not None:
+        nat = self.native
+        if nat is not None:
             result = DecodeResult()
             now = self.clock.now()
-            nat = self.native
-            with self.stages.observing(now):
+
+            def call(plain: Any, kept: Any, limit: int) -> Any:
                 if as_json:
-                    out = self.store.add_native(
-                        lambda plain, kept, limit: nat.json(doc, result, plain, kept, limit),
-                        now,
-                        self.stages.on_stored,
-                        self.stages.register,
-                        self.stages.merge,
-                    )
-                else:
-                    out = self.store.add_native(
-                        lambda plain, kept, limit: nat.protobuf(body, plain, kept, limit),
-                        now,
-                        self.stages.on_stored,
-                        self.stages.register,
-                        self.stages.merge,
-                    )
+                    return nat.json(doc, result, plain, kept, limit)
+                return nat.protobuf(body, plain, kept, limit)
+
+            with self.stages.observing(now):
+                out = self.store.add_native(
+                    call, now, self.stages.on_stored, self.stages.register, self.stages.merge
+                )
             if out is not None:
                 result.records = out
                 self._taken(result.records, "otlp", now)

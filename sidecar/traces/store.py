@@ -244,7 +244,6 @@ class TraceStore:
                 return None
             records, items = out
             plain, kept = self._plain, self._kept
-            slow_ns = self.slow_threshold_ns
             for item in items:
                 if type(item) is list:
                     self._add_locked(item, now, on_stored)
@@ -264,8 +263,7 @@ class TraceStore:
                     e.model, e.version = mv
                 if error:
                     e.error = True
-                    kept[key] = e
-                elif end - start >= slow_ns:
+                if self._is_kept(e):
                     kept[key] = e
                 else:
                     plain[key] = e
