@@ -222,10 +222,8 @@ class StageHistograms:
     def register(self, models: Sequence[tuple[str, str]]) -> None:
         """Give out series slots to (model, version) pairs now, in this order, as their first observation
         would (the compiled path's merge comes later; see ``TraceStore.add_native``)."""
-        by_mv = self._by_mv
         for mv in models:
-            if mv not in by_mv:
-                self._series_of(mv)
+            self._series_of(mv)
 
     def merge(self, obs: Sequence[tuple[tuple[str, str], int, list[tuple[int, int]], float,
                                       list[tuple[int, str, float]]]]) -> None:

@@ -167,7 +167,6 @@ class TraceStore:
             registry=registry,
         )
         self._dup_drops = self._span_drops.labels("duplicate")
-        self._pending_dups = self._pending_full = 0
         self._full_drops = self._span_drops.labels("trace_full")
         g = Gauge(
             "sidecar_traces_stored",
@@ -211,9 +210,9 @@ class TraceStore:
         if len(by_trace) > 1:
             records = [r for g in by_trace.values() for r in g]
         with self._lock:
-            stored = self._add_locked(records, now, on_stored)
+            stored, dups, full = self._add_locked(records, now, on_stored)
             self._evict_locked(now)
-        self._count_drops()
+        self._count_drops(dups, full)
         return stored
 
     def add_native(
@@ -238,6 +237,7 @@ class TraceStore:
         before each run of per-span traces and at the end, so that the histograms see them in the order
         the per-span path would make them. Returns all records, for the caller to count and forward.
         """
+        dups = full = 0
         with self._lock:
             out = call(self._plain, self._kept, self.max_spans_per_trace)
             if out is None:
@@ -246,7 +246,9 @@ class TraceStore:
             plain, kept = self._plain, self._kept
             for item in items:
                 if type(item) is list:
-                    self._add_locked(item, now, on_stored)
+                    _, d, f = self._add_locked(item, now, on_stored)
+                    dups += d
+                    full += f
                     continue
                 if len(item) == 1:
                     if on_observed is not None:
@@ -268,7 +270,7 @@ class TraceStore:
                 else:
                     plain[key] = e
             self._evict_locked(now)
-        self._count_drops()
+        self._count_drops(dups, full)
         return records
 
     def _add_locked(
@@ -276,7 +278,8 @@ class TraceStore:
         records: Iterable[Record],
         now: float,
         on_stored: Callable[[TraceEntry, Record], None] | None,
-    ) -> int:
+    ) -> tuple[int, int, int]:
+        """(stored, duplicates, over the per-trace limit); the caller holds the lock and counts the drops."""
         stored = dups = full = 0
         touched: dict[bytes, TraceEntry] = {}
         limit = self.max_spans_per_trace
@@ -314,14 +317,10 @@ class TraceStore:
             if key in plain and self._is_kept(e):
                 del plain[key]
                 kept[key] = e
-        self._pending_dups += dups
-        self._pending_full += full
-        return stored
+        return stored, dups, full
 
-    def _count_drops(self) -> None:
+    def _count_drops(self, dups: int, full: int) -> None:
         # Outside the lock: a labelled inc() takes a lock of its own.
-        dups, full = self._pending_dups, self._pending_full
-        self._pending_dups = self._pending_full = 0
         if dups:
             self._dup_drops.inc(dups)
         if full:
