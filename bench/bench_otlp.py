@@ -11,10 +11,6 @@ decoding alone in this process: ``orjson.loads`` for JSON and ``ExportTraceServi
 for protobuf, on the same bodies.
 
     .venv/bin/python bench/bench_otlp.py [--quick]
-    SIDECAR_BENCH_NATIVE=0 .venv/bin/python bench/bench_otlp.py --quick   # the Python path alone
-
-The receiver uses the compiled path (``sidecar/traces/_otlpfast.c``) when it is built; the output says whether
-it was on and how many bodies it handed to the Python path.
 """
 
 from __future__ import annotations
@@ -191,7 +187,6 @@ def _serve(port: int) -> None:
             "traces": {
                 "enabled": True,
                 "publish_spans": False,
-                "native": os.environ.get("SIDECAR_BENCH_NATIVE", "1") == "1",
             },
         }
     )
@@ -347,8 +342,6 @@ def main() -> None:
             ingested = delta("sidecar_traces_spans_ingested_total", 'source="otlp"')
             dups = delta("sidecar_traces_spans_dropped_total", 'reason="duplicate"')
             stage_obs = delta("sidecar_triton_stage_duration_seconds_count", 'stage="request"')
-            handed_back = delta("sidecar_otlp_native_fallbacks_total", f'encoding="{kind}"')
-            native_on = _metric(m1, "sidecar_otlp_native_enabled") == 1
             sent = ok * per_body
             honest = received == sent and ingested == sent and dups == 0 and stage_obs == ok * MODEL_SPANS_PER_BODY
             rate = sent / wall
@@ -358,10 +351,6 @@ def main() -> None:
                 f"{kind:8s}: sent {sent} spans ({ok} requests, {bad} non-200), received {received:.0f}, "
                 f"ingested {ingested:.0f}, duplicates {dups:.0f}, request-stage observations {stage_obs:.0f} "
                 f"(expected {ok * MODEL_SPANS_PER_BODY}) -> {'OK' if honest else 'MISMATCH'}"
-            )
-            print(
-                f"{kind:8s}: compiled path {'on' if native_on else 'OFF (Python path)'}; bodies it handed to the "
-                f"Python path: {handed_back:.0f}"
             )
             print(
                 f"{kind:8s}: receiver {rate:,.0f} spans/s using {cpu / wall:.0%} of one core; decoding alone "

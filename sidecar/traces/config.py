@@ -137,12 +137,6 @@ class TracesConfig(StrictModel):
         default_factory=lambda: list(_DEFAULT_BUCKETS),
         description="Upper bounds of the per-stage latency histogram buckets, in seconds, increasing (at most 64).",
     )
-    native: bool = Field(
-        default=True,
-        description="Decode and store OTLP bodies with the compiled path when it is installed (several times "
-        "faster; the Python path gives the same result and is used when this is false, when the extension "
-        "is missing, and for bodies of shapes it does not read).",
-    )
     publish_spans: bool = Field(
         default=True, description="Publish received spans on the internal bus (kind `spans`)."
     )

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
 from sidecar.component import Bus, Readiness
 from sidecar.model import Batch, Span
 from sidecar.periodic import Periodic
-from sidecar.traces import native
 from sidecar.traces.config import TracesConfig
 from sidecar.traces.otlp_decode import DecodeResult, decode_json_doc, decode_protobuf, load_json
 from sidecar.traces.records import Record, from_span, to_span
@@ -65,20 +64,6 @@ class TraceHub:
             ["source"],
             registry=registry,
         )
-        self.native = native.NativeIngest(cfg.stage_buckets_secs) if cfg.native and native.available() else None
-        Gauge(
-            "sidecar_otlp_native_enabled",
-            "1 when OTLP bodies go through the compiled path (sidecar.traces._otlpfast), 0 when the Python "
-            "path does all the work (traces.native false, or the extension was not built at install).",
-            registry=registry,
-        ).set(1 if self.native is not None else 0)
-        self._fallbacks = Counter(
-            "sidecar_otlp_native_fallbacks",
-            "OTLP bodies the compiled path handed to the Python path whole (a shape it does not read, a span "
-            "to reject, or a body that is not valid), by encoding. The result is the same, only slower.",
-            ["encoding"],
-            registry=registry,
-        )
         self._expiry_errors = Counter(
             "sidecar_traces_expiry_errors",
             "Runs of the trace store's age expiry that failed (logged; the next run tries again).",
@@ -98,32 +83,8 @@ class TraceHub:
             self.ingest_records([from_span(s) for s in spans], source)
 
     def ingest_otlp(self, body: bytes, as_json: bool) -> DecodeResult:
-        """Decode an OTLP body and take its spans; raises ``ParseError`` when the body does not decode.
-
-        Through the compiled path when it is on (one call decodes, stores and sums the stage observations of
-        the batch), else, or when it hands the body back, through the Python decoders and
-        ``ingest_records``; both leave the same store, histograms and counts."""
-        doc = load_json(body) if as_json else None
-        nat = self.native
-        if nat is not None:
-            result = DecodeResult()
-            now = self.clock.now()
-
-            def call(plain: Any, kept: Any, limit: int) -> Any:
-                if as_json:
-                    return nat.json(doc, result, plain, kept, limit)
-                return nat.protobuf(body, plain, kept, limit)
-
-            with self.stages.observing(now):
-                out = self.store.add_native(
-                    call, now, self.stages.on_stored, self.stages.register, self.stages.merge
-                )
-            if out is not None:
-                result.records = out
-                self._taken(result.records, "otlp", now)
-                return result
-            self._fallbacks.labels("json" if as_json else "protobuf").inc()
-        result = decode_json_doc(doc) if as_json else decode_protobuf(body)
+        """Decode an OTLP body and take its spans; raises ``ParseError`` when the body does not decode."""
+        result = decode_json_doc(load_json(body)) if as_json else decode_protobuf(body)
         self.ingest_records(result.records, "otlp")
         return result
 

@@ -134,8 +134,7 @@ def load_json(body: bytes) -> Any:
 def json_span(s: Any, service: str, out: DecodeResult) -> Record | None:
     """One OTLP JSON span as a record, or None after rejecting it into ``out``.
 
-    The reference for every span: ``decode_json`` calls it for each one, and the compiled path
-    (``sidecar.traces.native``) for each span whose shape it does not read itself."""
+    ``decode_json`` calls it for each span whose shape its inlined fast case does not read."""
     try:
         # The common case in one go; any failure is explained by _id_problem.
         tid = s["traceId"]

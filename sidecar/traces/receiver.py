@@ -11,8 +11,7 @@ The route is a raw ASGI endpoint (a Starlette ``Route`` whose endpoint is this o
 FastAPI's per-request machinery (dependency solving, response classes) costs ~50 us a request, a quarter of
 the whole budget at 2,000 requests of 100 spans a second on one core. The shared ``RequestGuard`` still does
 authorisation, admission, size limits and decompression. Spans are decoded and ingested in the request
-(``TraceHub.ingest_otlp``: the compiled path of ``sidecar.traces.native`` when installed, else the Python
-decoders), so an answered 200 means stored, counted and observed.
+(``TraceHub.ingest_otlp``), so an answered 200 means stored, counted and observed.
 """
 
 from __future__ import annotations

@@ -219,32 +219,6 @@ class StageHistograms:
             s.sum += secs
             s.exemplars[j] = (tid, secs, now)
 
-    def register(self, models: Sequence[tuple[str, str]]) -> None:
-        """Give out series slots to (model, version) pairs now, in this order, as their first observation
-        would (the compiled path's merge comes later; see ``TraceStore.add_native``)."""
-        for mv in models:
-            self._series_of(mv)
-
-    def merge(self, obs: Sequence[tuple[tuple[str, str], int, list[tuple[int, int]], float,
-                                      list[tuple[int, str, float]]]]) -> None:
-        """Add the observations the compiled path summed up for a batch (``sidecar.traces.native``): per
-        (model, version) and stage, the count per bucket, the sum and the latest exemplar per bucket. Called
-        with the lock from ``observing`` held, like ``on_stored``."""
-        now = self._now
-        for mv, i, counts, total, exemplars in obs:
-            series = self._series_of(mv)
-            if series is None:
-                self._refused.inc(sum(n for _, n in counts))
-                continue
-            s = series[i] or self._new_series(series, mv, i)
-            c = s.counts
-            for j, n in counts:
-                c[j] += n
-            s.sum += total
-            ex = s.exemplars
-            for j, tid, secs in exemplars:
-                ex[j] = (tid, secs, now)
-
     def _compute_group(self, mv: tuple[str, str], m: Mapping[str, int], c: Mapping[str, int], tid: str) -> None:
         q = _queue_secs(m, c)
         if q is not None:

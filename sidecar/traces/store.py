@@ -11,7 +11,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -30,9 +29,6 @@ from sidecar.traces.records import (
     Record,
     to_span,
 )
-
-# What the compiled path's call returns (sidecar.traces.native.Outcome).
-NativeOutcome = tuple[list[Record], list[Any]]
 
 __all__ = ["MODEL_ATTR", "VERSION_ATTR", "TraceEntry", "TraceStore", "TraceSummary"]
 
@@ -197,8 +193,8 @@ class TraceStore:
         spans by "already stored" without a second pass or an index of the batch.
 
         A batch is taken trace by trace, in order of first appearance (each trace's spans in arrival order),
-        as the compiled path takes it: the order in which traces' stages are observed, and so which
-        (model, version) gets a series slot when ``max_model_versions`` runs out, is then the same on both.
+        so the order in which traces' stages are observed (and so which (model, version) gets a series slot
+        when ``max_model_versions`` runs out) does not depend on how a client interleaves traces in a body.
         """
         by_trace: dict[bytes, list[Record]] = {}
         for r in records:
@@ -214,64 +210,6 @@ class TraceStore:
             self._evict_locked(now)
         self._count_drops(dups, full)
         return stored
-
-    def add_native(
-        self,
-        call: Callable[[dict[bytes, TraceEntry], dict[bytes, TraceEntry], int], NativeOutcome | None],
-        now: float,
-        on_stored: Callable[[TraceEntry, Record], None] | None = None,
-        on_models: Callable[[list[tuple[str, str]]], None] | None = None,
-        on_observed: Callable[[list[tuple[Any, ...]]], None] | None = None,
-    ) -> list[Record] | None:
-        """Store a batch through the compiled path (``sidecar.traces.native``); None when it handed the body
-        back (nothing was stored).
-
-        ``call(plain, kept, max_spans_per_trace)`` decodes the body under this store's lock, so its verdict
-        "this trace is new" holds while the entries are made: it builds every new trace's entry fields and
-        pairing state itself, and returns the records of the other traces (already stored ones, duplicates,
-        spans it did not read itself) for the per-span path below, all in the batch's order of first
-        appearance, so that the store's order (which decides eviction) is the one the per-span path alone
-        would give. ``on_models`` gets each new trace's (model, version) pairs in the order it first observed
-        them, at the trace's place in that order (stage histograms give out their limited series slots in
-        the order observations come), and ``on_observed`` the summed stage observations of the new traces,
-        before each run of per-span traces and at the end, so that the histograms see them in the order
-        the per-span path would make them. Returns all records, for the caller to count and forward.
-        """
-        dups = full = 0
-        with self._lock:
-            out = call(self._plain, self._kept, self.max_spans_per_trace)
-            if out is None:
-                return None
-            records, items = out
-            plain, kept = self._plain, self._kept
-            for item in items:
-                if type(item) is list:
-                    _, d, f = self._add_locked(item, now, on_stored)
-                    dups += d
-                    full += f
-                    continue
-                if len(item) == 1:
-                    if on_observed is not None:
-                        on_observed(item[0])
-                    continue
-                key, tid, by_id, start, end, error, mv, comp, waiting, models = item
-                if models is not None and on_models is not None:
-                    on_models(models)
-                e = TraceEntry(tid, now, key, start_ns=start, end_ns=end)
-                e.by_id = by_id
-                e.stage_compute = comp
-                e.stage_waiting = waiting
-                if mv is not None:
-                    e.model, e.version = mv
-                if error:
-                    e.error = True
-                if self._is_kept(e):
-                    kept[key] = e
-                else:
-                    plain[key] = e
-            self._evict_locked(now)
-        self._count_drops(dups, full)
-        return records
 
     def _add_locked(
         self,

@@ -204,18 +204,16 @@ def test_deflate_json(client, registry):
     assert sample(registry, "sidecar_otlp_spans_received_total", {"encoding": "json"}) == 360
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_a_hub_failure_is_a_counted_500_so_the_exporter_retries(registry, native, monkeypatch):
-    svc = make_service({"native": native}, registry=registry)
+def test_a_hub_failure_is_a_counted_500_so_the_exporter_retries(registry, monkeypatch):
+    svc = make_service({}, registry=registry)
     with TestClient(create_app(svc)) as c:
         hub = svc.ctx.components["traces"]
-        assert (hub.native is not None) is native
 
         def broken(*a, **k):
             raise RuntimeError("store bug")
 
-        # The failure is in storing (the decoders are not involved): both paths go through add / add_native.
-        monkeypatch.setattr(hub.store, "add_native" if native else "add", broken)
+        # The failure is in storing (the decoders are not involved).
+        monkeypatch.setattr(hub.store, "add", broken)
         r = c.post("/v1/traces", content=_triton_json(), headers={"content-type": JS})
         assert r.status_code == 500 and "failed to store" in r.json()["message"]
         assert sample(registry, "sidecar_otlp_ingest_errors_total") == 1
