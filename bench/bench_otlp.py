@@ -178,7 +178,7 @@ def _serve(port: int) -> None:
     from sidecar.app import create_app
     from sidecar.config import parse_config
     from sidecar.service import Service
-    from sidecar.traces.factory import build
+    from sidecar.wiring.traces import build
 
     cfg = parse_config(
         {

@@ -28,9 +28,9 @@ except ImportError:
 from prometheus_client import CollectorRegistry, generate_latest
 
 from sidecar.clock import SystemClock
-from sidecar.gpu.config import GpuConfig
-from sidecar.gpu.exposition import GpuHub
-from sidecar.gpu.nvml import NvmlSource
+from sidecar.sources.gpu.config import GpuConfig
+from sidecar.state.gpus import GpuHub
+from sidecar.sources.gpu.nvml import NvmlSource
 
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 cfg = GpuConfig()

@@ -32,8 +32,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.component import Readiness
 from sidecar.model import Span
-from sidecar.traces.config import ForwardConfig
-from sidecar.traces.records import Record, to_span
+from sidecar.records import Record, to_span
+from sidecar.state.trace_config import ForwardConfig
 
 __all__ = ["OtlpForwarder", "to_readable"]
 

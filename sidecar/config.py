@@ -20,10 +20,10 @@ from sidecar.alerting.config import AlertingConfig
 from sidecar.checks.config import ChecksConfig
 from sidecar.configbase import StrictModel
 from sidecar.errors import ConfigError
-from sidecar.events.config import EventsConfig
-from sidecar.gpu.config import GpuConfig
+from sidecar.sources.events.config import EventsConfig
+from sidecar.sources.gpu.config import GpuConfig
 from sidecar.sources.triton_config import TritonConfig
-from sidecar.traces.config import TracesConfig
+from sidecar.state.trace_config import TracesConfig
 
 __all__ = ["ServerConfig", "SidecarConfig", "StoreConfig", "load_config", "parse_config"]
 

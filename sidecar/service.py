@@ -54,13 +54,13 @@ Factory = Callable[[Context], list[Any]]
 
 def default_factories() -> list[Factory]:
     # Imported here so that a broken optional area fails loudly at build time with its own traceback.
-    from sidecar.alerting.factory import build as alerting
-    from sidecar.checks.business_factory import build as business
-    from sidecar.checks.drift_factory import build as drift
-    from sidecar.events.factory import build as events
-    from sidecar.gpu.factory import build as gpu
-    from sidecar.sources.triton_factory import build as triton
-    from sidecar.traces.factory import build as traces
+    from sidecar.wiring.alerting import build as alerting
+    from sidecar.wiring.business import build as business
+    from sidecar.wiring.drift import build as drift
+    from sidecar.wiring.events import build as events
+    from sidecar.wiring.gpu import build as gpu
+    from sidecar.wiring.traces import build as traces
+    from sidecar.wiring.triton import build as triton
 
     # Build order = dependency order: later factories may look earlier components up in ctx.components.
     return [alerting, triton, gpu, traces, events, drift, business]

@@ -22,10 +22,10 @@ from typing import Any, Protocol
 from fastapi import APIRouter
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from sidecar.alerting.changes import iso
 from sidecar.alerting.config import AlertingConfig
 from sidecar.alerting.templates import TemplateError, human_secs, render
 from sidecar.model import Change, Finding
+from sidecar.state.changes import iso
 
 __all__ = ["Alert", "AlertBook", "NoticeSink", "camel_alertname", "fingerprint"]
 

@@ -1,0 +1,111 @@
+"""``POST /v1/events``: batches of prediction events as JSON (or JSON Lines), partially accepted.
+
+Answers: 200 ``{"accepted": n, "rejected": [...]}`` when at least one event was accepted (rejected ones are
+listed with their index and field, like OTLP's partial success, so a client never re-sends the good ones);
+400 with the same body when none was; 400 for a body that is not JSON; 413 for too many events or too many
+bytes; 401/429/503/415 from the request guard.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from sidecar.component import Context, Readiness
+from sidecar.model import Batch
+from sidecar.sources.events.config import EventsConfig
+from sidecar.sources.events.metrics import EventsMetrics
+from sidecar.sources.events.parse import parse_events
+
+__all__ = ["EventsEndpoint"]
+
+ENDPOINT = "/v1/events"
+
+
+class EventsEndpoint:
+    name = "events_http"
+    role = "source"
+
+    def __init__(self, ctx: Context, cfg: EventsConfig, metrics: EventsMetrics) -> None:
+        self.ctx = ctx
+        self.cfg = cfg
+        self.m = metrics
+
+    async def start(self) -> None:
+        return None
+
+    async def shutdown(self) -> None:
+        return None
+
+    def readiness(self) -> Readiness | None:
+        return None
+
+    def _decode(self, body: bytes, content_type: str) -> list[Any]:
+        if "ndjson" in content_type or "jsonl" in content_type or "json-seq" in content_type:
+            docs: list[Any] = []
+            for n, line in enumerate(body.splitlines(), 1):
+                if line.strip():
+                    try:
+                        docs.append(orjson.loads(line))
+                    except orjson.JSONDecodeError as exc:
+                        raise ValueError(f"line {n} is not JSON: {exc}") from None
+                if len(docs) > self.cfg.max_events_per_batch:
+                    break
+            return docs
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"body is not JSON: {exc}") from None
+        if isinstance(doc, dict) and set(doc) == {"events"}:
+            doc = doc["events"]
+        if isinstance(doc, dict):
+            return [doc]
+        if not isinstance(doc, list):
+            raise ValueError('body must be an event object, a list of events or {"events": [...]}')
+        return doc
+
+    async def handle(self, request: Request) -> JSONResponse:
+        guard = self.ctx.guard
+        guard.authorize(request, "push", ENDPOINT)
+        async with guard.admit(ENDPOINT):
+            body = await guard.read_body(request, ENDPOINT)
+            try:
+                docs = self._decode(body, request.headers.get("content-type", "application/json").lower())
+            except ValueError as exc:
+                self.m.rejected.labels("http", "not_json").inc()
+                raise guard.refuse(ENDPOINT, "bad_request", 400, str(exc)) from None
+            if len(docs) > self.cfg.max_events_per_batch:
+                self.m.rejected.labels("http", "too_many").inc(len(docs))
+                raise guard.refuse(ENDPOINT, "too_large", 413,
+                                   f"more than {self.cfg.max_events_per_batch} events in one request")
+            now = self.ctx.clock.now()
+            events, rejected = parse_events(docs, self.cfg, now)
+            if events:
+                self.ctx.bus.publish(Batch(kind="events", source="http", items=tuple(events),
+                                           received_at=now))
+                self.m.received.labels("http").inc(len(events))
+            if rejected:
+                self.m.rejected.labels("http", "invalid").inc(len(rejected))
+            listed = [r.as_dict() for r in rejected[: self.cfg.max_rejections_listed]]
+            content: dict[str, Any] = {"accepted": len(events), "rejected_count": len(rejected),
+                                       "rejected": listed}
+            if rejected:
+                first = rejected[0]
+                content["error"] = f"{first.field}: {first.error}" + (
+                    f" (and {len(rejected) - 1} more rejected)" if len(rejected) > 1 else "")
+            status = 400 if rejected and not events else 200
+            if status == 400:
+                guard.refused.labels(ENDPOINT, "invalid").inc()
+            return JSONResponse(status_code=status, content=content)
+
+    def routes(self) -> APIRouter | None:
+        router = APIRouter()
+
+        @router.post(ENDPOINT, tags=["events"])
+        async def post_events(request: Request) -> JSONResponse:
+            return await self.handle(request)
+
+        return router

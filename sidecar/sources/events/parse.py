@@ -1,0 +1,168 @@
+"""Validation of event documents into ``sidecar.model.Event``, with errors that name the field.
+
+Hand-written rather than a pydantic model because each error must name the event's index and the exact field
+(``events[3].features.age``), a batch must be partially accepted, and this path handles ~10k events a
+request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sidecar.model import Event
+from sidecar.sources.events.config import EventsConfig
+
+__all__ = ["EventError", "Rejection", "parse_event", "parse_events"]
+
+_KNOWN = {"model", "version", "timestamp", "features", "score", "prediction_class", "label", "trace_id",
+          "request_id", "user_id", "fields"}
+_HEX = set("0123456789abcdef")
+
+
+class EventError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+@dataclass(frozen=True)
+class Rejection:
+    index: int
+    field: str
+    error: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"index": self.index, "field": self.field, "error": self.error}
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _name(v: object, field: str, cfg: EventsConfig) -> str:
+    if not isinstance(v, str) or not v:
+        raise EventError(field, "must be a non-empty string")
+    if len(v) > cfg.max_name_length:
+        raise EventError(field, f"longer than {cfg.max_name_length} characters")
+    return v
+
+
+def _short_str(v: object, field: str, cfg: EventsConfig) -> str:
+    if not isinstance(v, str):
+        raise EventError(field, "must be a string")
+    if len(v) > cfg.max_string_length:
+        raise EventError(field, f"longer than {cfg.max_string_length} characters")
+    return v
+
+
+def _finite(v: object, field: str) -> float:
+    if not _is_number(v):
+        raise EventError(field, "must be a number")
+    f = float(v)  # type: ignore[arg-type]
+    if not math.isfinite(f):
+        raise EventError(field, "must be finite")
+    return f
+
+
+def _timestamp(v: object, field: str, cfg: EventsConfig, now: float) -> float:
+    if v is None:
+        return now
+    if isinstance(v, str):
+        try:
+            ts = datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            raise EventError(field, "must be Unix seconds or an RFC 3339 time") from None
+    else:
+        ts = _finite(v, field)
+    if ts > now + cfg.max_future_skew_secs:
+        raise EventError(field, f"is {ts - now:.0f}s in the future (Unix seconds expected, not ms?)")
+    if ts < now - cfg.max_age_secs:
+        raise EventError(field, f"is older than max_age_secs ({cfg.max_age_secs:.0f}s)")
+    return ts
+
+
+def parse_event(doc: object, field: str, cfg: EventsConfig, now: float) -> Event:
+    """One event document -> Event; raises EventError naming the field (``field`` is its path prefix)."""
+    if not isinstance(doc, Mapping):
+        raise EventError(field, "must be a JSON object")
+    for k in doc:
+        if k not in _KNOWN:
+            raise EventError(f"{field}.{k}", "unknown field")
+    model = _name(doc.get("model"), f"{field}.model", cfg)
+    ver = doc.get("version")
+    if ver is None:
+        version = cfg.default_version
+    elif isinstance(ver, int) and not isinstance(ver, bool):
+        version = str(ver)
+    else:
+        version = _name(ver, f"{field}.version", cfg)
+    ts = _timestamp(doc.get("timestamp"), f"{field}.timestamp", cfg, now)
+    feats_raw = doc.get("features", {})
+    if not isinstance(feats_raw, Mapping):
+        raise EventError(f"{field}.features", "must be an object of name -> number, string or null")
+    if len(feats_raw) > cfg.max_features_per_event:
+        raise EventError(f"{field}.features", f"more than {cfg.max_features_per_event} features")
+    features: dict[str, float | str | None] = {}
+    for k, v in feats_raw.items():
+        fpath = f"{field}.features.{k}"
+        _name(k, fpath, cfg)
+        if v is None:
+            features[k] = None
+        elif _is_number(v):
+            features[k] = float(v)
+        elif isinstance(v, str):
+            features[k] = _short_str(v, fpath, cfg)
+        else:
+            raise EventError(fpath, "must be a number, a string or null")
+    score = doc.get("score")
+    score_f = None if score is None else _finite(score, f"{field}.score")
+    pc = doc.get("prediction_class")
+    if pc is not None and _is_number(pc):
+        pc = str(pc)
+    pclass = None if pc is None else _short_str(pc, f"{field}.prediction_class", cfg)
+    label = doc.get("label")
+    if label is not None:
+        if _is_number(label):
+            label = _finite(label, f"{field}.label")
+        elif isinstance(label, str):
+            label = _short_str(label, f"{field}.label", cfg)
+        else:
+            raise EventError(f"{field}.label", "must be a number, a string or null")
+    trace_id = doc.get("trace_id")
+    if trace_id is not None:
+        tid = _short_str(trace_id, f"{field}.trace_id", cfg).lower()
+        if len(tid) != 32 or not set(tid) <= _HEX:
+            raise EventError(f"{field}.trace_id", "must be 32 hex characters (a W3C trace id)")
+        trace_id = tid
+    ids = {}
+    for key in ("request_id", "user_id"):
+        v = doc.get(key)
+        ids[key] = None if v is None else _short_str(v, f"{field}.{key}", cfg)
+    fields_raw = doc.get("fields", {})
+    if not isinstance(fields_raw, Mapping):
+        raise EventError(f"{field}.fields", "must be an object of name -> number")
+    if len(fields_raw) > cfg.max_features_per_event:
+        raise EventError(f"{field}.fields", f"more than {cfg.max_features_per_event} fields")
+    fields = {_name(k, f"{field}.fields.{k}", cfg): _finite(v, f"{field}.fields.{k}")
+              for k, v in fields_raw.items()}
+    return Event(model=model, version=version, timestamp=ts, features=features, score=score_f,
+                 prediction_class=pclass, label=label, trace_id=trace_id, request_id=ids["request_id"],
+                 user_id=ids["user_id"], fields=fields)
+
+
+def parse_events(docs: list[Any], cfg: EventsConfig, now: float,
+                 prefix: str = "events") -> tuple[list[Event], list[Rejection]]:
+    """Every valid event and every rejection (index and field) of a batch; nothing valid is lost."""
+    ok: list[Event] = []
+    bad: list[Rejection] = []
+    for i, doc in enumerate(docs):
+        try:
+            ok.append(parse_event(doc, f"{prefix}[{i}]", cfg, now))
+        except EventError as exc:
+            bad.append(Rejection(i, exc.field, exc.message))
+    return ok, bad

@@ -1,0 +1,100 @@
+"""Builds alerting: the audit log, Alertmanager delivery, the change log and the alert book."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exporters.alertmanager import AlertmanagerExporter
+from exporters.audit import AuditLog
+from exporters.elasticsearch import AuditDoc, ElasticsearchBulk
+from exporters.sender import ExporterMetrics, RetryPolicy, Sender
+from sidecar.alerting.book import Alert, AlertBook, fingerprint
+from sidecar.component import Context
+from sidecar.state.changes import ChangeLog, iso
+
+__all__ = ["build"]
+
+
+def build(ctx: Context) -> list[Any]:
+    cfg = ctx.config.alerting
+    if not cfg.enabled:
+        return []
+    log = ctx.logger.getChild("alerting")
+    out: list[Any] = []
+    audit: AuditLog | None = None
+    if cfg.audit.enabled:
+        es: Sender[AuditDoc] | None = None
+        if cfg.audit.elasticsearch is not None:
+            ec = cfg.audit.elasticsearch
+            bulk = ElasticsearchBulk(
+                ec,
+                http=ctx.http,
+                registry=ctx.registry,
+                clock=ctx.clock,
+                logger=log.getChild("elasticsearch"),
+            )
+            es = Sender(
+                "elasticsearch",
+                bulk.send,
+                policy=RetryPolicy(**ec.retry.model_dump()),
+                max_queue=ec.max_queue,
+                max_batch=ec.max_batch,
+                metrics=ExporterMetrics(ctx.registry),
+                clock=ctx.clock,
+                logger=log.getChild("elasticsearch"),
+            )
+        audit = AuditLog(
+            max_rows=cfg.audit.max_rows,
+            registry=ctx.registry,
+            store=ctx.store,
+            es=es,
+            logger=log.getChild("audit"),
+        )
+        out.append(audit)
+    am = AlertmanagerExporter(
+        cfg.alertmanager,
+        registry=ctx.registry,
+        clock=ctx.clock,
+        store=ctx.store,
+        http=ctx.http,
+        logger=log.getChild("alertmanager"),
+    )
+    out.append(am)
+    changes = ChangeLog(
+        cfg.changes,
+        registry=ctx.registry,
+        clock=ctx.clock,
+        store=ctx.store,
+        http=ctx.http,
+        guard=ctx.guard,
+        triton_http_url=ctx.config.triton.http_url,
+        components=ctx.components,
+        logger=log.getChild("changes"),
+    )
+    out.append(changes)
+
+    def on_transition(what: str, alert: Alert, now: float) -> None:
+        if audit is not None:
+            # Deterministic id (labels + when it became active), so a replay never duplicates in Elasticsearch.
+            audit.record(
+                f"alert_{what}",
+                f"{what}-{fingerprint(alert.labels)}-{int(alert.active_at * 1000)}",
+                now,
+                {"labels": alert.labels, "annotations": alert.annotations, "at_iso": iso(now)},
+            )
+
+    srv = ctx.config.server
+    book = AlertBook(
+        cfg,
+        registry=ctx.registry,
+        eval_interval_secs=ctx.config.checks.eval_interval_secs,
+        sink=am,
+        components=ctx.components,
+        runbook_base=ctx.config.runbook_url,
+        dashboard_base=ctx.config.dashboard_url,
+        sidecar_url=srv.public_url or f"http://{srv.host}:{srv.port}",
+        logger=log.getChild("book"),
+        on_transition=on_transition,
+    )
+    out.append(book)
+    return out

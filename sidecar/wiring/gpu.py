@@ -1,0 +1,28 @@
+"""Builds the GPU area: the hub (``ctx.components["gpu"]``: exposition, ``gpu_by_uuid()``) and sources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sidecar.component import Context
+from sidecar.sources.gpu.dcgm import DcgmSource
+from sidecar.sources.gpu.nvml import NvmlSource
+from sidecar.state.gpus import GpuHub
+
+__all__ = ["build"]
+
+
+def build(ctx: Context) -> list[Any]:
+    cfg = ctx.config.gpu
+    if not cfg.enabled or not (cfg.nvml.enabled or cfg.dcgm.enabled):
+        return []
+    log = ctx.logger.getChild("gpu")
+    hub = GpuHub(
+        ctx.registry, ctx.clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs, logger=log
+    )
+    out: list[Any] = [hub]
+    if cfg.nvml.enabled:
+        out.append(NvmlSource(cfg.nvml, hub, ctx.registry, ctx.clock, logger=log.getChild("nvml")))
+    if cfg.dcgm.enabled:
+        out.append(DcgmSource(cfg.dcgm, hub, ctx.registry, ctx.clock, ctx.http, logger=log.getChild("dcgm")))
+    return out

@@ -1,0 +1,43 @@
+"""Builds the span side from ``traces`` config: hub (store + stage histograms), receiver, file tailer, pages,
+failure join and the OTLP forwarder, each only where configured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sidecar.component import Context
+
+__all__ = ["build"]
+
+
+def build(ctx: Context) -> list[Any]:
+    cfg = ctx.config.traces
+    if not cfg.enabled:
+        return []
+    from sidecar.pages.traces import TracePages
+    from sidecar.sources.otlp.receiver import OtlpReceiver
+    from sidecar.state.trace_hub import TraceHub
+
+    log = ctx.logger.getChild("traces")
+    hub = TraceHub(cfg, ctx.registry, ctx.clock, ctx.bus, log)
+    out: list[Any] = [hub]
+    if cfg.forward.endpoint:
+        from exporters.otlp_forward import OtlpForwarder
+
+        fwd = OtlpForwarder(cfg.forward, ctx.registry, log.getChild("forward"))
+        hub.sinks.append(fwd)
+        out.append(fwd)
+    if cfg.receiver_enabled:
+        out.append(OtlpReceiver(hub, ctx.guard, ctx.registry, log.getChild("receiver")))
+    if cfg.file.path:
+        from sidecar.sources.trace_files import TraceFileTailer
+
+        out.append(TraceFileTailer(cfg.file, hub, ctx.registry, ctx.clock, log.getChild("file")))
+    if cfg.failure_join.metrics_url:
+        from sidecar.sources.triton_failures import FailureJoin
+
+        out.append(
+            FailureJoin(cfg.failure_join, hub, ctx.http, ctx.registry, ctx.clock, log.getChild("failures"))
+        )
+    out.append(TracePages(hub))
+    return out

@@ -1,0 +1,40 @@
+"""The dcgm-exporter source's loop: a scrape that fails in a way nobody foresaw is counted, and the loop goes on."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from prometheus_client import CollectorRegistry
+
+from sidecar.clock import FakeClock
+from sidecar.sources.gpu.config import GpuConfig
+from sidecar.sources.gpu.dcgm import DcgmSource
+from sidecar.state.gpus import GpuHub
+
+
+def _boom(request: httpx.Request) -> httpx.Response:
+    raise RuntimeError("a transport bug, not an httpx error")
+
+
+async def test_an_unexpected_scrape_failure_moves_a_counter() -> None:
+    reg = CollectorRegistry()
+    clock = FakeClock()
+    cfg = GpuConfig.model_validate({"nvml": {"enabled": False}, "dcgm": {"enabled": True}})
+    hub = GpuHub(reg, clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(_boom)) as http:
+        source = DcgmSource(cfg.dcgm, hub, reg, clock, http)
+
+        def internal() -> float:
+            return reg.get_sample_value("sidecar_gpu_dcgm_scrape_errors_total", {"reason": "internal"}) or 0.0
+
+        await source.start()
+        try:
+            # The loop's first scrape runs at once; yield to it (bounded) rather than sleeping on a clock.
+            for _ in range(1000):
+                if internal():
+                    break
+                await asyncio.sleep(0)
+        finally:
+            await source.shutdown()
+        assert internal() == 1

@@ -1,0 +1,71 @@
+"""What the trace file tailer remembers about file names: only files that still exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from prometheus_client import CollectorRegistry
+from traces_helpers import DATA, sample
+
+from sidecar.clock import FakeClock
+from sidecar.config import parse_config
+from sidecar.sources.trace_files import TraceFileTailer
+from sidecar.state.trace_hub import TraceHub
+
+FIXTURE = DATA / "trace-file-triton-mode.json"
+
+
+class _MonoClock(FakeClock):
+    """Monotonic time near the fixture's timestamps (Triton's ns are seconds since boot)."""
+
+    def __init__(self, mono_s: float) -> None:
+        super().__init__(start=1_800_000_000.0)
+        self._base = mono_s - super().monotonic()
+
+    def monotonic(self) -> float:
+        return super().monotonic() + self._base
+
+
+def _tailer(tmp_path: Path, clock: FakeClock, reg: CollectorRegistry, **file_cfg: object) -> TraceFileTailer:
+    cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}})
+    assert cfg.traces.file.path is not None
+    return TraceFileTailer(cfg.traces.file, TraceHub(cfg.traces, reg, clock), reg, clock)
+
+
+def _shifted(by_ns: int) -> bytes:
+    """The fixture as a restarted Triton would write it: same trace id, later timestamps."""
+    recs = orjson.loads(FIXTURE.read_bytes())
+    for r in recs:
+        for ts in r.get("timestamps", ()):
+            ts["ns"] += by_ns
+    return orjson.dumps(recs)
+
+
+def test_a_deleted_file_name_written_again_is_read_again(tmp_path):
+    reg = CollectorRegistry()
+    clock = _MonoClock(8100.0)
+    tailer = _tailer(tmp_path, clock, reg, delete_after_read=True)
+    target = tmp_path / "trace.json.0"
+    target.write_bytes(FIXTURE.read_bytes())
+    assert tailer.poll_once() == 3
+    assert not target.exists()
+    # Triton restarted with the same --trace-config and starts over at PATH.0.
+    target.write_bytes(_shifted(10_000_000_000))
+    clock.advance(20)
+    assert tailer.poll_once() == 3
+    assert sample(reg, "sidecar_trace_files_read_total", {"how": "complete"}) == 2
+
+
+def test_files_that_vanish_unread_are_forgotten(tmp_path):
+    reg = CollectorRegistry()
+    clock = _MonoClock(8100.0)
+    tailer = _tailer(tmp_path, clock, reg, settle_secs=30)
+    text = FIXTURE.read_bytes()
+    for i in range(20):
+        (tmp_path / f"trace.json.{i}").write_bytes(text[: len(text) // 2])  # still being written
+    assert tailer.poll_once() == 0
+    for i in range(20):
+        (tmp_path / f"trace.json.{i}").unlink()
+    assert tailer.poll_once() == 0
+    assert tailer._seen == {}  # the per-file state is the bounded map under test

@@ -1,0 +1,86 @@
+"""A real Triton 2.51 writes TENSORS trace files; the events mapper turns them into the values we sent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from drift_testutil import make_ctx
+from waiting import wait_until
+
+from sidecar.clock import FakeClock
+from sidecar.model import Event
+from sidecar.sources.events.metrics import EventsMetrics
+from sidecar.sources.trace_tensors import TensorTraceReader
+
+pytestmark = pytest.mark.triton
+
+# Values with at most 6 significant digits: Triton prints tensor data in trace files with 6 (like "%g").
+REQUESTS: list[tuple[str, str, list[list[float]]]] = [
+    ("req-a", "2", [[1.0, 2.0, 3.0, 4.0]]),
+    ("req-b", "2", [[0.5, -1.25, 2.75, 10.0]]),
+    ("req-c", "2", [[-3.5, 0.125, 7.0, 0.0], [2.5, 2.5, -0.75, 1.0]]),  # a batch of two rows
+    ("req-d", "1", [[4.0, 1.5, 0.25, -2.0]]),
+    ("req-e", "2", [[12.0, -0.5, 1.75, 3.25]]),
+]
+
+
+@pytest.fixture(scope="module")
+def traced_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    from sidecar.demo.tritonserver import TritonServer, demo_model_repository
+
+    work = tmp_path_factory.mktemp("triton-tensors")
+    trace = work / "trace.json"
+    server = TritonServer(demo_model_repository(), work, extra_args=[
+        "--trace-config", "mode=triton", "--trace-config", f"triton,file={trace}",
+        "--trace-config", "triton,log-frequency=1", "--trace-config", "rate=1",
+        "--trace-config", "level=TIMESTAMPS", "--trace-config", "level=TENSORS"])
+    try:
+        server.start()
+        yield server, trace
+    finally:
+        server.stop()
+
+
+def test_tensors_trace_files_give_the_values_sent_and_the_scores_returned(
+        traced_triton: tuple[Any, Path], tmp_path: Path) -> None:
+    server, trace = traced_triton
+    sent: dict[str, tuple[str, list[list[float]], list[float]]] = {}
+    with httpx.Client(base_url=server.http_url, timeout=10) as client:
+        for rid, version, rows in REQUESTS:
+            body = {"id": rid, "inputs": [{"name": "x", "shape": [len(rows), 4], "datatype": "FP32",
+                                           "data": [v for row in rows for v in row]}]}
+            r = client.post(f"/v2/models/ctr/versions/{version}/infer", json=body)
+            assert r.status_code == 200, r.text
+            out = next(o for o in r.json()["outputs"] if o["name"] == "score")
+            sent[rid] = (version, rows, [float(v) for v in out["data"]])
+
+    clock = FakeClock()
+    ctx = make_ctx(tmp_path / "state.sqlite", clock, {"events": {"triton_trace": {
+        "enabled": True, "path": str(trace),
+        "models": {"ctr": {"inputs": {"x": ["age", "income", "clicks_7d", "dwell_secs"]},
+                           "score": {"tensor": "score"}}}}}})
+    reader = TensorTraceReader(ctx, ctx.config.events.triton_trace, EventsMetrics(ctx.registry))
+    got: list[Event] = []
+    want = sum(len(rows) for _, _, rows in REQUESTS)
+    # Triton writes each trace's part file shortly after the response.
+    wait_until(lambda: got.extend(reader.read_once()) or len(got) >= want, 15.0, interval_s=0.2)
+    assert len(got) == want, f"{len(got)} of {want} events; files: {sorted(p.name for p in trace.parent.iterdir())}"
+
+    by_rid: dict[str, list[Event]] = {}
+    for e in got:
+        assert e.request_id is not None
+        by_rid.setdefault(e.request_id, []).append(e)
+    assert set(by_rid) == set(sent)
+    names = ["age", "income", "clicks_7d", "dwell_secs"]
+    for rid, (version, rows, scores) in sent.items():
+        events = by_rid[rid]
+        assert [(e.model, e.version) for e in events] == [("ctr", version)] * len(rows)
+        assert [e.features for e in events] == [dict(zip(names, row, strict=True)) for row in rows]
+        for e, score in zip(events, scores, strict=True):
+            assert e.score is not None and e.score == pytest.approx(score, rel=1e-5, abs=1e-6)
+    assert len({round(s, 4) for _, _, ss in sent.values() for s in ss}) > 3  # distinct scores, not a constant
+    assert reader.read_once() == []  # every part file is read once

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sidecar.cli import main
+from sidecar.config import load_config, parse_config
+from sidecar.errors import ConfigError
+
+EXAMPLE = Path(__file__).parent.parent / "sidecar.example.yaml"
+
+
+def test_unknown_keys_are_rejected_with_their_path() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({"triton": {"metrics_url": "http://x", "intervall_secs": 5}})
+    assert str(err.value) == "triton.intervall_secs: unknown key"
+
+
+def test_bad_values_name_the_field_path() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({"triton": {"interval_secs": 0}})
+    assert err.value.path == "triton.interval_secs"
+    with pytest.raises(ConfigError) as err:
+        parse_config({"server": {"port": "eighty"}})
+    assert err.value.path == "server.port"
+
+
+def test_env_substitution_with_default_and_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITON_HOST", "triton.internal")
+    cfg = parse_config({"triton": {"metrics_url": "http://${env:TRITON_HOST}:8002/metrics",
+                                   "http_url": "http://${env:NOPE_NOT_SET:-localhost}:8000"}})
+    assert cfg.triton.metrics_url == "http://triton.internal:8002/metrics"
+    assert cfg.triton.http_url == "http://localhost:8000"
+    monkeypatch.delenv("TRITON_HOST")
+    with pytest.raises(ConfigError) as err:
+        parse_config({"server": {"push_token": "${env:TRITON_HOST}"}})
+    assert err.value.path == "server.push_token" and "TRITON_HOST" in str(err.value)
+
+
+def test_example_config_is_valid() -> None:
+    cfg = load_config(EXAMPLE)
+    assert cfg.triton.enabled
+
+
+def test_validate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("server:\n  push_token: ${env:PUSH_TOKEN}\n")
+    monkeypatch.setenv("PUSH_TOKEN", "hunter2")
+    assert main(["validate", "--config", str(good), "--print"]) == 0
+    out = capsys.readouterr().out
+    assert "OK" in out and "hunter2" not in out and "**" in out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("triton:\n  timeout_secs: -1\n")
+    assert main(["validate", "--config", str(bad)]) == 2
+    assert "triton.timeout_secs" in capsys.readouterr().err
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("triton: [unclosed\n")
+    assert main(["validate", "--config", str(broken)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+    assert main(["validate", "--config", str(tmp_path / "missing.yaml")]) == 2
