@@ -186,7 +186,6 @@ def _serve(port: int) -> None:
             "server": {"max_inflight_requests": 1024, "max_body_bytes": 8 * 1024 * 1024},
             "traces": {
                 "enabled": True,
-                "publish_spans": False,
             },
         }
     )

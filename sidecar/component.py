@@ -16,7 +16,7 @@ import httpx
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
-from sidecar.model import Batch, BatchKind
+from sidecar.model import BATCH_KINDS, Batch, BatchKind
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
@@ -53,13 +53,16 @@ class Component(Protocol):
 
 
 class Bus:
-    """Fans batches out to subscribers; each subscriber is isolated so one failing never blocks the others.
+    """The one way data moves between components: sources publish frozen batches, components subscribe to the
+    kinds they need. Each subscriber is isolated, so one failing never blocks the others; ``publish`` returns
+    the names of those that failed, so a push source can answer its client 500 (and be sent the data again)
+    instead of acknowledging what was not taken.
 
     Subscribers must be O(1)-ish per item (append into a bounded window); heavy work belongs in evaluate().
     """
 
     def __init__(self, registry: CollectorRegistry, logger: logging.Logger | None = None) -> None:
-        self._subs: dict[BatchKind, list[tuple[str, Callable[[Batch], None]]]] = {"events": [], "spans": []}
+        self._subs: dict[BatchKind, list[tuple[str, Callable[[Batch], None]]]] = {k: [] for k in BATCH_KINDS}
         self._log = logger or logging.getLogger("sidecar.bus")
         self._published = Counter(
             "sidecar_bus_items", "Items published on the internal bus, by kind and source.",
@@ -76,14 +79,18 @@ class Bus:
     def subscribers(self, kind: BatchKind) -> Sequence[str]:
         return [n for n, _ in self._subs[kind]]
 
-    def publish(self, batch: Batch) -> None:
+    def publish(self, batch: Batch) -> list[str]:
+        """Hand ``batch`` to every subscriber of its kind; returns the names of the subscribers that failed."""
         self._published.labels(batch.kind, batch.source).inc(len(batch.items))
+        failed: list[str] = []
         for name, fn in self._subs[batch.kind]:
             try:
                 fn(batch)
             except Exception:
                 self._errors.labels(name).inc()
                 self._log.exception("subscriber %s failed on a %s batch", name, batch.kind)
+                failed.append(name)
+        return failed
 
 
 @dataclass
@@ -98,5 +105,6 @@ class Context:
     bus: Bus
     guard: RequestGuard
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("sidecar"))
-    # Components look each other up by name here after build (e.g. the alert book finds the change log).
+    # DEPRECATED, being removed: components must not look each other up by name (they subscribe on the bus,
+    # or wiring/ hands them the collaborator they need). Kept only until the last lookups are gone.
     components: dict[str, object] = field(default_factory=dict)

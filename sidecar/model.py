@@ -2,13 +2,16 @@
 
 Sources publish ``Batch`` objects on the ``Bus``; checks observe them and produce ``Finding`` objects; the alert
 book turns findings into ``Alert`` lifecycles; ``Change`` records annotate alerts.
+
+This module depends on nothing of ours (``tests/test_import_rules.py`` holds it to that): every other layer may
+import it, and it stays the one vocabulary they share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "Batch",
@@ -16,8 +19,11 @@ __all__ = [
     "Change",
     "Event",
     "Finding",
+    "GpuIdentity",
+    "Sample",
     "Span",
     "SpanEvent",
+    "SpanRecord",
 ]
 
 FeatureValue = float | str | None
@@ -78,17 +84,48 @@ class Span:
         return self.status_code == 2
 
 
-BatchKind = Literal["events", "spans"]
+# The receiver's span record (``sidecar.records``): a plain tuple, cheap to build at ingest; ``records.to_span``
+# turns one into a ``Span`` for a reader that needs the whole span.
+SpanRecord = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One value of one series (a scraped or sampled metric); ``labels`` are sorted (name, value) pairs."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class GpuIdentity:
+    """Which GPU a UUID is, as a GPU source sees it (joins Triton's ``nv_gpu_*`` series to NVML's view)."""
+
+    uuid: str
+    index: str
+    name: str
+    source: str
+
+
+# events: Event; spans: SpanRecord; samples: Sample; changes: Change; gpus: GpuIdentity.
+BatchKind = Literal["events", "spans", "samples", "changes", "gpus"]
+BATCH_KINDS: tuple[BatchKind, ...] = ("events", "spans", "samples", "changes", "gpus")
 
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """What a source publishes: items of one kind, with the source's name for self-telemetry."""
+    """What a source publishes: items of one kind, with the source's name for self-telemetry.
+
+    ``complete`` says the batch is the source's whole current view (a GPU snapshot: series absent from it are
+    gone), rather than new items to add.
+    """
 
     kind: BatchKind
     source: str
-    items: tuple[Event, ...] | tuple[Span, ...]
+    items: tuple[Any, ...]
     received_at: float = 0.0
+    complete: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,6 +150,13 @@ class Service:
         if self._own_store:
             self.store.close()
 
+    def component(self, name: str) -> Any:
+        """The component called ``name`` (for tests, the CLI and the app; components never call this)."""
+        for comp in self.components:
+            if comp.name == name:
+                return comp
+        raise KeyError(name)
+
     def checks(self) -> list[Check]:
         return [c for c in self.components if isinstance(c, Check)]
 

@@ -42,11 +42,11 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
-from sidecar.model import Span, SpanEvent
+from sidecar.component import Bus, Readiness
+from sidecar.model import Batch, Span, SpanEvent
 from sidecar.periodic import Periodic
+from sidecar.records import from_span
 from sidecar.state.trace_config import TraceFileConfig
-from sidecar.state.trace_hub import TraceHub
 
 __all__ = ["TraceFileTailer", "parse_records", "records_to_spans"]
 
@@ -194,7 +194,7 @@ class TraceFileTailer:
     def __init__(
         self,
         cfg: TraceFileConfig,
-        hub: TraceHub,
+        bus: Bus,
         registry: CollectorRegistry,
         clock: Clock,
         logger: logging.Logger | None = None,
@@ -202,7 +202,7 @@ class TraceFileTailer:
         assert cfg.path is not None
         self.cfg = cfg
         self.base = Path(cfg.path)
-        self.hub = hub
+        self.bus = bus
         self.clock = clock
         self.log = logger or logging.getLogger("sidecar.traces.file")
         self._pending: OrderedDict[int, _Request] = OrderedDict()
@@ -316,7 +316,8 @@ class TraceFileTailer:
             while len(self._done) > self.cfg.max_files_remembered:
                 self._done.popitem(last=False)
         if spans:
-            self.hub.ingest(spans, "trace_file")
+            self.bus.publish(Batch(kind="spans", source="trace_file", items=tuple(from_span(s) for s in spans),
+                                   received_at=self.clock.now()))
         return len(spans)
 
     def _take(self, records: list[dict[str, Any]], mtime_ns: int, flush: bool) -> list[Span]:

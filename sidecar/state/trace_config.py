@@ -137,9 +137,6 @@ class TracesConfig(StrictModel):
         default_factory=lambda: list(_DEFAULT_BUCKETS),
         description="Upper bounds of the per-stage latency histogram buckets, in seconds, increasing (at most 64).",
     )
-    publish_spans: bool = Field(
-        default=True, description="Publish received spans on the internal bus (kind `spans`)."
-    )
     list_limit: int = Field(default=200, gt=0, description="Most traces the /traces page lists.")
     file: TraceFileConfig = Field(
         default_factory=TraceFileConfig, description="Triton mode=triton trace files."

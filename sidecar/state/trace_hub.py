@@ -1,4 +1,4 @@
-"""The trace hub: where every span source hands its spans (store, stage histograms, bus, forwarder).
+"""The trace hub: the trace state every span batch on the bus ends in (store and stage histograms).
 
 All ingest runs on the event loop thread (the file tailer's files are small and read there too), so the store
 and the histograms need no lock against each other; the store still locks for readers in other threads.
@@ -8,27 +8,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
-from sidecar.component import Bus, Readiness
+from sidecar.component import Readiness
 from sidecar.model import Batch, Span
 from sidecar.periodic import Periodic
 from sidecar.processors.stages import StageHistograms
-from sidecar.records import Record, from_span, to_span
-from sidecar.sources.otlp.decode import DecodeResult, decode_json_doc, decode_protobuf, load_json
+from sidecar.records import Record, from_span
 from sidecar.state.trace_config import TracesConfig
 from sidecar.state.traces import TraceStore
 
-__all__ = ["SpanSink", "TraceHub"]
-
-
-class SpanSink(Protocol):
-    def offer(self, spans: Sequence[Span | Record]) -> None:
-        """Take spans (frozen ``Span`` objects or span records) without ever blocking (drop and count when
-        full); records are turned into ``Span`` objects by the sink, off the receiving path."""
+__all__ = ["TraceHub"]
 
 
 class TraceHub:
@@ -40,12 +32,10 @@ class TraceHub:
         cfg: TracesConfig,
         registry: CollectorRegistry,
         clock: Clock,
-        bus: Bus | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
         self.cfg = cfg
         self.clock = clock
-        self.bus = bus
         self.log = logger or logging.getLogger("sidecar.traces")
         self.store = TraceStore(
             registry,
@@ -57,7 +47,6 @@ class TraceHub:
         self.stages = StageHistograms(
             registry, buckets=cfg.stage_buckets_secs, max_model_versions=cfg.max_model_versions
         )
-        self.sinks: list[SpanSink] = []
         self._ingested = Counter(
             "sidecar_traces_spans_ingested",
             "Spans taken into the trace store, by source.",
@@ -82,15 +71,12 @@ class TraceHub:
         if spans:
             self.ingest_records([from_span(s) for s in spans], source)
 
-    def ingest_otlp(self, body: bytes, as_json: bool) -> DecodeResult:
-        """Decode an OTLP body and take its spans; raises ``ParseError`` when the body does not decode."""
-        result = decode_json_doc(load_json(body)) if as_json else decode_protobuf(body)
-        self.ingest_records(result.records, "otlp")
-        return result
+    def on_spans(self, batch: Batch) -> None:
+        """The bus subscriber: every span source's batches (records) end here."""
+        self.ingest_records(batch.items, batch.source)
 
     def ingest_records(self, records: Sequence[Record], source: str) -> None:
-        """Take span records (decoded by the Python path, trace files, tests): store, stage histograms,
-        sinks, bus."""
+        """Take span records: store, stage histograms, counts."""
         if not records:
             return
         now = self.clock.now()
@@ -99,16 +85,8 @@ class TraceHub:
         self._taken(records, source, now)
 
     def _taken(self, records: Sequence[Record], source: str, now: float) -> None:
-        if not records:
-            return
-        self._ingested.labels(source).inc(len(records))
-        for sink in self.sinks:
-            sink.offer(records)
-        # Frozen Span objects are built for the bus only when someone listens: building them costs more than
-        # the rest of ingest together.
-        if self.bus is not None and self.cfg.publish_spans and self.bus.subscribers("spans"):
-            items = tuple(to_span(r) for r in records)
-            self.bus.publish(Batch(kind="spans", source=source, items=items, received_at=now))
+        if records:
+            self._ingested.labels(source).inc(len(records))
 
     async def start(self) -> None:
         # Age eviction also happens on ingest; this loop covers a sidecar that stopped receiving.

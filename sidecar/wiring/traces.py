@@ -19,20 +19,22 @@ def build(ctx: Context) -> list[Any]:
     from sidecar.state.trace_hub import TraceHub
 
     log = ctx.logger.getChild("traces")
-    hub = TraceHub(cfg, ctx.registry, ctx.clock, ctx.bus, log)
+    hub = TraceHub(cfg, ctx.registry, ctx.clock, log)
+    # Subscription order is delivery order: the store takes a batch before the forwarder queues it.
+    ctx.bus.subscribe("spans", hub.name, hub.on_spans)
     out: list[Any] = [hub]
     if cfg.forward.endpoint:
         from exporters.otlp_forward import OtlpForwarder
 
         fwd = OtlpForwarder(cfg.forward, ctx.registry, log.getChild("forward"))
-        hub.sinks.append(fwd)
+        ctx.bus.subscribe("spans", fwd.name, lambda batch: fwd.offer(batch.items))
         out.append(fwd)
     if cfg.receiver_enabled:
-        out.append(OtlpReceiver(hub, ctx.guard, ctx.registry, log.getChild("receiver")))
+        out.append(OtlpReceiver(ctx.bus, ctx.guard, ctx.registry, ctx.clock, log.getChild("receiver")))
     if cfg.file.path:
         from sidecar.sources.trace_files import TraceFileTailer
 
-        out.append(TraceFileTailer(cfg.file, hub, ctx.registry, ctx.clock, log.getChild("file")))
+        out.append(TraceFileTailer(cfg.file, ctx.bus, ctx.registry, ctx.clock, log.getChild("file")))
     if cfg.failure_join.metrics_url:
         from sidecar.sources.triton_failures import FailureJoin
 

@@ -265,10 +265,10 @@ def test_fired_and_resolved_alerts_become_audit_events(tmp_path: Any) -> None:
 
     clock = FakeClock(T0)
     svc = make_service(tmp_path, {"alerting": {"enabled": True}}, clock=clock)
-    book: Any = svc.ctx.components["alert_book"]
+    book: Any = svc.component("alert_book")
     book.on_findings([_ctr(True)], clock.now())
     clock.advance(60)
     book.on_findings([_ctr(False)], clock.now())
-    audit: Any = svc.ctx.components["audit"]
+    audit: Any = svc.component("audit")
     kinds = [(e["kind"], e["labels"]["alertname"]) for e in audit.events()]
     assert kinds == [("alert_resolved", "CtrMeanDown"), ("alert_fired", "CtrMeanDown")]

@@ -266,7 +266,7 @@ def test_the_demo_regression_fires_then_resolves(tmp_path: Any) -> None:
             Event(model="ctr", version="2", timestamp=clock.now(), score=score_for("ctr", t, rng))
             for _ in range(5))))
         svc.evaluate_once(clock.now())
-        for a in svc.ctx.components["alert_book"].alerts.values():  # type: ignore[attr-defined]
+        for a in svc.component("alert_book").alerts.values():  # type: ignore[attr-defined]
             if not states or states[-1][1] != a.state:
                 states.append((t, a.state))
     fired = [t for t, s in states if s == "firing"]

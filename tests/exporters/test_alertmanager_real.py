@@ -192,7 +192,7 @@ def _same_as_book(got: dict[str, Any], held: dict[str, Any]) -> None:
 
 
 def _held(svc: Any, model: str) -> dict[str, Any]:
-    book = svc.ctx.components["alert_book"]
+    book = svc.component("alert_book")
     (a,) = [a for a in book.alerts.values() if a.labels.get("model") == model]
     assert a.last_sent_at is not None
     return dict(a.notice("http://sidecar.example:9500/v1/alerts"))
@@ -205,8 +205,8 @@ async def test_alert_fires_with_every_label_and_annotation_then_resolves(
     # the resend delay (30 min, so endsAt = now + 2 h) keeps a firing one's endsAt in its future.
     clock = FakeClock(time.time() - 3600)
     svc = make_service(tmp_path, _cfg(am.url), clock=clock, transport=httpx.AsyncHTTPTransport())
-    exporter = svc.ctx.components["alertmanager"]
-    svc.ctx.components["changes"].record(  # type: ignore[attr-defined]
+    exporter = svc.component("alertmanager")
+    svc.component("changes").record(  # type: ignore[attr-defined]
         Change(
             what="feature PR#221",
             at=clock.now() - 600,
@@ -264,7 +264,7 @@ async def test_alertmanager_down_then_restarted_gets_every_pending_notice(
 ) -> None:
     clock = FakeClock(time.time() - 3600)
     svc = make_service(tmp_path, _cfg(am.url), clock=clock, transport=httpx.AsyncHTTPTransport())
-    exporter: Any = svc.ctx.components["alertmanager"]
+    exporter: Any = svc.component("alertmanager")
     # "asr-a" fires and is delivered while Alertmanager is up.
     for _ in range(2):
         _feed(svc, clock, "asr-a", 0.2)
@@ -292,7 +292,7 @@ async def test_alertmanager_down_then_restarted_gets_every_pending_notice(
         am.start()
     # The sidecar process restarts too: a new service on the same store delivers what the outbox holds.
     svc2 = make_service(tmp_path, _cfg(am.url), clock=clock, store=svc.store, transport=httpx.AsyncHTTPTransport())
-    assert await svc2.ctx.components["alertmanager"].flush_all() == {am.url: "empty"}  # type: ignore[attr-defined]
+    assert await svc2.component("alertmanager").flush_all() == {am.url: "empty"}  # type: ignore[attr-defined]
     (b,) = wait_for(lambda: am.alerts(model="asr-b"), 10, "asr-b never reached the restarted Alertmanager")
     _same_as_book(b, held["asr-b"])
     assert am.alerts(model="asr-a") == []

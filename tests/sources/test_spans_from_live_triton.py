@@ -58,7 +58,7 @@ def _infer(c: httpx.Client, base: str, model: str, version: int, data: list[floa
 @pytest.mark.triton
 async def test_real_triton_otlp_json_every_span_received_and_failures_joined(sidecar, triton):
     url, svc, reg = sidecar
-    hub = svc.ctx.components["traces"]
+    hub = svc.component("traces")
     before = sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "json"})
     join = FailureJoin(
         svc.config.traces.failure_join.model_copy(update={"metrics_url": triton.metrics_url}),
@@ -120,7 +120,7 @@ async def test_real_sdk_protobuf_exporter_every_span_received(sidecar):
     assert provider.force_flush(10_000)
     provider.shutdown()
     assert sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "protobuf"}) - before == 200
-    hub = svc.ctx.components["traces"]
+    hub = svc.component("traces")
     got = {(s.trace_id, s.span_id) for tid in {t for t, _ in sent} for s in (hub.store.spans_of(tid) or [])}
     assert got == sent
     failed = [t for t in hub.store.summaries(only_interesting=True) if t.root_name.startswith("call-")]

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from traces_helpers import DATA, sample
 
 from sidecar.clock import FakeClock
+from sidecar.component import Bus
 from sidecar.config import parse_config
 from sidecar.sources.trace_files import TraceFileTailer
 from sidecar.state.trace_hub import TraceHub
@@ -30,7 +31,10 @@ class _MonoClock(FakeClock):
 def _tailer(tmp_path: Path, clock: FakeClock, reg: CollectorRegistry, **file_cfg: object) -> TraceFileTailer:
     cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}})
     assert cfg.traces.file.path is not None
-    return TraceFileTailer(cfg.traces.file, TraceHub(cfg.traces, reg, clock), reg, clock)
+    bus = Bus(reg)
+    hub = TraceHub(cfg.traces, reg, clock)
+    bus.subscribe("spans", hub.name, hub.on_spans)
+    return TraceFileTailer(cfg.traces.file, bus, reg, clock)
 
 
 def _shifted(by_ns: int) -> bytes:

@@ -14,6 +14,7 @@ from traces_helpers import DATA, sample
 from waiting import wait_until
 
 from sidecar.clock import FakeClock
+from sidecar.component import Bus
 from sidecar.config import parse_config
 from sidecar.demo.tritonserver import TritonServer, demo_model_repository
 from sidecar.sources.trace_files import TraceFileTailer, parse_records
@@ -29,8 +30,10 @@ def _make(tmp_path: Path, clock: FakeClock, registry: CollectorRegistry, **file_
         {"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}}
     )
     hub = TraceHub(cfg.traces, registry, clock)
+    bus = Bus(registry)
+    bus.subscribe("spans", hub.name, hub.on_spans)
     assert cfg.traces.file.path is not None
-    return hub, TraceFileTailer(cfg.traces.file, hub, registry, clock)
+    return hub, TraceFileTailer(cfg.traces.file, bus, registry, clock)
 
 
 class _StepClock(FakeClock):
@@ -219,8 +222,10 @@ def test_real_triton_trace_files(triton_files, tmp_path):
 
     cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(trace), "settle_secs": 2}}})
     hub = TraceHub(cfg.traces, reg, SystemClock())
+    bus = Bus(reg)
+    bus.subscribe("spans", hub.name, hub.on_spans)
     assert cfg.traces.file.path is not None
-    tailer = TraceFileTailer(cfg.traces.file, hub, reg, SystemClock())
+    tailer = TraceFileTailer(cfg.traces.file, bus, reg, SystemClock())
     def all_read() -> bool:
         tailer.poll_once()
         return len(hub.store) >= 5

@@ -78,7 +78,7 @@ async def test_bad_change_requests_get_clear_4xx(tmp_path: Path) -> None:
         r = await c.post("/v1/changes", json=[{"what": "ok"}, {"what": "x", "colour": "red"}], headers=AUTH)
         assert r.status_code == 400 and r.json()["detail"].startswith("[1].colour")
     assert reg.get_sample_value("sidecar_http_refused_total", {"endpoint": "changes", "reason": "invalid"}) == 2
-    assert svc.ctx.components["changes"].recent(None, None, 0) == []  # type: ignore[attr-defined]
+    assert svc.component("changes").recent(None, None, 0) == []  # type: ignore[attr-defined]
     await svc.shutdown()
 
 
@@ -86,12 +86,12 @@ def test_changes_persist_and_are_bounded(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite")
     reg = CollectorRegistry()
     svc = make_service(tmp_path, CFG, store=store, registry=reg)
-    log: Any = svc.ctx.components["changes"]
+    log: Any = svc.component("changes")
     for i in range(5):
         log.record(Change(what=f"deploy {i}", at=T0 + i, model="rec"))
     assert reg.get_sample_value("sidecar_changes_evicted_total") == 2
     svc2 = make_service(tmp_path, CFG, store=store)
-    log2: Any = svc2.ctx.components["changes"]
+    log2: Any = svc2.component("changes")
     assert [c.what for c in log2.recent("rec", None, 0)] == ["deploy 4", "deploy 3", "deploy 2"]
     assert [c.what for c in log2.recent("rec", None, T0 + 4)] == ["deploy 4"]
     store.close()
@@ -112,7 +112,7 @@ async def test_repository_index_versions_appearing_and_going_are_recorded(tmp_pa
 
     clock, reg = FakeClock(T0), CollectorRegistry()
     svc = make_service(tmp_path, CFG, clock=clock, transport=httpx.MockTransport(handler), registry=reg)
-    log: Any = svc.ctx.components["changes"]
+    log: Any = svc.component("changes")
     assert await log.poll_once() == []  # the first snapshot is the starting point
     clock.advance(30)
     (appeared,) = await log.poll_once()

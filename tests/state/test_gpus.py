@@ -73,7 +73,7 @@ async def test_without_a_gpu_the_sidecar_starts_says_so_and_exports_no_gpu_serie
     gpu_logs = [r for r in caplog.records if r.name.startswith("sidecar.gpu")]
     assert len(gpu_logs) == 1, [r.getMessage() for r in gpu_logs]
     assert "no GPU is visible" in gpu_logs[0].getMessage()
-    assert service.ctx.components["gpu"].gpu_by_uuid() == {}  # type: ignore[attr-defined]
+    assert service.component("gpu").gpu_by_uuid() == {}  # type: ignore[attr-defined]
 
 
 def test_config_errors_name_the_field() -> None:

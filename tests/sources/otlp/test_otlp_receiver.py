@@ -44,7 +44,7 @@ def _python_pb() -> bytes:
 
 
 def _hub(client):
-    return client.service.ctx.components["traces"]
+    return client.service.component("traces")
 
 
 def test_json_from_triton_is_accepted_with_hex_ids_and_stages(client, registry):
@@ -207,7 +207,7 @@ def test_deflate_json(client, registry):
 def test_a_hub_failure_is_a_counted_500_so_the_exporter_retries(registry, monkeypatch):
     svc = make_service({}, registry=registry)
     with TestClient(create_app(svc)) as c:
-        hub = svc.ctx.components["traces"]
+        hub = svc.component("traces")
 
         def broken(*a, **k):
             raise RuntimeError("store bug")
