@@ -1,0 +1,22 @@
+"""atheris target: the Prometheus text exposition parser refuses bad input only with ParseError."""
+
+import sys
+
+import atheris
+
+with atheris.instrument_imports():
+    from sidecar.errors import ParseError
+    from sidecar.promtext import parse_exposition
+
+
+def TestOneInput(data: bytes) -> None:
+    text = data.decode("utf-8", errors="replace")
+    try:
+        parse_exposition(text, {})
+    except ParseError:
+        pass
+
+
+if __name__ == "__main__":
+    atheris.Setup(sys.argv, TestOneInput)
+    atheris.Fuzz()
