@@ -152,7 +152,7 @@ def test_file_reference_and_reference_change_are_logged(tmp_path: Path, clock: F
         def record(self, change: Change) -> None:
             changes.append(change)
 
-    check.component("changes") = _Changes()
+    check.ctx.components["changes"] = _Changes()
     feed(check, clock, "m", "7", normal_rows(rng, 3000, ["a", "b"], loc={"a": 0.4}), per_sec=10)
     assert _active(check.evaluate(clock.now())) == {"a"}
     check.set_reference("m", check.spec_for("m").model_copy(update={"mode": "pinned", "pinned_events": 100}),
