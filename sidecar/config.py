@@ -125,6 +125,55 @@ def parse_config(data: Mapping[str, Any] | None) -> SidecarConfig:
         raise ConfigError(path, f"{msg}{more}") from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys without a word: a second ``server:`` block would silently drop
+    the first one's tokens. This loader refuses any duplicate, at any depth, naming both lines."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            path = ".".join([*_mapping_path(loader, node), str(key)])
+            raise ConfigError(path, f"duplicate key (line {seen[key]} and line {line}); keep one")
+        seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+def _mapping_path(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> list[str]:
+    """The dotted path of ``node`` inside the document (found from the root: nodes do not know parents)."""
+
+    def walk(cur: yaml.Node, trail: list[str]) -> list[str] | None:
+        if cur is node:
+            return trail
+        if isinstance(cur, yaml.MappingNode):
+            for k, v in cur.value:
+                found = walk(v, [*trail, str(k.value)])
+                if found is not None:
+                    return found
+        elif isinstance(cur, yaml.SequenceNode):
+            for i, v in enumerate(cur.value):
+                found = walk(v, [*trail, str(i)])
+                if found is not None:
+                    return found
+        return None
+
+    root = getattr(loader, "_sidecar_root", None)
+    return (walk(root, []) if root is not None else None) or []
+
+
+def _compose_with_root(loader: _UniqueKeyLoader) -> Any:
+    root = yaml.SafeLoader.compose_document(loader)
+    loader._sidecar_root = root  # type: ignore[attr-defined]
+    return root
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+_UniqueKeyLoader.compose_document = _compose_with_root  # type: ignore[method-assign,assignment]
+
+
 def load_config(path: str | Path) -> SidecarConfig:
     p = Path(path)
     try:
@@ -132,7 +181,7 @@ def load_config(path: str | Path) -> SidecarConfig:
     except OSError as exc:
         raise ConfigError("", f"cannot read {p}: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

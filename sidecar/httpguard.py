@@ -31,6 +31,10 @@ def rss_bytes() -> int:
         return 0
 
 
+def _set(token: SecretStr | None) -> SecretStr | None:
+    return token if token is not None and token.get_secret_value().strip() else None
+
+
 class RequestGuard:
     def __init__(
         self,
@@ -43,7 +47,9 @@ class RequestGuard:
         memory_limit_bytes: int | None = None,
     ) -> None:
         self.max_body_bytes = max_body_bytes
-        self._tokens: dict[Scope, SecretStr | None] = {"push": push_token, "admin": admin_token}
+        # An empty token is no token: `${env:SIDECAR_PUSH_TOKEN:-}` with the variable unset must leave the
+        # endpoint open (Triton's exporter sends no Authorization header), not demand `Bearer ` + nothing.
+        self._tokens: dict[Scope, SecretStr | None] = {"push": _set(push_token), "admin": _set(admin_token)}
         self.max_inflight = max_inflight
         self.memory_limit_bytes = memory_limit_bytes
         self._inflight = 0

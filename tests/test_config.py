@@ -60,3 +60,22 @@ def test_validate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     assert main(["validate", "--config", str(broken)]) == 2
     assert "not valid YAML" in capsys.readouterr().err
     assert main(["validate", "--config", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_a_duplicate_key_at_any_depth_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    f = tmp_path / "dup.yaml"
+    f.write_text("server:\n  port: 9500\ntriton:\n  interval_secs: 5\n  interval_secs: 6\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(f)
+    assert err.value.path == "triton.interval_secs"
+    assert "line 4" in str(err.value) and "line 5" in str(err.value)
+    f.write_text("server:\n  push_token: a\nserver:\n  admin_token: b\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(f)
+    assert err.value.path == "server" and "line 1" in str(err.value) and "line 3" in str(err.value)
+
+
+def test_the_shipped_example_has_no_duplicate_key_and_keeps_its_eval_interval() -> None:
+    cfg = load_config(EXAMPLE)  # the loader refuses duplicates, so this proves none is left
+    assert cfg.checks.eval_interval_secs == 15  # the first `checks:` block used to be silently dropped
+    assert cfg.checks.drift.enabled and cfg.checks.business.checks
