@@ -22,10 +22,12 @@ from typing import Any, Protocol
 from fastapi import APIRouter
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from sidecar.alerting import book_state
 from sidecar.alerting.config import AlertingConfig
 from sidecar.alerting.templates import TemplateError, human_secs, render
 from sidecar.model import Change, Finding
 from sidecar.state.changes import iso
+from sidecar.store import Store
 
 __all__ = ["Alert", "AlertBook", "NoticeSink", "camel_alertname", "fingerprint"]
 
@@ -86,6 +88,7 @@ class AlertBook:
         sidecar_url: str,
         logger: logging.Logger | None = None,
         on_transition: Callable[[str, Alert, float], None] | None = None,
+        store: Store | None = None,
     ) -> None:
         self.cfg = cfg
         self.sink = sink
@@ -115,6 +118,62 @@ class AlertBook:
         )
         for s in ("pending", "firing", "resolved"):
             self._gauge.labels(s).set(0)
+        self._store_errors = Counter(
+            "sidecar_alert_book_store_errors",
+            "Failures reading or writing the alert book's state in the embedded store, by op (read, write, "
+            "decode: an unreadable stored alert, skipped). Alerting goes on from memory.",
+            ["op"],
+            registry=registry,
+        )
+        self.store = store
+        self._saved: dict[str, tuple[Any, ...]] = {}
+        self._restore()
+
+    def _restore(self) -> None:
+        """Take the alerts a previous process left in the store: firing ones keep firing with their original
+        activeAt (startsAt), pending ones keep their elapsed hold."""
+        if self.store is None:
+            return
+        try:
+            rows, bad = book_state.load(self.store, self.log)
+            if bad:
+                self._store_errors.labels("decode").inc(bad)
+            stale = [k for k in self.store.keys(book_state.NS) if k not in rows]
+            book_state.delete(self.store, stale)
+        except Exception:
+            self._store_errors.labels("read").inc()
+            self.log.exception("could not read the alert book's state; starting empty")
+            return
+        for fp, fields in rows.items():
+            a = Alert(**fields)
+            self.alerts[fp] = a
+            self._saved[fp] = self._row(a)
+            # Re-send on the first round: a notice the old process queued may not have left it (Alertmanager
+            # de-duplicates a repeat, and the original activeAt keeps startsAt).
+            a.last_sent_at = None
+
+    @staticmethod
+    def _row(a: Alert) -> tuple[Any, ...]:
+        return (a.state, a.active_at, a.hold_secs, a.resolved_at, a.last_sent_at, a.valid_until,
+                tuple(sorted(a.annotations.items())))
+
+    def _persist(self) -> None:
+        """Write what changed this round (the lock is held; the book is bounded by max_active_alerts)."""
+        if self.store is None:
+            return
+        changed = [(fp, a) for fp, a in self.alerts.items() if self._saved.get(fp) != self._row(a)]
+        gone = [fp for fp in self._saved if fp not in self.alerts]
+        try:
+            book_state.save(self.store, changed)
+            book_state.delete(self.store, gone)
+        except Exception:
+            self._store_errors.labels("write").inc()
+            self.log.exception("could not save the alert book's state (alerting goes on from memory)")
+            return
+        for fp, a in changed:
+            self._saved[fp] = self._row(a)
+        for fp in gone:
+            del self._saved[fp]
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -197,6 +256,7 @@ class AlertBook:
                 counts["resolved" if a.state == "inactive" else a.state] += 1
             for s, n in counts.items():
                 self._gauge.labels(s).set(n)
+            self._persist()
         if notices and self.sink is not None:
             self.sink.enqueue(notices)
 

@@ -95,6 +95,7 @@ def build(ctx: Context) -> list[Any]:
         sidecar_url=srv.public_url or f"http://{srv.host}:{srv.port}",
         logger=log.getChild("book"),
         on_transition=on_transition,
+        store=ctx.store,
     )
     out.append(book)
     return out
