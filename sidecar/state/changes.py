@@ -18,7 +18,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from sidecar.alerting.config import ChangesConfig
 from sidecar.clock import Clock
@@ -32,6 +32,15 @@ __all__ = ["ChangeIn", "ChangeLog", "iso"]
 
 _TABLE = "alerting_changes"
 _KV = "alerting_changes"
+
+
+# Unix seconds a change may carry: 2000-01-01 .. 2100-01-01. Outside that a value is a unit mistake (ms, us)
+# or garbage, and a stored one would break every read that renders it as a date.
+MIN_AT, MAX_AT = 946_684_800.0, 4_102_444_800.0
+
+
+def renderable(ts: float) -> bool:
+    return MIN_AT <= ts <= MAX_AT
 
 
 def iso(ts: float) -> str:
@@ -50,6 +59,17 @@ class ChangeIn(StrictModel):
     id: str | None = Field(
         None, max_length=200, description="Idempotency key; default: derived from the fields."
     )
+
+    @field_validator("at")
+    @classmethod
+    def _at_in_range(cls, v: float | None) -> float | None:
+        if v is None:
+            return v
+        if not renderable(v):
+            hint = " (this looks like milliseconds: send seconds)" if MAX_AT * 100 < v < MAX_AT * 1e4 else ""
+            raise ValueError(f"must be Unix seconds between {MIN_AT:.0f} (2000-01-01) and {MAX_AT:.0f} "
+                             f"(2100-01-01), got {v!r}{hint}")
+        return v
 
 
 class ChangeLog:
@@ -80,6 +100,12 @@ class ChangeLog:
         self._periodic = Periodic("changes-poll", self.poll_once, self.cfg.poll_interval_secs,
                                   on_error=self._poll_crashed)
         self._last_poll_ok: bool | None = None
+        self._unreadable = Counter(
+            "sidecar_changes_unreadable",
+            "Stored changes skipped by a read because their time cannot be rendered (written before times were "
+            "checked at the door); they never block a read or an alert.",
+            registry=registry,
+        )
         self._recorded = Counter(
             "sidecar_changes_recorded", "Changes recorded, by source.", ["source"], registry=registry
         )
@@ -147,12 +173,15 @@ class ChangeLog:
             params.append(version)
         sql += " ORDER BY at DESC, id LIMIT ?"
         params.append(limit)
-        return [
-            Change(
+        out: list[Change] = []
+        for r in self.store.query(sql, params):
+            if not isinstance(r[1], int | float) or not renderable(float(r[1])):
+                self._unreadable.inc()
+                continue
+            out.append(Change(
                 id=r[0], at=r[1], what=r[2], who=r[3] or "", model=r[4], version=r[5], link=r[6], source=r[7]
-            )
-            for r in self.store.query(sql, params)
-        ]
+            ))
+        return out
 
     def _evict(self) -> None:
         rows = self.store.query(f"SELECT COUNT(*) FROM {_TABLE}")
