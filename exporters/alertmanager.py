@@ -24,11 +24,11 @@ import httpx
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from exporters.config import AlertmanagerConfig
 from exporters.sender import Backoff, RetryPolicy, retry_after_secs
-from sidecar.alerting.book import fingerprint
-from sidecar.alerting.config import AlertmanagerConfig
 from sidecar.clock import Clock
 from sidecar.component import Readiness
+from sidecar.naming import fingerprint
 from sidecar.store import Store
 
 __all__ = ["AlertmanagerExporter"]

@@ -18,8 +18,8 @@ import httpx
 import orjson
 from prometheus_client import CollectorRegistry, Counter
 
+from exporters.config import ElasticsearchConfig
 from exporters.sender import retry_after_secs
-from sidecar.alerting.config import ElasticsearchConfig
 from sidecar.clock import Clock
 from sidecar.errors import PermanentExportError, RetryableExportError
 

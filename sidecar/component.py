@@ -105,6 +105,5 @@ class Context:
     bus: Bus
     guard: RequestGuard
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("sidecar"))
-    # DEPRECATED, being removed: components must not look each other up by name (they subscribe on the bus,
-    # or wiring/ hands them the collaborator they need). Kept only until the last lookups are gone.
-    components: dict[str, object] = field(default_factory=dict)
+    # Deliberately no registry of components: they never look each other up by name. They subscribe on the
+    # bus, or wiring/ hands them the collaborator they need (tests/test_import_rules.py holds this).

@@ -151,6 +151,9 @@ class Finding:
     description: str = ""
     evaluated_at: float = 0.0
     insufficient_data: bool = False
+    # The hold the check asks for before its finding fires (None: the alert book's default); carried here so
+    # the book never has to look the check up.
+    for_secs: float | None = None
     trace_id: str | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
 

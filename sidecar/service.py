@@ -62,7 +62,7 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.traces import build as traces
     from sidecar.wiring.triton import build as triton
 
-    # Build order = dependency order: later factories may look earlier components up in ctx.components.
+    # Build order = subscription order on the bus: the change log subscribes before the checks that publish.
     return [alerting, triton, gpu, traces, events, drift, business]
 
 
@@ -102,7 +102,6 @@ class Service:
         for factory in factories if factories is not None else default_factories():
             for comp in factory(self.ctx):
                 self.components.append(comp)
-                self.ctx.components[comp.name] = comp
         self._eval_task: asyncio.Task[None] | None = None
         self._started: list[Any] = []
         self._stopped = False

@@ -12,7 +12,6 @@ A finding with ``insufficient_data`` never fires an alert; it counts as "conditi
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -24,8 +23,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.alerting import book_state
 from sidecar.alerting.config import AlertingConfig
-from sidecar.alerting.templates import TemplateError, human_secs, render
+from sidecar.alerting.templates import TemplateError, render
 from sidecar.model import Change, Finding
+from sidecar.naming import camel_alertname, fingerprint, human_secs
 from sidecar.state.changes import iso
 from sidecar.store import Store
 
@@ -61,16 +61,6 @@ class Alert:
         return out
 
 
-def camel_alertname(check: str) -> str:
-    """The alert name a finding of this check gets unless it names one: ``ctr_mean_down`` -> ``CtrMeanDown``."""
-    return "".join(p.capitalize() for p in check.split("_") if p)
-
-
-def fingerprint(labels: Mapping[str, str]) -> str:
-    raw = "\x1f".join(f"{k}\x1e{v}" for k, v in sorted(labels.items()))
-    return hashlib.sha1(raw.encode()).hexdigest()[:16]
-
-
 class AlertBook:
     name = "alert_book"
     role = "sink"
@@ -82,7 +72,7 @@ class AlertBook:
         registry: CollectorRegistry,
         eval_interval_secs: float,
         sink: NoticeSink | None,
-        components: dict[str, object],
+        recent_changes: Callable[[str | None, str | None, float], Sequence[Change]] | None = None,
         runbook_base: str,
         dashboard_base: str | None,
         sidecar_url: str,
@@ -92,7 +82,7 @@ class AlertBook:
     ) -> None:
         self.cfg = cfg
         self.sink = sink
-        self.components = components
+        self.recent_changes = recent_changes
         self.eval_interval = eval_interval_secs
         self.runbook_base = runbook_base.rstrip("/")
         self.dashboard_base = dashboard_base.rstrip("/") if dashboard_base else None
@@ -199,12 +189,8 @@ class AlertBook:
     def _hold(self, f: Finding) -> float:
         if f.check in self.cfg.for_secs:
             return self.cfg.for_secs[f.check]
-        for comp in self.components.values():
-            fn = getattr(comp, "hold_secs", None)
-            if callable(fn):
-                v = fn(f.check)
-                if v is not None:
-                    return float(v)
+        if f.for_secs is not None:
+            return f.for_secs
         return self.cfg.default_for_secs
 
     def _labels(self, f: Finding) -> dict[str, str]:
@@ -301,9 +287,8 @@ class AlertBook:
 
     # -- annotations -----------------------------------------------------------------------------------------
     def _changes(self, model: str | None, now: float) -> list[Change]:
-        log = self.components.get("changes")
-        fn = getattr(log, "recent", None)
-        if not callable(fn):
+        fn = self.recent_changes
+        if fn is None:
             return []
         try:
             return list(fn(model, None, now - self.cfg.changes.annotate_window_secs))[

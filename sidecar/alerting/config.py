@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, field_validator
 
+from exporters.config import AlertmanagerConfig, ElasticsearchConfig, RetryConfig
 from sidecar.alerting.templates import TemplateError, validate_template
 from sidecar.configbase import StrictModel
+from sidecar.state.changes_config import ChangesConfig
 
 __all__ = [
     "AlertingConfig",
@@ -16,20 +18,6 @@ __all__ = [
     "RetryConfig",
     "TemplatesConfig",
 ]
-
-
-class RetryConfig(StrictModel):
-    initial_backoff_secs: float = Field(default=0.5, gt=0, description="First delay after a failed delivery.")
-    max_backoff_secs: float = Field(default=30.0, gt=0, description="Longest delay between two tries.")
-    multiplier: float = Field(default=2.0, ge=1, description="Backoff growth per failed try.")
-    jitter: float = Field(
-        default=0.2, ge=0, le=1, description="Random +- share of each delay (spreads retries out)."
-    )
-    max_elapsed_secs: float = Field(
-        default=300.0,
-        gt=0,
-        description="Give up on a batch after this long (queued exporters only; the outbox keeps it).",
-    )
 
 
 class TemplatesConfig(StrictModel):
@@ -82,65 +70,6 @@ class TemplatesConfig(StrictModel):
             return validate_template(v)
         except TemplateError as exc:
             raise ValueError(str(exc)) from None
-
-
-class ChangesConfig(StrictModel):
-    poll_repository: bool = Field(
-        default=True,
-        description="Poll Triton's repository index (triton.http_url) and record versions appearing/going.",
-    )
-    poll_interval_secs: float = Field(
-        default=30.0, gt=0, description="Seconds between repository-index polls."
-    )
-    max_changes: int = Field(
-        default=10_000, gt=0, description="Changes kept in the store; the oldest go first (counted)."
-    )
-    annotate_window_secs: float = Field(
-        default=86_400.0, gt=0, description="Changes this recent annotate an alert of the same model."
-    )
-    max_in_annotation: int = Field(
-        default=3, gt=0, description="Most recent changes listed in an alert's description."
-    )
-
-
-class AlertmanagerConfig(StrictModel):
-    urls: list[str] = Field(
-        default_factory=list,
-        description="Every Alertmanager of the cluster (base URLs); each gets every notice.",
-    )
-    timeout_secs: float = Field(default=10.0, gt=0, description="Timeout of one POST /api/v2/alerts.")
-    max_outbox: int = Field(
-        default=10_000,
-        gt=0,
-        description="Notices held in the persisted outbox per Alertmanager; more are refused (counted).",
-    )
-    max_batch: int = Field(default=500, gt=0, description="Alerts per POST.")
-    flush_interval_secs: float = Field(
-        default=1.0, gt=0, description="How often the outbox is drained when idle."
-    )
-    retry: RetryConfig = Field(default_factory=RetryConfig, description="See RetryConfig.")
-
-    @field_validator("urls")
-    @classmethod
-    def _urls(cls, v: list[str]) -> list[str]:
-        for u in v:
-            if not u.startswith(("http://", "https://")):
-                raise ValueError(f"{u!r} is not an http(s) URL")
-        if len(set(v)) != len(v):
-            raise ValueError("the same Alertmanager is listed twice")
-        return [u.rstrip("/") for u in v]
-
-
-class ElasticsearchConfig(StrictModel):
-    url: str = Field(description="Elasticsearch base URL.")
-    index: str = Field(default="sidecar-audit", description="Index audit events are written to.")
-    api_key: SecretStr | None = Field(default=None, description="API key (Authorization: ApiKey ...).")
-    max_queue: int = Field(
-        default=10_000, gt=0, description="Audit events queued for Elasticsearch; more are dropped."
-    )
-    max_batch: int = Field(default=500, gt=0, description="Documents per bulk request.")
-    timeout_secs: float = Field(default=10.0, gt=0, description="Timeout of one bulk request.")
-    retry: RetryConfig = Field(default_factory=RetryConfig, description="See RetryConfig.")
 
 
 class AuditConfig(StrictModel):

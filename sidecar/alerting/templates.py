@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from string import Formatter
 
-__all__ = ["VARIABLES", "TemplateError", "human_secs", "render", "validate_template"]
+__all__ = ["VARIABLES", "TemplateError", "render", "validate_template"]
 
 # name -> sample value used to validate format specs (numbers are floats so numeric specs work).
 VARIABLES: dict[str, object] = {
@@ -98,14 +98,3 @@ def render(template: str, variables: Mapping[str, object]) -> str:
         if name is not None:
             out.append(_fmt(variables.get(name, ""), spec))
     return "".join(out)
-
-
-def human_secs(secs: float | None) -> str:
-    """86400 -> "1d", 300 -> "5m"; "" for None."""
-    if secs is None or not math.isfinite(secs):
-        return ""
-    # Days only from two days up, so a day reads "24h" as operators say it.
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= (2 * size if unit == "d" else size) and secs % size == 0:
-            return f"{int(secs // size)}{unit}"
-    return f"{secs:g}s"

@@ -24,12 +24,11 @@ from typing import Any
 from datasketches import kll_floats_sketch
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from sidecar.alerting.book import camel_alertname
-from sidecar.alerting.templates import human_secs
 from sidecar.checks.business_config import BusinessCheckConfig, BusinessConfig, parse_field_ref
 from sidecar.clock import Clock
 from sidecar.component import Readiness
 from sidecar.model import Batch, Event, Finding
+from sidecar.naming import camel_alertname, human_secs
 from sidecar.store import Store
 
 __all__ = ["BusinessChecks"]
@@ -204,11 +203,6 @@ class BusinessChecks:
     def routes(self) -> None:
         return None
 
-    def hold_secs(self, check: str) -> float | None:
-        """The hold duration the alert book applies to this check's findings."""
-        c = self.checks.get(check)
-        return c.cfg.for_secs if c else None
-
     # -- observe ---------------------------------------------------------------------------------------------
     def observe(self, batch: Batch) -> None:
         if batch.kind != "events":
@@ -375,6 +369,7 @@ class BusinessChecks:
             severity=cfg.severity,
             evaluated_at=now,
             insufficient_data=insufficient,
+            for_secs=cfg.for_secs,
             trace_id=s.trace_id,
             annotations=ann,
             description=reason,

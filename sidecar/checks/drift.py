@@ -386,13 +386,9 @@ class DriftCheck:
 
     def _record_change(self, change: Change) -> None:
         self._log.info("change: %s", change.what)
-        rec = self.ctx.components.get("changes")
-        fn = getattr(rec, "record", None)
-        if callable(fn):
-            try:
-                fn(change)
-            except Exception:
-                self._log.exception("the change log refused a drift reference change")
+        if self.ctx.bus.publish(Batch(kind="changes", source=self.name, items=(change,),
+                                      received_at=self.ctx.clock.now())):
+            self._log.error("the change log refused a drift reference change (counted on the bus)")
 
     # ---- evaluate (worker thread) ----------------------------------------------------------------
     def evaluate(self, now: float) -> list[Finding]:

@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 from sidecar.clock import Clock
 from sidecar.component import Readiness
 from sidecar.errors import ParseError, ScrapeError
+from sidecar.model import Batch, GpuIdentity
 from sidecar.periodic import Periodic
 from sidecar.processors.derive import Deriver, snapshot_models
 from sidecar.promtext import parse_exposition
@@ -48,14 +49,15 @@ class TritonMetricsSource:
 
     def __init__(self, config: TritonConfig, *, registry: CollectorRegistry, clock: Clock,
                  http: httpx.AsyncClient, logger: logging.Logger | None = None,
-                 components: dict[str, object] | None = None, max_body_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 max_body_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.config = config
         self.max_body_bytes = max_body_bytes
         self.clock = clock
         self.http = http
         self.log = logger or logging.getLogger("sidecar.triton")
         self.deriver = Deriver()
-        self._components = components if components is not None else {}
+        # The GPU sources' view, from the latest "gpus" batch on the bus: joins nv_gpu_* series on UUID.
+        self._gpu_labels: dict[str, dict[str, str]] = {}
         self._label_cache: dict[str, dict[str, str]] = {}
         self._periodic = Periodic("triton-scrape", self.scrape_once, config.interval_secs,
                                   on_error=lambda exc: self.log.exception("scrape loop failed", exc_info=exc))
@@ -95,15 +97,15 @@ class TritonMetricsSource:
                 and self.clock.monotonic() - self._last_ok_mono > self.config.stale_after_secs):
             self.deriver.mark_stale()
 
+    def on_gpus(self, batch: Batch) -> None:
+        """The bus subscriber: each batch is the GPU state's whole current view (``complete``)."""
+        self._gpu_labels = {
+            g.uuid: {"index": g.index, "name": g.name, "source": g.source}
+            for g in batch.items if isinstance(g, GpuIdentity)
+        }
+
     def gpu_labels(self) -> dict[str, dict[str, str]]:
-        gpu = self._components.get("gpu")
-        fn = getattr(gpu, "gpu_by_uuid", None)
-        if fn is None:
-            return {}
-        try:
-            return dict(fn())
-        except Exception:
-            return {}
+        return self._gpu_labels
 
     async def scrape_once(self) -> bool:
         """One scrape; True when it succeeded. Never raises."""

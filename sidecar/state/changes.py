@@ -20,12 +20,12 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import Field, ValidationError, field_validator
 
-from sidecar.alerting.config import ChangesConfig
 from sidecar.clock import Clock
 from sidecar.component import Readiness
 from sidecar.configbase import StrictModel
-from sidecar.model import Change
+from sidecar.model import Batch, Change
 from sidecar.periodic import Periodic
+from sidecar.state.changes_config import ChangesConfig
 from sidecar.store import Store
 
 __all__ = ["ChangeIn", "ChangeLog", "iso"]
@@ -86,7 +86,7 @@ class ChangeLog:
         http: httpx.AsyncClient,
         guard: Any,
         triton_http_url: str | None,
-        components: dict[str, object] | None = None,
+        audit: Any | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
         self.cfg = cfg
@@ -95,7 +95,7 @@ class ChangeLog:
         self.http = http
         self.guard = guard
         self.triton_url = triton_http_url.rstrip("/") if triton_http_url else None
-        self.components = components if components is not None else {}
+        self.audit = audit  # the audit log (``record(kind, id, at, doc)``), handed over by wiring
         self.log = logger or logging.getLogger("sidecar.changes")
         self._periodic = Periodic("changes-poll", self.poll_once, self.cfg.poll_interval_secs,
                                   on_error=self._poll_crashed)
@@ -156,10 +156,14 @@ class ChangeLog:
         if n:
             self._recorded.labels(change.source).inc()
             self._evict()
-            audit = self.components.get("audit")
-            if audit is not None and hasattr(audit, "record"):
-                audit.record("change", change.id, change.at, _as_dict(change))
+            if self.audit is not None:
+                self.audit.record("change", change.id, change.at, _as_dict(change))
         return change
+
+    def on_changes(self, batch: Batch) -> None:
+        """The bus subscriber: changes published by other components (e.g. a drift reference change)."""
+        for change in batch.items:
+            self.record(change)
 
     def recent(self, model: str | None, version: str | None, since: float, limit: int = 50) -> list[Change]:
         """Changes since ``since`` concerning this model (or every model), newest first."""

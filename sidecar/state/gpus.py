@@ -4,7 +4,7 @@ Sources (NVML, dcgm-exporter) hand in a whole snapshot at a time, so a field tha
 disappears from the exposition at once. A source whose snapshot is older than ``stale_after_secs`` exports
 nothing: an old reading is never shown as current, and nothing is ever filled in with zeros.
 
-This is also the component other areas look up as ``ctx.components["gpu"]``: ``gpu_by_uuid()`` lets the Triton
+After each snapshot it publishes the merged GPU identities on the bus (kind ``gpus``): they let the Triton
 source join Triton's ``nv_gpu_*`` series (label ``gpu_uuid``) to the sidecar's GPU index and name.
 """
 
@@ -20,8 +20,10 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import Metric
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
-from sidecar.sources.gpu.mapping import SERIES, GpuSample
+from sidecar.component import Bus, Readiness
+from sidecar.model import Batch
+from sidecar.model import GpuIdentity as ModelGpu
+from sidecar.processors.gpu_series import SERIES, GpuSample
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
@@ -62,7 +64,9 @@ class GpuHub:
         max_series: int,
         stale_after_secs: float,
         logger: logging.Logger | None = None,
+        bus: Bus | None = None,
     ) -> None:
+        self._bus = bus
         self._clock = clock
         self._max_series = max_series
         self._stale_after = stale_after_secs
@@ -153,6 +157,10 @@ class GpuHub:
                 visible=visible,
                 detail=detail,
             )
+        if self._bus is not None:
+            items = tuple(ModelGpu(uuid, g["index"], g["name"], g["source"]) for uuid, g in self.gpu_by_uuid().items())
+            self._bus.publish(Batch(kind="gpus", source=self.name, items=items, received_at=self._clock.now(),
+                                    complete=True))
         return len(kept)
 
     def note(self, source: str, detail: str) -> None:

@@ -8,8 +8,9 @@ from exporters.alertmanager import AlertmanagerExporter
 from exporters.audit import AuditLog
 from exporters.elasticsearch import AuditDoc, ElasticsearchBulk
 from exporters.sender import ExporterMetrics, RetryPolicy, Sender
-from sidecar.alerting.book import Alert, AlertBook, fingerprint
+from sidecar.alerting.book import Alert, AlertBook
 from sidecar.component import Context
+from sidecar.naming import fingerprint
 from sidecar.state.changes import ChangeLog, iso
 
 __all__ = ["build"]
@@ -68,9 +69,11 @@ def build(ctx: Context) -> list[Any]:
         http=ctx.http,
         guard=ctx.guard,
         triton_http_url=ctx.config.triton.http_url,
-        components=ctx.components,
+        audit=audit,
         logger=log.getChild("changes"),
     )
+    # Changes other components make (a drift reference changed in config) arrive on the bus.
+    ctx.bus.subscribe("changes", changes.name, changes.on_changes)
     out.append(changes)
 
     def on_transition(what: str, alert: Alert, now: float) -> None:
@@ -89,7 +92,7 @@ def build(ctx: Context) -> list[Any]:
         registry=ctx.registry,
         eval_interval_secs=ctx.config.checks.eval_interval_secs,
         sink=am,
-        components=ctx.components,
+        recent_changes=changes.recent,
         runbook_base=ctx.config.runbook_url,
         dashboard_base=ctx.config.dashboard_url,
         sidecar_url=srv.public_url or f"http://{srv.host}:{srv.port}",

@@ -1,4 +1,4 @@
-"""Builds the GPU area: the hub (``ctx.components["gpu"]``: exposition, ``gpu_by_uuid()``) and sources."""
+"""Builds the GPU area: the GPU state (exposition; publishes GPU identities on the bus) and its sources."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def build(ctx: Context) -> list[Any]:
         return []
     log = ctx.logger.getChild("gpu")
     hub = GpuHub(
-        ctx.registry, ctx.clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs, logger=log
+        ctx.registry, ctx.clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs, logger=log,
+        bus=ctx.bus,
     )
     out: list[Any] = [hub]
     if cfg.nvml.enabled:

@@ -14,5 +14,7 @@ def build(ctx: Context) -> list[Any]:
     cfg = ctx.config.triton
     if not cfg.enabled:
         return []
-    return [TritonMetricsSource(cfg, registry=ctx.registry, clock=ctx.clock, http=ctx.http,
-                                logger=ctx.logger.getChild("triton"), components=ctx.components)]
+    source = TritonMetricsSource(cfg, registry=ctx.registry, clock=ctx.clock, http=ctx.http,
+                                 logger=ctx.logger.getChild("triton"))
+    ctx.bus.subscribe("gpus", source.name, source.on_gpus)
+    return [source]

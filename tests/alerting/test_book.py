@@ -48,7 +48,7 @@ def _ts(s: str) -> float:
 
 def _book(
     cfg: dict[str, Any] | None = None,
-    components: dict[str, object] | None = None,
+    changes: FakeChanges | None = None,
     registry: CollectorRegistry | None = None,
 ) -> tuple[AlertBook, ListSink]:
     sink = ListSink()
@@ -57,7 +57,7 @@ def _book(
         registry=registry or CollectorRegistry(),
         eval_interval_secs=15.0,
         sink=sink,
-        components=components or {},
+        recent_changes=changes.recent if changes is not None else None,
         runbook_base="https://rb.example/runbooks",
         dashboard_base="https://grafana.example",
         sidecar_url="http://sidecar:9500",
@@ -148,17 +148,12 @@ def test_insufficient_data_never_fires() -> None:
 
 
 def test_hold_comes_from_the_check_when_not_overridden() -> None:
-    class Holder:
-        name = "business"
-
-        def hold_secs(self, check: str) -> float | None:
-            return 120.0 if check == "ctr_mean_down" else None
-
-    book, _ = _book(components={"business": Holder()})
-    book.on_findings([_ctr(True)], T0)
-    book.on_findings([_ctr(True)], T0 + 100)
+    # The check states its hold on the finding; the book looks nothing up.
+    book, _ = _book()
+    book.on_findings([_ctr(True, for_secs=120.0)], T0)
+    book.on_findings([_ctr(True, for_secs=120.0)], T0 + 100)
     assert next(iter(book.alerts.values())).state == "pending"
-    book.on_findings([_ctr(True)], T0 + 120)
+    book.on_findings([_ctr(True, for_secs=120.0)], T0 + 120)
     assert next(iter(book.alerts.values())).state == "firing"
 
 
@@ -183,7 +178,7 @@ def test_annotations_tell_the_business_story_with_the_recent_change() -> None:
             Change(what="other model deploy", at=T0 - 60, model="fraud"),
         ]
     )
-    book, sink = _book(components={"changes": changes})
+    book, sink = _book(changes=changes)
     book.on_findings([_ctr(True, value=0.03437, trace_id="0af7651916cd43dd8448eb211c80319c")], T0)
     ann = sink.notices[0]["annotations"]
     assert ann["summary"] == (

@@ -30,7 +30,7 @@ def _book(store: Store) -> tuple[AlertBook, ListSink]:
     sink = ListSink()
     book = AlertBook(
         AlertingConfig.model_validate({"enabled": True, "for_secs": {"ctr_mean_down": HOLD}}),
-        registry=CollectorRegistry(), eval_interval_secs=15.0, sink=sink, components={},
+        registry=CollectorRegistry(), eval_interval_secs=15.0, sink=sink,
         runbook_base="https://rb.example", dashboard_base=None, sidecar_url="http://sidecar:9500", store=store,
     )
     return book, sink

@@ -146,13 +146,8 @@ def test_file_reference_and_reference_change_are_logged(tmp_path: Path, clock: F
                                                                                   "path": str(ref)}}})
     changes: list[Change] = []
 
-    class _Changes:
-        name = "changes"
-
-        def record(self, change: Change) -> None:
-            changes.append(change)
-
-    check.ctx.components["changes"] = _Changes()
+    # Reference changes leave the check on the bus (kind "changes"), where the change log subscribes.
+    check.ctx.bus.subscribe("changes", "test", lambda batch: changes.extend(batch.items))
     feed(check, clock, "m", "7", normal_rows(rng, 3000, ["a", "b"], loc={"a": 0.4}), per_sec=10)
     assert _active(check.evaluate(clock.now())) == {"a"}
     check.set_reference("m", check.spec_for("m").model_copy(update={"mode": "pinned", "pinned_events": 100}),

@@ -15,9 +15,9 @@ from prometheus_client import CollectorRegistry
 
 from exporters.alertmanager import AlertmanagerExporter
 from exporters.audit import AuditLog
+from exporters.config import AlertmanagerConfig, ElasticsearchConfig
 from exporters.elasticsearch import AuditDoc, ElasticsearchBulk
 from exporters.sender import Backoff, ExporterMetrics, RetryPolicy, Sender, retry_after_secs
-from sidecar.alerting.config import AlertmanagerConfig, ElasticsearchConfig
 from sidecar.clock import FakeClock
 from sidecar.errors import RetryableExportError
 from sidecar.store import Store

@@ -23,10 +23,10 @@ import pytest
 from alerting_helpers import make_service
 from waiting import wait_until
 
-from sidecar.alerting.book import fingerprint
 from sidecar.clock import FakeClock
 from sidecar.demo.tritonserver import free_port
 from sidecar.model import Batch, Change, Event
+from sidecar.naming import fingerprint
 
 pytestmark = pytest.mark.alertmanager
 

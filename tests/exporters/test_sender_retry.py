@@ -8,8 +8,8 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from exporters.alertmanager import AlertmanagerExporter
+from exporters.config import AlertmanagerConfig
 from exporters.sender import RetryPolicy
-from sidecar.alerting.config import AlertmanagerConfig
 from sidecar.clock import FakeClock
 from sidecar.store import Store
 

@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.clock import Clock
 from sidecar.errors import ScrapeError
+from sidecar.processors.gpu_series import DCGM_FIELDS, GpuSample, decode_throttle_reasons, is_dcgm_blank
 from sidecar.sources.gpu.config import DcgmConfig
-from sidecar.sources.gpu.mapping import DCGM_FIELDS, GpuSample, decode_throttle_reasons, is_dcgm_blank
 from sidecar.state.gpus import GpuHub, GpuIdentity
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ import pynvml
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
+from sidecar.processors.gpu_series import GpuSample, decode_throttle_reasons
 from sidecar.sources.gpu.config import NvmlConfig
-from sidecar.sources.gpu.mapping import GpuSample, decode_throttle_reasons
 from sidecar.state.gpus import GpuHub, GpuIdentity
 
 if TYPE_CHECKING:

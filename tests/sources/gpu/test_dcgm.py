@@ -10,9 +10,9 @@ from gpu_fake_nvml import FakeGpu, make_rig
 from prometheus_client import CollectorRegistry
 
 from sidecar.clock import FakeClock
+from sidecar.processors.gpu_series import is_dcgm_blank
 from sidecar.sources.gpu.config import GpuConfig
 from sidecar.sources.gpu.dcgm import DcgmSource, parse_dcgm
-from sidecar.sources.gpu.mapping import is_dcgm_blank
 from sidecar.state.gpus import GpuHub
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gpu"

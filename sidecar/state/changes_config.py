@@ -1,0 +1,28 @@
+"""Config of the change log (``alerting.changes`` in the YAML file)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from sidecar.configbase import StrictModel
+
+__all__ = ["ChangesConfig"]
+
+
+class ChangesConfig(StrictModel):
+    poll_repository: bool = Field(
+        default=True,
+        description="Poll Triton's repository index (triton.http_url) and record versions appearing/going.",
+    )
+    poll_interval_secs: float = Field(
+        default=30.0, gt=0, description="Seconds between repository-index polls."
+    )
+    max_changes: int = Field(
+        default=10_000, gt=0, description="Changes kept in the store; the oldest go first (counted)."
+    )
+    annotate_window_secs: float = Field(
+        default=86_400.0, gt=0, description="Changes this recent annotate an alert of the same model."
+    )
+    max_in_annotation: int = Field(
+        default=3, gt=0, description="Most recent changes listed in an alert's description."
+    )

@@ -1,0 +1,115 @@
+"""The layering holds: data moves one way (sources -> bus -> processors/state/checks -> alerting -> exporters)
+and each layer imports only what sits below it. The graph is read from the source (``ast``), so an import
+inside a function or under ``TYPE_CHECKING`` counts too; a new forbidden edge fails here, naming the file.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("sidecar", "exporters")
+
+# (importer prefix, forbidden prefixes). ``sidecar.wiring`` builds and connects components, so it alone may
+# import across layers; the CLI, the service, the app and the demo sit on top of everything.
+RULES: list[tuple[str, tuple[str, ...]]] = [
+    ("exporters", ("sidecar.checks", "sidecar.sources", "sidecar.alerting", "sidecar.pages",
+                   "sidecar.wiring")),
+    ("sidecar.checks", ("sidecar.alerting", "sidecar.sources", "exporters", "sidecar.pages",
+                        "sidecar.wiring")),
+    ("sidecar.sources", ("sidecar.checks", "sidecar.alerting", "exporters", "sidecar.pages",
+                         "sidecar.wiring")),
+    ("sidecar.alerting", ("exporters", "sidecar.checks", "sidecar.sources", "sidecar.pages",
+                          "sidecar.wiring")),
+    ("sidecar.processors", ("sidecar.checks", "sidecar.alerting", "sidecar.sources", "exporters",
+                            "sidecar.pages", "sidecar.wiring")),
+    ("sidecar.state", ("sidecar.checks", "sidecar.alerting", "sidecar.sources", "exporters",
+                       "sidecar.pages", "sidecar.wiring")),
+    ("sidecar.pages", ("sidecar.checks", "sidecar.sources", "exporters", "sidecar.wiring")),
+]
+# The one allowed crossing: the YAML tree nests the exporters' sections under ``alerting``, so the alerting
+# config model imports the exporters' config models (``exporters/config.py``, which imports only pydantic).
+ALLOWED = {("sidecar.alerting.config", "exporters.config")}
+# The data types depend on nothing of ours (records may use the model: both are the shared vocabulary).
+DATA_TYPES = {"sidecar.model": (), "sidecar.records": ("sidecar.model",)}
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.add(target)
+            # ``from sidecar import checks`` imports the subpackage itself.
+            out.update(f"{target}.{a.name}" for a in node.names)
+    return {m for m in out if m.split(".")[0] in PACKAGES}
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            if "model_repository" in path.parts:
+                continue
+            mod = _module(path)
+            graph[mod] = _imports(path, mod)
+    return graph
+
+
+def _within(mod: str, prefix: str) -> bool:
+    return mod == prefix or mod.startswith(prefix + ".")
+
+
+def test_no_layer_imports_what_sits_above_it() -> None:
+    bad = []
+    for mod, targets in _graph().items():
+        for importer, forbidden in RULES:
+            if not _within(mod, importer):
+                continue
+            for t in sorted(targets):
+                if any(mod == a and _within(t, b) for a, b in ALLOWED):
+                    continue
+                if any(_within(t, f) for f in forbidden):
+                    bad.append(f"{mod} imports {t}")
+    assert not bad, "forbidden import edges:\n" + "\n".join(bad)
+
+
+def test_the_data_types_depend_on_nothing_of_ours() -> None:
+    graph = _graph()
+    bad = [f"{mod} imports {t}" for mod, allowed in DATA_TYPES.items() for t in sorted(graph[mod])
+           if not any(_within(t, a) for a in allowed)]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_component_looks_another_up_by_name() -> None:
+    offenders = []
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            text = path.read_text()
+            if "ctx.components" in text or "components.get(" in text:
+                offenders.append(str(path.relative_to(ROOT)))
+    assert not offenders, "components looked up by name in: " + ", ".join(offenders)
+
+
+def test_the_rules_see_real_edges() -> None:
+    """Guards the test itself: a parser that found no edges would pass every rule above."""
+    graph = _graph()
+    assert "sidecar.model" in graph["sidecar.component"]
+    assert any(_within(t, "sidecar.checks") for t in graph["sidecar.wiring.drift"])
