@@ -1,0 +1,31 @@
+"""Triton's nv_gpu_* series are joined to the GPU sources' view through the bus (kind "gpus"), not by looking
+the GPU state up: the GPU state publishes its merged identities after every snapshot, NVML winning."""
+
+from __future__ import annotations
+
+import httpx
+from prometheus_client import CollectorRegistry
+
+from sidecar.clock import FakeClock
+from sidecar.component import Bus
+from sidecar.sources.triton_config import TritonConfig
+from sidecar.sources.triton_metrics import TritonMetricsSource
+from sidecar.state.gpus import GpuHub, GpuIdentity
+
+
+def test_the_triton_source_learns_gpu_identities_from_the_bus() -> None:
+    reg, clock = CollectorRegistry(), FakeClock()
+    bus = Bus(reg)
+    triton = TritonMetricsSource(TritonConfig(), registry=reg, clock=clock,
+                                 http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(404))))
+    bus.subscribe("gpus", triton.name, triton.on_gpus)
+    hub = GpuHub(reg, clock, max_series=100, stale_after_secs=60, bus=bus)
+    assert triton.gpu_labels() == {}
+
+    hub.publish("dcgm", [], {"GPU-1": GpuIdentity("3", "from dcgm"), "GPU-2": GpuIdentity("1", "A100")}, visible=2)
+    hub.publish("nvml", [], {"GPU-1": GpuIdentity("0", "H100")}, visible=1)
+    assert triton.gpu_labels() == {
+        "GPU-1": {"index": "0", "name": "H100", "source": "nvml"},
+        "GPU-2": {"index": "1", "name": "A100", "source": "dcgm"},
+    }
+    assert reg.get_sample_value("sidecar_bus_items_total", {"kind": "gpus", "source": "gpu"}) == 4
