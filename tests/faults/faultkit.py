@@ -179,3 +179,45 @@ def negative_sidecar_values(text: str) -> list[str]:
             if line.startswith("sidecar_model_") and not line.startswith("#") and float(line.rsplit(" ", 1)[1]) < 0]
 
 
+
+
+AM_BIN = "/usr/bin/prometheus-alertmanager"
+
+
+class RealAlertmanager:
+    """Debian's Alertmanager 0.25 on a fixed loopback port (so it can be started after the sidecar knows it)."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.config = workdir / "alertmanager.yml"
+        self.config.write_text("route:\n  receiver: none\n  group_by: ['...']\nreceivers:\n  - name: none\n")
+        self.storage = workdir / "data"
+        self.log = workdir / "alertmanager.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        log = self.log.open("ab")
+        self.proc = subprocess.Popen([AM_BIN, f"--config.file={self.config}", f"--storage.path={self.storage}",
+                                      f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
+                                     stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        ok = wait_until(lambda: httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200, timeout_s,
+                        interval_s=0.1, ignore=(httpx.HTTPError,))
+        if not ok:
+            raise RuntimeError(f"Alertmanager did not start: {self.log.read_text()[-2000:]}")
+
+    def alerts(self, **filters: str) -> list[dict[str, Any]]:
+        params = [("filter", f'{k}="{v}"') for k, v in filters.items()]
+        return list(httpx.get(f"{self.url}/api/v2/alerts", params=params, timeout=5).json())
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
