@@ -209,7 +209,8 @@ class RealAlertmanager:
             raise RuntimeError(f"Alertmanager did not start: {self.log.read_text()[-2000:]}")
 
     def alerts(self, **filters: str) -> list[dict[str, Any]]:
-        params = [("filter", f'{k}="{v}"') for k, v in filters.items()]
+        params: list[tuple[str, str | int | float | bool | None]] = [
+            ("filter", f'{k}="{v}"') for k, v in filters.items()]
         return list(httpx.get(f"{self.url}/api/v2/alerts", params=params, timeout=5).json())
 
     def stop(self) -> None:
