@@ -3,10 +3,11 @@ Triton's /metrics every second and receiving every request's spans (OTLP, ``--tr
 
 One real Triton 2.51 (the nvidia-pytriton wheel) serves the demo repository, started once with
 ``--trace-config mode=opentelemetry`` pointing its OTLP/HTTP exporter at the sidecar's /v1/traces. Runs
-alternate A/B/A/B... to cancel drift on a shared machine, and the medians are reported:
+alternate A/B/C, C/B/A, ... to cancel drift on a shared machine, and the medians are reported:
 
 * A "without": no sidecar process; Triton's tracing turned off at run time (``POST /v2/trace/setting``
   ``trace_level: ["OFF"]``), so Triton does no tracing work at all;
+* C "scrape only": the same sidecar process, Triton's tracing off (isolates what scraping costs);
 * B "with": a fresh ``sidecar run`` process (the demo's full config: Triton scrape every 1 s, failure join, the
   OTLP receiver, events, drift, business checks, alerting), and Triton tracing every request
   (``trace_rate 1``, ``trace_level TIMESTAMPS``). B therefore includes Triton's own cost of tracing.
@@ -88,6 +89,11 @@ def _ms(s: str) -> float:
     return float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1000.0}[m.group(2)]
 
 
+def _cpu_secs(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _metric(text: str, name: str) -> float:
     return sum(float(m.group(1)) for m in re.finditer(rf"^{name}(?:\{{[^}}]*\}})? (\S+)$", text, re.MULTILINE))
 
@@ -111,6 +117,10 @@ class Sidecar:
     def metrics(self) -> str:
         return httpx.get(f"{self.url}/metrics", timeout=10).text
 
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid  # taskset execs the sidecar in place: the same pid either way
+
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
@@ -124,8 +134,8 @@ class Sidecar:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="2 rounds of 5 s (default: 4 rounds of 12 s)")
-    ap.add_argument("--rounds", type=int, default=None, help="A/B pairs")
+    ap.add_argument("--quick", action="store_true", help="2 rounds of 5 s (default: 4 rounds of 10 s)")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds of A, B and C")
     ap.add_argument("--secs", type=float, default=None, help="seconds of load per run")
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
@@ -133,7 +143,7 @@ def main() -> int:
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     rounds = args.rounds or (2 if args.quick else 4)
-    secs = args.secs or (5.0 if args.quick else 12.0)
+    secs = args.secs or (5.0 if args.quick else 10.0)
     if shutil.which("wrk") is None:
         print("wrk is not installed (Debian package wrk)")
         return 1
@@ -169,23 +179,27 @@ def main() -> int:
         sidecar = Sidecar(cfg_path, port, wd / "sidecar.log", server_cpus)
         url = f"{triton.http_url}/v2/models/ctr/versions/1/infer"
         print(f"config: Triton 2.51 (nvidia-pytriton wheel), demo repository, load on ctr v1 (dynamic batching, "
-              f"1 CPU instance); wrk -t{args.threads} -c{args.connections} -d{secs:g}s, {rounds} A/B rounds, "
-              f"medians; {'Triton+sidecar on CPU 0, wrk on CPU 1' if pin else 'no CPU pinning'}; "
+              f"1 CPU instance); wrk -t{args.threads} -c{args.connections} -d{secs:g}s, {rounds} rounds of A, B, C "
+              f"(order reversed every other round), medians; "
+              f"{'Triton+sidecar on CPU 0, wrk on CPU 1' if pin else 'no CPU pinning'}; "
               f"B = sidecar (Triton scrape every 1 s, failure join every 5 s, OTLP receiver, checks every 5 s) + "
               f"Triton OTLP tracing rate=1 level=TIMESTAMPS to {sidecar.url}/v1/traces; A = no sidecar, "
-              f"Triton tracing level=OFF; workdir {wd}", flush=True)
+              f"Triton tracing level=OFF; C = the sidecar with Triton tracing level=OFF; workdir {wd}", flush=True)
         _trace(triton.http_url, False)
         _wrk(url, lua, 3, args.connections, args.threads, load_cpus)  # warm-up, not counted
-        runs: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
+        runs: dict[str, list[dict[str, float]]] = {"A": [], "B": [], "C": []}
+        order = ("A", "B", "C")
         for r in range(rounds):
-            for cond in ("A", "B") if r % 2 == 0 else ("B", "A"):
+            for cond in order if r % 2 == 0 else order[::-1]:
                 spans = 0.0
-                if cond == "B":
+                if cond in ("B", "C"):
                     sidecar.start()
-                    _trace(triton.http_url, True)
+                    _trace(triton.http_url, cond == "B")
                     before = _metric(sidecar.metrics(), "sidecar_otlp_spans_received_total")
+                    cpu0 = _cpu_secs(sidecar.pid())
                 got = _wrk(url, lua, secs, args.connections, args.threads, load_cpus)
-                if cond == "B":
+                if cond in ("B", "C"):
+                    got["sidecar_cpu"] = (_cpu_secs(sidecar.pid()) - cpu0) / secs
                     _trace(triton.http_url, False)
                     # Triton's exporter sends in batches: wait until the count stops growing.
                     last, stable = -1.0, 0
@@ -202,7 +216,8 @@ def main() -> int:
                     sidecar.stop()
                 runs[cond].append(got)
                 extra = (f", spans received {spans:.0f} ({spans / max(got['requests'], 1):.2f} per request), "
-                         f"scrapes {got['scrapes']:.0f}") if cond == "B" else ""
+                         f"scrapes {got['scrapes']:.0f}, sidecar used {got['sidecar_cpu']:.0%} of a core"
+                         ) if cond != "A" else ""
                 print(f"round {r + 1} {cond}: {got['rps']:,.0f} req/s, p50 {got['p50_ms']:.2f} ms, p99 "
                       f"{got['p99_ms']:.2f} ms, non-2xx {got['non2xx']:.0f}, socket errors "
                       f"{got['socket_errors']:.0f}{extra}", flush=True)
@@ -213,10 +228,14 @@ def main() -> int:
               f"{med['A']['p99_ms']:>8.2f}")
         print(f"{'B with sidecar (median)':28s} {med['B']['rps']:>10,.0f} {med['B']['p50_ms']:>8.2f} "
               f"{med['B']['p99_ms']:>8.2f}")
+        print(f"{'C sidecar, no spans (median)':28s} {med['C']['rps']:>10,.0f} {med['C']['p50_ms']:>8.2f} "
+              f"{med['C']['p99_ms']:>8.2f}")
         loss = 1 - med["B"]["rps"] / med["A"]["rps"]
         print(f"throughput B/A = {med['B']['rps'] / med['A']['rps']:.3f} (loss {loss:+.1%}; target under 3%), "
               f"p99 B/A = {med['B']['p99_ms'] / med['A']['p99_ms']:.3f}; per-round A rps spread "
               f"{min(x['rps'] for x in runs['A']):,.0f}..{max(x['rps'] for x in runs['A']):,.0f}")
+        print(f"scrape only (C/A) = {med['C']['rps'] / med['A']['rps']:.3f} (loss "
+              f"{1 - med['C']['rps'] / med['A']['rps']:+.1%}), p99 C/A = {med['C']['p99_ms'] / med['A']['p99_ms']:.3f}")
         return 0
     finally:
         if sidecar is not None:
