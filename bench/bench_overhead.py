@@ -8,6 +8,8 @@ alternate A/B/C, C/B/A, ... to cancel drift on a shared machine, and the medians
 * A "without": no sidecar process; Triton's tracing turned off at run time (``POST /v2/trace/setting``
   ``trace_level: ["OFF"]``), so Triton does no tracing work at all;
 * C "scrape only": the same sidecar process, Triton's tracing off (isolates what scraping costs);
+* D (``--tracing-alone``): Triton tracing every request as in B, but no sidecar listening (Triton's exporter
+  builds and serialises the spans, and its POST is refused): Triton's own cost of tracing;
 * B "with": a fresh ``sidecar run`` process (the demo's full config: Triton scrape every 1 s, failure join, the
   OTLP receiver, events, drift, business checks, alerting), and Triton tracing every request
   (``trace_rate 1``, ``trace_level TIMESTAMPS``). B therefore includes Triton's own cost of tracing.
@@ -139,6 +141,9 @@ def main() -> int:
     ap.add_argument("--secs", type=float, default=None, help="seconds of load per run")
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tracing-alone", action="store_true",
+                    help="add condition D: Triton tracing rate=1 with no sidecar (its exporter's connections are "
+                         "refused), to separate Triton's own cost of tracing from the sidecar's")
     ap.add_argument("--no-pin", action="store_true", help="do not pin Triton+sidecar to CPU 0 and wrk to CPU 1")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
@@ -187,8 +192,8 @@ def main() -> int:
               f"Triton tracing level=OFF; C = the sidecar with Triton tracing level=OFF; workdir {wd}", flush=True)
         _trace(triton.http_url, False)
         _wrk(url, lua, 3, args.connections, args.threads, load_cpus)  # warm-up, not counted
-        runs: dict[str, list[dict[str, float]]] = {"A": [], "B": [], "C": []}
-        order = ("A", "B", "C")
+        runs: dict[str, list[dict[str, float]]] = {"A": [], "B": [], "C": [], "D": []}
+        order: tuple[str, ...] = ("A", "B", "C", "D") if args.tracing_alone else ("A", "B", "C")
         for r in range(rounds):
             for cond in order if r % 2 == 0 else order[::-1]:
                 spans = 0.0
@@ -197,7 +202,11 @@ def main() -> int:
                     _trace(triton.http_url, cond == "B")
                     before = _metric(sidecar.metrics(), "sidecar_otlp_spans_received_total")
                     cpu0 = _cpu_secs(sidecar.pid())
+                if cond == "D":
+                    _trace(triton.http_url, True)
                 got = _wrk(url, lua, secs, args.connections, args.threads, load_cpus)
+                if cond == "D":
+                    _trace(triton.http_url, False)
                 if cond in ("B", "C"):
                     got["sidecar_cpu"] = (_cpu_secs(sidecar.pid()) - cpu0) / secs
                     _trace(triton.http_url, False)
@@ -217,12 +226,12 @@ def main() -> int:
                 runs[cond].append(got)
                 extra = (f", spans received {spans:.0f} ({spans / max(got['requests'], 1):.2f} per request), "
                          f"scrapes {got['scrapes']:.0f}, sidecar used {got['sidecar_cpu']:.0%} of a core"
-                         ) if cond != "A" else ""
+                         ) if cond in ("B", "C") else ""
                 print(f"round {r + 1} {cond}: {got['rps']:,.0f} req/s, p50 {got['p50_ms']:.2f} ms, p99 "
                       f"{got['p99_ms']:.2f} ms, non-2xx {got['non2xx']:.0f}, socket errors "
                       f"{got['socket_errors']:.0f}{extra}", flush=True)
         med = {c: {k: statistics.median(run[k] for run in v) for k in ("rps", "p50_ms", "p99_ms")}
-               for c, v in runs.items()}
+               for c, v in runs.items() if v}
         print(f"{'':28s} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
         print(f"{'A without sidecar (median)':28s} {med['A']['rps']:>10,.0f} {med['A']['p50_ms']:>8.2f} "
               f"{med['A']['p99_ms']:>8.2f}")
@@ -234,6 +243,10 @@ def main() -> int:
         print(f"throughput B/A = {med['B']['rps'] / med['A']['rps']:.3f} (loss {loss:+.1%}; target under 3%), "
               f"p99 B/A = {med['B']['p99_ms'] / med['A']['p99_ms']:.3f}; per-round A rps spread "
               f"{min(x['rps'] for x in runs['A']):,.0f}..{max(x['rps'] for x in runs['A']):,.0f}")
+        if "D" in med:
+            print(f"Triton's tracing alone (D/A, no receiver) = {med['D']['rps'] / med['A']['rps']:.3f} (loss "
+                  f"{1 - med['D']['rps'] / med['A']['rps']:+.1%}), p99 D/A = "
+                  f"{med['D']['p99_ms'] / med['A']['p99_ms']:.3f}")
         print(f"scrape only (C/A) = {med['C']['rps'] / med['A']['rps']:.3f} (loss "
               f"{1 - med['C']['rps'] / med['A']['rps']:+.1%}), p99 C/A = {med['C']['p99_ms'] / med['A']['p99_ms']:.3f}")
         return 0
