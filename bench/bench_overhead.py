@@ -183,17 +183,18 @@ def main() -> int:
         cfg_path.write_text(yaml.safe_dump(cfg))
         sidecar = Sidecar(cfg_path, port, wd / "sidecar.log", server_cpus)
         url = f"{triton.http_url}/v2/models/ctr/versions/1/infer"
+        order: tuple[str, ...] = ("A", "B", "C", "D") if args.tracing_alone else ("A", "B", "C")
         print(f"config: Triton 2.51 (nvidia-pytriton wheel), demo repository, load on ctr v1 (dynamic batching, "
-              f"1 CPU instance); wrk -t{args.threads} -c{args.connections} -d{secs:g}s, {rounds} rounds of A, B, C "
-              f"(order reversed every other round), medians; "
+              f"1 CPU instance); wrk -t{args.threads} -c{args.connections} -d{secs:g}s, "
+              f"{rounds} rounds of {', '.join(order)} (order reversed every other round), medians; "
               f"{'Triton+sidecar on CPU 0, wrk on CPU 1' if pin else 'no CPU pinning'}; "
               f"B = sidecar (Triton scrape every 1 s, failure join every 5 s, OTLP receiver, checks every 5 s) + "
               f"Triton OTLP tracing rate=1 level=TIMESTAMPS to {sidecar.url}/v1/traces; A = no sidecar, "
-              f"Triton tracing level=OFF; C = the sidecar with Triton tracing level=OFF; workdir {wd}", flush=True)
+              f"Triton tracing level=OFF; C = the sidecar with Triton tracing level=OFF; "
+              f"D = Triton tracing, no sidecar; workdir {wd}", flush=True)
         _trace(triton.http_url, False)
         _wrk(url, lua, 3, args.connections, args.threads, load_cpus)  # warm-up, not counted
         runs: dict[str, list[dict[str, float]]] = {"A": [], "B": [], "C": [], "D": []}
-        order: tuple[str, ...] = ("A", "B", "C", "D") if args.tracing_alone else ("A", "B", "C")
         for r in range(rounds):
             for cond in order if r % 2 == 0 else order[::-1]:
                 spans = 0.0
