@@ -156,6 +156,9 @@ class Finding:
     for_secs: float | None = None
     trace_id: str | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # Numbers and short tokens (test name, reason code) the text renderers in sidecar/alerting/render/ turn
+    # into sentences; a check writes no prose.
+    facts: Mapping[str, float | int | str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.alerting import book_state
 from sidecar.alerting.config import AlertingConfig
+from sidecar.alerting.render import finding_text
 from sidecar.alerting.templates import TemplateError, render
 from sidecar.model import Change, Finding
 from sidecar.naming import camel_alertname, fingerprint, human_secs
@@ -305,6 +306,7 @@ class AlertBook:
         def one(c: Change) -> str:
             return c.what + (f" ({c.link})" if c.link and c.link not in c.what else "")
 
+        text_summary, text_description = finding_text(f)
         change_pct = f.effect_size * 100 if f.effect_size is not None and f.kind == "business" else None
         direction = ann.get("direction", "up")
         variables: dict[str, object] = {
@@ -331,8 +333,8 @@ class AlertBook:
             "window": human_secs(f.window_secs),
             "baseline_window": ann.get("baseline_window", ""),
             "events": ann.get("events", ""),
-            "finding_summary": f.summary or f.check,
-            "finding_description": f.description,
+            "finding_summary": text_summary,
+            "finding_description": text_description,
             "insufficient_reason": ann.get("insufficient_reason", ""),
             "recent_change": one(changes[0]) if changes else "none",
             "recent_changes": "; ".join(f"{one(c)} by {c.who or '?'} at {iso(c.at)}" for c in changes)
@@ -354,8 +356,8 @@ class AlertBook:
             summary_t, summary_name = t.summary_absolute, "summary_absolute"
             desc_t, desc_name = t.description_absolute, "description_absolute"
         out = {
-            "summary": self._render(summary_name, summary_t, variables, f.summary or f.check),
-            "description": self._render(desc_name, desc_t, variables, f.description),
+            "summary": self._render(summary_name, summary_t, variables, text_summary),
+            "description": self._render(desc_name, desc_t, variables, text_description),
             "runbook_url": self._render("runbook_url", t.runbook_url, variables, ""),
         }
         if self.dashboard_base:

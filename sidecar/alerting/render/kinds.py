@@ -1,0 +1,12 @@
+"""Which module writes the text of which finding kind (one line per kind)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from sidecar.model import Finding
+
+RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType({
+    # "drift": drift.render, "business": business.render  (added as each kind moves its prose here)
+})
