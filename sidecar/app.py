@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sidecar import __version__
 from sidecar.exposition import render_metrics
+from sidecar.redact import mask_text
 from sidecar.service import Service
 
 __all__ = ["create_app"]
@@ -27,9 +31,13 @@ def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
             if manage_lifecycle:
                 await service.shutdown()
 
-    app = FastAPI(title="Triton sidecar", version=__version__, lifespan=lifespan, docs_url="/docs",
-                  redoc_url=None)
+    # The stock /docs loads Swagger UI from a CDN and is blank offline; its files are served from the
+    # swagger-ui-bundle wheel instead.
+    app = FastAPI(title="Triton sidecar", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
+    if service.guard.requires("read"):
+        app.add_middleware(_ReadGate, service=service)
+    _mount_docs(app)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -38,17 +46,17 @@ def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
         path = ".".join(str(p) for p in first["loc"])
         return JSONResponse(status_code=400, content={"error": f"{path}: {first['msg']}", "errors": len(errs)})
 
-    @app.get("/healthz", include_in_schema=False)
+    @app.get("/healthz", tags=["probes"])
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", include_in_schema=False)
+    @app.get("/readyz", tags=["probes"])
     async def readyz() -> JSONResponse:
         ok, details = service.readiness()
         return JSONResponse(status_code=200 if ok else 503,
-                            content={"status": "ready" if ok else "not ready", "components": details})
+                            content={"status": "ready" if ok else "not ready", "components": _masked(details)})
 
-    @app.get("/metrics", include_in_schema=False)
+    @app.get("/metrics", tags=["metrics"])
     async def metrics(request: Request) -> Response:
         body, content_type = render_metrics(service.registry, request.headers.get("accept"))
         return Response(body, media_type=content_type)
@@ -64,3 +72,55 @@ def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
     for router in service.routers():
         app.include_router(router)
     return app
+
+
+_OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def _masked(value: object) -> object:
+    if isinstance(value, str):
+        return mask_text(value)
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_masked(v) for v in value]
+    return value
+
+
+def _mount_docs(app: FastAPI) -> None:
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:  # without the bundle there is no offline UI; the schema at /openapi.json still works
+        return
+    app.mount("/static/swagger-ui", StaticFiles(directory=swagger_ui_path), name="swagger-ui")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="Triton sidecar API",
+                                   swagger_js_url="/static/swagger-ui/swagger-ui-bundle.js",
+                                   swagger_css_url="/static/swagger-ui/swagger-ui.css",
+                                   swagger_favicon_url="/static/swagger-ui/favicon-32x32.png")
+
+
+class _ReadGate:
+    """Asks for the read token on every GET/HEAD but the probes.
+
+    Gated once here rather than in every component's router. Plain ASGI (not BaseHTTPMiddleware) so pushes
+    pass straight through without their bodies being re-streamed. Probes stay open: a kubelet cannot send a
+    token, and /readyz prints nothing secret (URLs are masked).
+    """
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app = app
+        self.guard = service.guard
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD") and scope["path"] not in _OPEN_PATHS:
+            try:
+                self.guard.authorize(Request(scope), "read", "read")
+            except HTTPException as exc:
+                resp = JSONResponse(status_code=exc.status_code, content={"detail": exc.detail},
+                                    headers=exc.headers)
+                await resp(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -9,25 +9,52 @@ import sys
 from collections.abc import Sequence
 
 from sidecar import __version__
-from sidecar.errors import ConfigError
+from sidecar.errors import ConfigError, StoreError
 
 __all__ = ["main"]
+
+
+class _MaskCredentials(logging.Filter):
+    """Masks any user:password@ in a URL of a log line, whichever component (or library) wrote it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from sidecar.redact import mask_text
+
+        message = record.getMessage()
+        masked = mask_text(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
 
 
 def _setup_logging(level: str) -> None:
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_MaskCredentials())
     # One line per HTTP request would drown the sidecar's own messages.
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    import json
+
     from sidecar.config import load_config
+    from sidecar.redact import mask_headers, mask_text
 
     cfg = load_config(args.config)
-    # model_dump_json masks SecretStr values, so tokens never reach the terminal.
+
+    def masked(value: object, key: str = "") -> object:
+        # SecretStr fields already dump as '**********'; URLs and header maps are plain strings and dicts.
+        if isinstance(value, dict):
+            items = mask_headers(value) if key == "headers" else value
+            return {k: masked(v, str(k)) for k, v in items.items()}
+        if isinstance(value, list):
+            return [masked(v, key) for v in value]
+        return mask_text(value) if isinstance(value, str) else value
+
     if args.print:
-        print(cfg.model_dump_json(indent=2))
+        print(json.dumps(masked(cfg.model_dump(mode="json")), indent=2))
     print(f"{args.config}: OK")
     return 0
 
@@ -37,18 +64,35 @@ async def _serve(cfg_path: str) -> None:
 
     from sidecar.app import create_app
     from sidecar.config import load_config
+    from sidecar.httpserver import protocol_class
+    from sidecar.instance import StoreLock, bind_listener
     from sidecar.runtime import tune_gc
     from sidecar.service import Service
 
     cfg = load_config(cfg_path)
-    service = Service(cfg)
-    app = create_app(service)
-    server = uvicorn.Server(uvicorn.Config(app, host=cfg.server.host, port=cfg.server.port, log_level="warning",
-                                           access_log=False, lifespan="on"))
-    tune_gc()
-    logging.getLogger("sidecar").info("sidecar %s listening on http://%s:%d", __version__, cfg.server.host,
-                                      cfg.server.port)
-    await server.serve()
+    # Port first, then the store's lock, then the components: a second instance fails before it touches
+    # anything the first one owns.
+    sock = bind_listener(cfg.server.host, cfg.server.port)
+    lock = StoreLock(cfg.store.path)
+    try:
+        lock.acquire()
+        service = Service(cfg)
+        app = create_app(service)
+        srv = cfg.server
+        too_slow = service.guard.refused.labels("*", "header_timeout").inc
+        server = uvicorn.Server(uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="on",
+            http=protocol_class(srv.header_timeout_secs, too_slow, logging.getLogger("sidecar.http")),
+            timeout_keep_alive=int(srv.keep_alive_timeout_secs),
+            h11_max_incomplete_event_size=srv.max_header_bytes,
+            limit_concurrency=srv.max_connections))
+        tune_gc()
+        host, port = sock.getsockname()[:2]
+        logging.getLogger("sidecar").info("sidecar %s listening on http://%s:%d", __version__, host, port)
+        await server.serve(sockets=[sock])
+    finally:
+        lock.release()
+        sock.close()
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -131,6 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handlers[args.cmd](args)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        print(f"store error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -7,14 +7,15 @@ Secrets are ``SecretStr`` so they never show in logs, reprs or ``sidecar validat
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 
 from sidecar.alerting.config import AlertingConfig
 from sidecar.checks.config import ChecksConfig
@@ -40,6 +41,21 @@ class ServerConfig(StrictModel):
         None, description="Bearer token required on push endpoints (/v1/traces, /v1/events, /v1/changes)."
     )
     admin_token: SecretStr | None = Field(None, description="Bearer token required on admin endpoints (/admin/*).")
+    read_token: SecretStr | None = Field(
+        None, description="Token required to read pages, /metrics, /docs and the GET APIs (Bearer, or HTTP Basic "
+        "with any user name and this as the password, so a browser can sign in). /healthz and /readyz stay open "
+        "for probes. Empty or unset: open.",
+    )
+    header_timeout_secs: float = Field(
+        10.0, gt=0, le=600, description="A connection whose request headers are not complete by then is closed.")
+    body_timeout_secs: float = Field(
+        30.0, gt=0, le=3600, description="A push whose body has not fully arrived by then gets 408.")
+    keep_alive_timeout_secs: float = Field(
+        5.0, gt=0, le=600, description="Idle keep-alive connections close after this.")
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024, le=16 * 1024 * 1024, description="Largest request head (request line + headers).")
+    max_connections: int = Field(
+        1024, gt=0, description="Open connections at once; more are answered 503 by the server.")
     max_inflight_requests: int = Field(64, gt=0, description="Push requests handled at once; more get 429.")
     memory_limit_mib: int | None = Field(
         None, gt=0, description="Resident memory above which push endpoints answer 503 with Retry-After."
@@ -105,6 +121,38 @@ def _loc_to_path(loc: tuple[Any, ...]) -> str:
     return out
 
 
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model allows at the parent of ``loc`` (empty when the path leaves the model tree)."""
+    model: Any = SidecarConfig
+    for part in loc[:-1]:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+        if isinstance(part, int) or part not in model.model_fields:
+            continue  # a list index or a dict key: the item type was already taken below
+        model = _model_in(model.model_fields[part].annotation)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return list(model.model_fields)
+    return []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The config model inside ``X | None``, ``list[X]`` or ``dict[str, X]``, else the annotation."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in reversed(get_args(annotation)):
+        found = _model_in(arg)
+        if isinstance(found, type) and issubclass(found, BaseModel):
+            return found
+    return annotation
+
+
+def _did_you_mean(loc: tuple[Any, ...]) -> str:
+    if not loc or not isinstance(loc[-1], str):
+        return ""
+    close = difflib.get_close_matches(loc[-1], _fields_at(loc), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def parse_config(data: Mapping[str, Any] | None) -> SidecarConfig:
     """Validate an already-parsed mapping; raises ``ConfigError`` naming the first bad field."""
     if data is None:
@@ -115,12 +163,13 @@ def parse_config(data: Mapping[str, Any] | None) -> SidecarConfig:
     try:
         return SidecarConfig.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors()
+        # An unknown key first: a typo (`treshold`) is the cause of the "field required" pydantic also reports.
+        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
         first = errors[0]
         path = _loc_to_path(tuple(first["loc"]))
         msg = first["msg"]
         if first["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = "unknown key" + _did_you_mean(tuple(first["loc"]))
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise ConfigError(path, f"{msg}{more}") from None
 

@@ -2,6 +2,7 @@
 
     SidecarError
     ├── ConfigError            a config file is invalid; carries the field path
+    ├── StoreError             the embedded store cannot be opened or is held by another sidecar
     ├── SourceError            a source could not bring data in
     │   ├── ScrapeError        a scrape failed (timeout, HTTP status, bad content type)
     │   └── ParseError         a payload could not be decoded; carries the line or offset
@@ -25,6 +26,7 @@ __all__ = [
     "ScrapeError",
     "SidecarError",
     "SourceError",
+    "StoreError",
 ]
 
 
@@ -83,3 +85,12 @@ class RetryableExportError(ExportError):
 
 class PermanentExportError(ExportError):
     """Delivery will never succeed as sent (a 4xx other than 429)."""
+
+
+class StoreError(SidecarError):
+    """The embedded store cannot be used: ``path`` is the file, ``message`` what to do about it."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"store.path {path}: {message}")

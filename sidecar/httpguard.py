@@ -6,7 +6,11 @@ Decompression is incremental and capped, so a gzip bomb costs at most ``max_body
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
 import hmac
+import logging
 import os
 import zlib
 from collections.abc import AsyncIterator
@@ -16,10 +20,11 @@ from typing import Literal
 from fastapi import HTTPException, Request
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import SecretStr
+from starlette.requests import ClientDisconnect
 
 __all__ = ["RequestGuard", "rss_bytes"]
 
-Scope = Literal["push", "admin"]
+Scope = Literal["push", "admin", "read"]
 
 
 def rss_bytes() -> int:
@@ -43,13 +48,19 @@ class RequestGuard:
         max_body_bytes: int,
         push_token: SecretStr | None = None,
         admin_token: SecretStr | None = None,
+        read_token: SecretStr | None = None,
         max_inflight: int = 64,
         memory_limit_bytes: int | None = None,
+        body_timeout_secs: float = 30.0,
+        logger: logging.Logger | None = None,
     ) -> None:
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_secs = body_timeout_secs
+        self._log = logger or logging.getLogger("sidecar.http")
         # An empty token is no token: `${env:SIDECAR_PUSH_TOKEN:-}` with the variable unset must leave the
         # endpoint open (Triton's exporter sends no Authorization header), not demand `Bearer ` + nothing.
-        self._tokens: dict[Scope, SecretStr | None] = {"push": _set(push_token), "admin": _set(admin_token)}
+        self._tokens: dict[Scope, SecretStr | None] = {"push": _set(push_token), "admin": _set(admin_token),
+                                                       "read": _set(read_token)}
         self.max_inflight = max_inflight
         self.memory_limit_bytes = memory_limit_bytes
         self._inflight = 0
@@ -65,16 +76,25 @@ class RequestGuard:
         self.refused.labels(endpoint, reason).inc()
         return HTTPException(status_code=status, detail=message, headers=headers)
 
+    def requires(self, scope: Scope) -> bool:
+        return self._tokens[scope] is not None
+
     def authorize(self, request: Request, scope: Scope, endpoint: str) -> None:
         token = self._tokens[scope]
         if token is None:
             return
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                                 token.get_secret_value().encode()):
-            raise self.refuse(endpoint, "unauthorized", 401, "missing or wrong bearer token",
-                              {"WWW-Authenticate": "Bearer"})
+        scheme = scheme.lower()
+        if scope == "read" and scheme == "basic":
+            # A browser cannot send a bearer token when following a link; Basic lets it ask the person once.
+            given = _basic_password(given)
+        elif scheme != "bearer":
+            given = ""
+        if not given.strip() or not hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode()):
+            challenge = 'Basic realm="sidecar", charset="UTF-8"' if scope == "read" else "Bearer"
+            raise self.refuse(endpoint, "unauthorized", 401, "missing or wrong token",
+                              {"WWW-Authenticate": challenge})
 
     @asynccontextmanager
     async def admit(self, endpoint: str) -> AsyncIterator[None]:
@@ -101,11 +121,25 @@ class RequestGuard:
                               f"body of {declared} bytes is over the limit of {self.max_body_bytes}")
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise self.refuse(endpoint, "too_large", 413, f"body is over the limit of {self.max_body_bytes} bytes")
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(self.body_timeout_secs):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > self.max_body_bytes:
+                        raise self.refuse(endpoint, "too_large", 413,
+                                          f"body is over the limit of {self.max_body_bytes} bytes")
+                    chunks.append(chunk)
+        except TimeoutError:
+            # A slow upload holds an in-flight slot; without this a few trickling clients starve every push.
+            self._log.warning("%s: body not complete within %.0fs (%d bytes read); answered 408", endpoint,
+                              self.body_timeout_secs, size)
+            raise self.refuse(endpoint, "body_timeout", 408,
+                              f"request body not complete within {self.body_timeout_secs:g}s",
+                              {"Connection": "close"}) from None
+        except ClientDisconnect:
+            self._log.info("%s: client disconnected after %d bytes of its body", endpoint, size)
+            raise self.refuse(endpoint, "client_disconnect", 400, "client disconnected before its body was read"
+                              ) from None
         raw = b"".join(chunks)
         encoding = request.headers.get("content-encoding", "identity").strip().lower()
         if encoding in ("", "identity"):
@@ -131,3 +165,11 @@ class RequestGuard:
         if not d.eof:
             raise self.refuse(endpoint, "bad_encoding", 400, f"body is truncated {encoding}")
         return out
+
+
+def _basic_password(encoded: str) -> str:
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return ""
+    return decoded.partition(":")[2]

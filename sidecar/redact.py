@@ -7,10 +7,11 @@ every such place goes through these two functions rather than printing the raw v
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["MASK", "SECRET_HEADERS", "SECRET_QUERY_KEYS", "mask_headers", "mask_url"]
+__all__ = ["MASK", "SECRET_HEADERS", "SECRET_QUERY_KEYS", "mask_headers", "mask_text", "mask_url"]
 
 MASK = "***"
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"})
@@ -48,3 +49,14 @@ def mask_url(url: str) -> str:
 def mask_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``headers`` with credential-bearing values replaced by ``***``."""
     return {k: (MASK if k.lower() in SECRET_HEADERS else v) for k, v in headers.items()}
+
+
+# A URL inside free text (a log line, a readiness message, an exception's str).
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def mask_text(text: str) -> str:
+    """``text`` with every URL in it masked as ``mask_url`` does."""
+    if "://" not in text:
+        return text
+    return _URL_IN_TEXT.sub(lambda m: mask_url(m.group(0)), text)

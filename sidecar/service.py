@@ -93,8 +93,9 @@ class Service:
         srv = config.server
         self.guard = RequestGuard(
             self.registry, max_body_bytes=srv.max_body_bytes, push_token=srv.push_token,
-            admin_token=srv.admin_token, max_inflight=srv.max_inflight_requests,
+            admin_token=srv.admin_token, read_token=srv.read_token, max_inflight=srv.max_inflight_requests,
             memory_limit_bytes=srv.memory_limit_mib * 1024 * 1024 if srv.memory_limit_mib else None,
+            body_timeout_secs=srv.body_timeout_secs, logger=self.logger.getChild("http"),
         )
         self.ctx = Context(config=config, registry=self.registry, clock=self.clock, http=self.http,
                            store=self.store, bus=self.bus, guard=self.guard, logger=self.logger)

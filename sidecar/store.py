@@ -12,21 +12,29 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sidecar.errors import StoreError
+
 __all__ = ["Store"]
 
 
 class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
         self._lock = threading.RLock()
-        with self._lock:
+        # sqlite3 says only "unable to open database file"; an operator needs the path and the likely cause.
+        try:
             if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("CREATE TABLE IF NOT EXISTS kv (ns TEXT, k TEXT, v BLOB, PRIMARY KEY (ns, k))")
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
+            with self._lock:
+                if self.path != ":memory:":
+                    self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute("CREATE TABLE IF NOT EXISTS kv (ns TEXT, k TEXT, v BLOB, PRIMARY KEY (ns, k))")
+        except (OSError, sqlite3.Error) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise StoreError(self.path, f"cannot open the store ({reason}); the file and its folder must be "
+                             "writable by the sidecar (SQLite also writes -wal and -shm files beside it)") from None
         self._closed = False
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:

@@ -151,3 +151,88 @@ def test_a_failing_check_or_sink_is_counted_and_the_round_goes_on() -> None:
     assert [f.check for f in findings] == ["fine"]
     assert svc.registry.get_sample_value("sidecar_check_evaluation_errors_total", {"check": "boom"}) == 1
     assert svc.registry.get_sample_value("sidecar_finding_sink_errors_total", {"sink": "bad_sink"}) == 1
+
+
+def test_a_read_token_gates_pages_metrics_and_docs_but_not_probes() -> None:
+    import base64
+
+    c, svc = client(read_token="r34d")
+    with c:
+        for path in ("/metrics", "/docs", "/openapi.json", "/"):
+            r = c.get(path)
+            assert r.status_code == 401, path
+            assert r.headers["www-authenticate"].startswith("Basic")  # a browser asks the person once
+        assert c.get("/healthz").status_code == 200 and c.get("/readyz").status_code == 200
+        assert c.get("/metrics", headers={"Authorization": "Bearer r34d"}).status_code == 200
+        basic = base64.b64encode(b"anyone:r34d").decode()
+        assert c.get("/docs", headers={"Authorization": f"Basic {basic}"}).status_code == 200
+        wrong = base64.b64encode(b"anyone:nope").decode()
+        assert c.get("/", headers={"Authorization": f"Basic {wrong}"}).status_code == 401
+        # Pushes are not reads: the read token neither opens nor closes them.
+        assert c.post("/v1/echo", content=b"x").status_code == 200
+    assert svc.registry.get_sample_value("sidecar_http_refused_total",
+                                         {"endpoint": "read", "reason": "unauthorized"}) == 5
+
+
+def test_without_a_read_token_everything_stays_readable() -> None:
+    c, _ = client()
+    with c:
+        assert c.get("/metrics").status_code == 200 and c.get("/").status_code == 200
+
+
+def test_docs_load_their_assets_from_the_sidecar_not_a_cdn() -> None:
+    c, _ = client()
+    with c:
+        page = c.get("/docs").text
+        assert "cdn.jsdelivr" not in page and "unpkg" not in page
+        for asset in ("/static/swagger-ui/swagger-ui-bundle.js", "/static/swagger-ui/swagger-ui.css"):
+            assert asset in page
+            r = c.get(asset)
+            assert r.status_code == 200 and len(r.content) > 10_000
+        paths = c.get("/openapi.json").json()["paths"]
+        assert {"/healthz", "/readyz", "/metrics", "/v1/echo"} <= set(paths)
+
+
+class _Leaky(Echo):
+    name = "leaky"
+
+    def readiness(self) -> Readiness:
+        return Readiness(False, "scrape of http://scraper:pa55word@triton:8002/metrics failed: connect")
+
+
+def test_readiness_never_shows_a_password_in_a_url() -> None:
+    cfg = parse_config({"triton": {"enabled": False}})
+    svc = Service(cfg, clock=FakeClock(), store=Store(":memory:"), factories=[lambda ctx: [_Leaky(ctx)]])
+    with TestClient(create_app(svc)) as c:
+        body = c.get("/readyz").text
+    assert "pa55word" not in body and "scraper:***@triton:8002" in body
+
+
+async def test_a_slow_body_gets_408_and_frees_its_slot() -> None:
+    import asyncio
+
+    cfg = parse_config({"server": {"body_timeout_secs": 0.05, "max_inflight_requests": 1},
+                        "triton": {"enabled": False}})
+    svc = Service(cfg, clock=FakeClock(), store=Store(":memory:"), factories=[lambda ctx: [Echo(ctx)]])
+    app = create_app(svc, manage_lifecycle=False)
+    never = asyncio.Event()
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if not sent:
+            sent.append({})
+            return {"type": "http.request", "body": b"x", "more_body": True}
+        await never.wait()  # the rest of the body never comes
+        return {"type": "http.disconnect"}
+
+    out: list[dict[str, Any]] = []
+
+    async def send(msg: dict[str, Any]) -> None:
+        out.append(msg)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/echo", "headers": [], "query_string": b"",
+             "http_version": "1.1", "scheme": "http", "server": ("t", 80), "client": ("c", 1), "root_path": ""}
+    await app(scope, receive, send)
+    assert out[0]["status"] == 408
+    assert refused(svc, "body_timeout") == 1
+    assert svc.guard._inflight == 0  # the slot is free again for the next push

@@ -14,7 +14,7 @@ EXAMPLE = Path(__file__).parent.parent / "sidecar.example.yaml"
 def test_unknown_keys_are_rejected_with_their_path() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config({"triton": {"metrics_url": "http://x", "intervall_secs": 5}})
-    assert str(err.value) == "triton.intervall_secs: unknown key"
+    assert str(err.value) == "triton.intervall_secs: unknown key; did you mean 'interval_secs'?"
 
 
 def test_bad_values_name_the_field_path() -> None:
@@ -79,3 +79,32 @@ def test_the_shipped_example_has_no_duplicate_key_and_keeps_its_eval_interval() 
     cfg = load_config(EXAMPLE)  # the loader refuses duplicates, so this proves none is left
     assert cfg.checks.eval_interval_secs == 15  # the first `checks:` block used to be silently dropped
     assert cfg.checks.drift.enabled and cfg.checks.business.checks
+
+
+def test_a_misspelt_key_is_named_with_the_key_it_probably_meant() -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_config({"checks": {"drift": {"p_treshold": 0.1}}})
+    assert e.value.path == "checks.drift.p_treshold" and "did you mean 'p_threshold'" in str(e.value)
+    # Inside a dict of checks, the typo is reported before the "field required" it causes.
+    with pytest.raises(ConfigError) as e:
+        parse_config({"checks": {"business": {"enabled": True, "checks": {
+            "x": {"field": "score", "treshold": 0.1}}}}})
+    assert e.value.path == "checks.business.checks.x.treshold" and "'threshold'" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        parse_config({"server": {"zzz": 1}})
+    assert "did you mean" not in str(e.value)
+
+
+def test_validate_print_masks_passwords_in_urls_and_authorization_headers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "triton:\n  metrics_url: http://scraper:tritonpw@triton:8002/metrics\n"
+        "alerting:\n  alertmanager:\n    urls: [http://am:ampw@am:9093]\n"
+        "traces:\n  forward:\n    endpoint: http://collector:4318/v1/traces\n"
+        "    headers: {Authorization: Bearer fwdsecret, X-Scope-OrgID: tenant1}\n")
+    assert main(["validate", "--config", str(cfg), "--print"]) == 0
+    out = capsys.readouterr().out
+    for secret in ("tritonpw", "ampw", "fwdsecret"):
+        assert secret not in out
+    assert "tenant1" in out and "http://scraper:***@triton:8002/metrics" in out
