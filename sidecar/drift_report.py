@@ -1,8 +1,9 @@
 """``sidecar drift --reference A --current B [--json]``: compare two files offline, before deploying.
 
-Reads Parquet, CSV or JSON Lines; every column present in both files is tested the way the live check tests
-it (KS for numeric, chi-square with unseen categories and PSI for categorical, Benjamini-Hochberg across the
-columns, an effect floor). Exit status: 0 no drift, 1 drift found, 2 the files could not be compared.
+Reads Parquet, CSV or JSON Lines; every column of the reference is reported, tested the way the live check
+tests it (KS for numeric, chi-square with unseen categories and PSI for categorical, Benjamini-Hochberg across
+the columns, an effect floor, a rise of the missing ratio beyond a floor); a column that cannot be tested
+says why, and one the current file lacks is a finding.
 """
 
 from __future__ import annotations
@@ -14,49 +15,111 @@ from typing import Any, TextIO
 
 import orjson
 
-from sidecar.checks.references import Reference, load_reference_file
+from sidecar.checks.datafile import DataFileError, hours_covered, load_columns
+from sidecar.checks.references import Reference
 from sidecar.checks.stats import Ecdf, benjamini_hochberg, chi_square, ks_many, psi_numeric
 
 __all__ = ["compare", "main"]
 
+EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
+_EPILOG = """exit status:
+  0  no drift found
+  1  drift found: a column drifted, its missing ratio rose beyond the floor, or it is absent from the
+     current file
+  2  the inputs could not be compared (bad arguments, unreadable or empty files); the message says which
+"""
+
+
+class _Args(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse's own errors exit 2 too, with our prefix
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_ERROR, f"sidecar drift: {message}\n")
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sidecar drift", description="Compare a current data file with a "
-                                                                  "reference file, column by column.")
+    p = _Args(prog="sidecar drift", description="Compare a current data file with a reference file, "
+                                                "column by column.",
+              epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reference", required=True, help="reference file (.parquet, .csv, .jsonl)")
     p.add_argument("--current", required=True, help="current file (.parquet, .csv, .jsonl)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--p-threshold", type=float, default=0.01, help="BH-adjusted p below which a column "
-                                                                     "may drift (default 0.01)")
+                                                                     "may drift, in (0, 1) (default 0.01)")
     p.add_argument("--ks-effect-floor", type=float, default=0.05, help="smallest KS D that counts (0.05)")
     p.add_argument("--psi-effect-floor", type=float, default=0.1, help="smallest PSI that counts (0.1)")
+    p.add_argument("--missing-increase-floor", type=float, default=0.1,
+                   help="a rise of a column's missing/NaN ratio over the reference's by at least this much is "
+                        "a finding, in (0, 1] (default 0.1, as the live check)")
+    p.add_argument("--min-rows", type=int, default=30, help="fewer non-missing values than this in either file "
+                                                            "is reported as insufficient data (30)")
     p.add_argument("--max-rows", type=int, default=5_000_000, help="numeric rows kept per column (seeded "
                                                                    "subsample above)")
-    p.add_argument("--columns", default="", help="comma-separated columns to compare (default: all shared)")
+    p.add_argument("--columns", default="", help="comma-separated columns to compare (default: all)")
+    p.add_argument("--time-column", default=None, help="column holding each row's time (Unix seconds or ISO "
+                                                       "8601), for --same-hours")
+    p.add_argument("--same-hours", action="store_true",
+                   help="compare against only the reference rows whose UTC hour of day the current file covers "
+                        "(for data with a daily cycle); needs --time-column")
     return p
 
 
+def _check_args(a: argparse.Namespace) -> str | None:
+    if not 0 < a.p_threshold < 1:
+        return f"--p-threshold must be between 0 and 1 (exclusive), not {a.p_threshold}"
+    for flag, v in (("--ks-effect-floor", a.ks_effect_floor), ("--psi-effect-floor", a.psi_effect_floor)):
+        if not (math.isfinite(v) and v >= 0):
+            return f"{flag} must be 0 or more, not {v}"
+    if not 0 < a.missing_increase_floor <= 1:
+        return f"--missing-increase-floor must be in (0, 1], not {a.missing_increase_floor}"
+    if a.min_rows < 1:
+        return f"--min-rows must be at least 1, not {a.min_rows}"
+    if a.max_rows < 1:
+        return f"--max-rows must be at least 1, not {a.max_rows}"
+    if a.same_hours and not a.time_column:
+        return "--same-hours needs --time-column"
+    return None
+
+
+def _untestable(row: dict[str, Any], verdict: str, drift: bool) -> None:
+    row.update(test="-", statistic=None, p=None, effect=None, effect_name=None, floor=None, verdict=verdict,
+               drift=drift)
+
+
 def compare(ref: dict[str, Reference], cur: dict[str, Reference], *, p_threshold: float = 0.01,
-            ks_floor: float = 0.05, psi_floor: float = 0.1, workers: int = 2) -> list[dict[str, Any]]:
+            ks_floor: float = 0.05, psi_floor: float = 0.1, missing_floor: float = 0.1, min_rows: int = 1,
+            workers: int = 2) -> list[dict[str, Any]]:
+    """One row per column of either file (reference columns first, in name order)."""
     rows: list[dict[str, Any]] = []
     numeric: list[tuple[dict[str, Any], Ecdf, Ecdf]] = []
-    for name in sorted(set(ref) & set(cur)):
-        r, c = ref[name], cur[name]
-        row: dict[str, Any] = {"feature": name, "n_reference": r.n, "n_current": c.n,
-                               "missing_reference": r.missing_ratio, "missing_current": c.missing_ratio}
-        if r.kind != c.kind:
-            row.update(test="-", statistic=None, p=None, effect=None, verdict=f"kind differs ({r.kind} vs "
-                                                                              f"{c.kind})")
+    for name in sorted(ref) + sorted(set(cur) - set(ref)):
+        r, c = ref.get(name), cur.get(name)
+        row: dict[str, Any] = {
+            "feature": name, "n_reference": r.n if r else 0, "n_current": c.n if c else 0,
+            "missing_reference": r.missing_ratio if r else None, "missing_current": c.missing_ratio if c else None,
+            "missing_drift": False}
+        rows.append(row)
+        if r is None:
+            _untestable(row, "not in the reference", False)
+            continue
+        if c is None:
+            _untestable(row, "absent from the current file", True)
+            continue
+        rise = c.missing_ratio - r.missing_ratio if c.total and r.total else math.nan
+        row["missing_increase"] = None if math.isnan(rise) else rise
+        row["missing_drift"] = bool(c.total >= min_rows and not math.isnan(rise) and rise >= missing_floor)
+        if r.kind != c.kind and r.n and c.n:
+            _untestable(row, f"kind differs ({r.kind} in the reference, {c.kind} now)", True)
         elif r.n == 0 or c.n == 0:
-            row.update(test="-", statistic=None, p=None, effect=None, verdict="no values")
+            _untestable(row, f"no values in the {'reference' if r.n == 0 else 'current'} file", False)
+        elif r.n < min_rows or c.n < min_rows:
+            _untestable(row, f"insufficient data (n={min(r.n, c.n)} < {min_rows})", False)
         elif r.kind == "numeric" and r.ecdf is not None and c.ecdf is not None:
-            row.update(test="ks", psi=psi_numeric(r.ecdf, c.ecdf), floor=ks_floor)
+            row.update(test="ks", psi=psi_numeric(r.ecdf, c.ecdf), floor=ks_floor, effect_name="KS D")
             numeric.append((row, r.ecdf, c.ecdf))
         elif r.counts is not None and c.counts is not None:
             cs = chi_square(r.counts, c.counts)
             row.update(test="chi2", statistic=cs.statistic, p=cs.p, effect=cs.psi, psi=cs.psi, floor=psi_floor,
-                       unseen=list(cs.unseen_categories), unseen_ratio=cs.unseen_rate)
-        rows.append(row)
+                       effect_name="PSI", unseen=list(cs.unseen_categories), unseen_ratio=cs.unseen_rate)
     if numeric:
         results = ks_many([n[1] for n in numeric], [n[2] for n in numeric], workers=workers)
         for (row, _, _), ks in zip(numeric, results, strict=True):
@@ -65,10 +128,18 @@ def compare(ref: dict[str, Reference], cur: dict[str, Reference], *, p_threshold
     for i, q in zip(tested, benjamini_hochberg([rows[i]["p"] for i in tested]), strict=True):
         row = rows[i]
         row["p_adjusted"] = q
-        drift = q < p_threshold and row["effect"] >= row["floor"]
+        drift = bool(q < p_threshold and row["effect"] >= row["floor"])
+        row["drift"] = drift
         row["verdict"] = "DRIFT" if drift else ("significant, below effect floor" if q < p_threshold else "ok")
         if row.get("unseen"):
             row["verdict"] += f" (new: {', '.join(row['unseen'])})"
+    for row in rows:
+        row.setdefault("drift", False)
+        row.setdefault("verdict", "ok")
+        if row["missing_drift"]:
+            note = (f"MISSING {row['missing_reference']:.1%} -> {row['missing_current']:.1%}")
+            row["verdict"] = note if row["verdict"] in ("ok", "-") else f"{row['verdict']}; {note}"
+            row["drift"] = True
     return rows
 
 
@@ -79,9 +150,12 @@ def _fmt(v: object, spec: str = ".4g") -> str:
 
 
 def _table(rows: list[dict[str, Any]], out: TextIO) -> None:
-    head = ["feature", "test", "statistic", "p (BH)", "effect", "n ref", "n cur", "missing", "verdict"]
-    body = [[r["feature"], r["test"], _fmt(r.get("statistic")), _fmt(r.get("p_adjusted")), _fmt(r.get("effect")),
-             str(r["n_reference"]), str(r["n_current"]), _fmt(r["missing_current"], ".1%"), r["verdict"]]
+    head = ["feature", "test", "statistic", "p (BH)", "effect", "floor", "n ref", "n cur", "missing ref",
+            "missing cur", "verdict"]
+    body = [[r["feature"], r["test"], _fmt(r.get("statistic")), _fmt(r.get("p_adjusted")),
+             f"{r['effect_name']} {_fmt(r.get('effect'))}" if r.get("effect_name") else "-", _fmt(r.get("floor")),
+             str(r["n_reference"]), str(r["n_current"]), _fmt(r["missing_reference"], ".1%"),
+             _fmt(r["missing_current"], ".1%"), r["verdict"]]
             for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
     out.write("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip() + "\n")
@@ -89,28 +163,49 @@ def _table(rows: list[dict[str, Any]], out: TextIO) -> None:
         out.write("  ".join(v.ljust(w) for v, w in zip(b, widths, strict=True)).rstrip() + "\n")
 
 
-def main(argv: list[str], out: TextIO | None = None) -> int:
+def main(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
+    err = err or sys.stderr
     args = _parser().parse_args(argv)
+    problem = _check_args(args)
+    if problem:
+        err.write(f"sidecar drift: {problem}\n")
+        return EXIT_ERROR
     cols = [c.strip() for c in args.columns.split(",") if c.strip()] or None
     try:
-        ref = load_reference_file(args.reference, created_at=0.0, max_rows=args.max_rows, columns=cols)
-        cur = load_reference_file(args.current, created_at=0.0, max_rows=args.max_rows, columns=cols)
-    except (OSError, ValueError) as exc:
-        sys.stderr.write(f"sidecar drift: {exc}\n")
-        return 2
-    if not set(ref) & set(cur):
-        sys.stderr.write("sidecar drift: the files share no column\n")
-        return 2
+        hours = hours_covered(args.current, args.time_column) if args.same_hours else None
+        common = {"created_at": 0.0, "max_rows": args.max_rows, "columns": cols, "keep_empty": True}
+        ref = load_columns(args.reference, role="reference", time_column=args.time_column, hours=hours, **common)
+        cur = load_columns(args.current, role="current", **common)
+    except DataFileError as exc:
+        err.write(f"sidecar drift: {exc}\n")
+        return EXIT_ERROR
+    if args.time_column:  # a clock, not a feature
+        ref.pop(args.time_column, None)
+        cur.pop(args.time_column, None)
+    if cols:
+        unknown = [c for c in cols if c not in ref and c not in cur]
+        if unknown:
+            have = ", ".join(sorted(set(ref) | set(cur))) or "none"
+            err.write(f"sidecar drift: --columns names {', '.join(unknown)}, which neither file has "
+                      f"(they have: {have})\n")
+            return EXIT_ERROR
+    if not ref:
+        err.write(f"sidecar drift: reference file {args.reference}: has no column to compare\n")
+        return EXIT_ERROR
     rows = compare(ref, cur, p_threshold=args.p_threshold, ks_floor=args.ks_effect_floor,
-                   psi_floor=args.psi_effect_floor)
+                   psi_floor=args.psi_effect_floor, missing_floor=args.missing_increase_floor,
+                   min_rows=args.min_rows)
+    drift = any(r["drift"] for r in rows)
     if args.json:
         doc = {"reference": args.reference, "current": args.current, "p_threshold": args.p_threshold,
-               "features": rows, "drift": any(r["verdict"].startswith("DRIFT") for r in rows)}
+               "ks_effect_floor": args.ks_effect_floor, "psi_effect_floor": args.psi_effect_floor,
+               "missing_increase_floor": args.missing_increase_floor, "min_rows": args.min_rows,
+               "same_hours": sorted(hours) if hours is not None else None, "features": rows, "drift": drift}
         out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
     else:
         _table(rows, out)
-    return 1 if any(r["verdict"].startswith("DRIFT") for r in rows) else 0
+    return EXIT_DRIFT if drift else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -42,9 +42,11 @@ def _row(doc: dict[str, object], feature: str) -> dict[str, object]:
 
 
 def test_a_nan_burst_beyond_the_floor_is_a_finding_that_sets_the_exit_status(tmp_path: Path) -> None:
-    ref = _csv(tmp_path / "ref.csv", {"x": _normal(1)})
+    # Two columns: a one-column CSV row with an empty value is a blank line, which CSV readers skip.
+    ref = _csv(tmp_path / "ref.csv", {"x": _normal(1), "id": list(range(2000))})
     vals = _normal(2)
-    cur = _csv(tmp_path / "cur.csv", {"x": [None if i % 5 == 0 else v for i, v in enumerate(vals)]})  # 20%
+    cur = _csv(tmp_path / "cur.csv", {"x": [None if i % 5 == 0 else v for i, v in enumerate(vals)],
+                                      "id": list(range(2000))})  # 20% of x missing
     rc, doc, _ = _run("--reference", str(ref), "--current", str(cur))
     assert rc == 1
     row = _row(doc, "x")
