@@ -103,7 +103,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sidecar.demo.run import run_demo
 
-    return run_demo(port=args.port, duration_s=args.duration_secs, workdir=args.workdir)
+    return run_demo(port=args.port, duration_s=args.duration_secs, workdir=args.workdir, keep=args.keep)
 
 
 def _cmd_drift(rest: Sequence[str]) -> int:
@@ -152,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="start a real Triton with demo models, traffic, and the sidecar")
     d.add_argument("--port", type=int, default=9500)
     d.add_argument("--duration-secs", type=float, default=None, help="stop by itself after this long")
-    d.add_argument("--workdir", default=None, help="folder for Triton's files and the sidecar's store")
+    d.add_argument("--workdir", default=None, help="folder for Triton's files and the sidecar's store (kept)")
+    d.add_argument("--keep", action="store_true", help="keep the temporary work folder on exit")
     sub.add_parser("drift", help="offline drift report: sidecar drift --reference A --current B", add_help=False)
     g = sub.add_parser("dashboards", help="generate Grafana dashboards and provisioning files")
     g.add_argument("--out", default="dashboards")

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import copy
 import logging
+import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
@@ -35,7 +36,10 @@ def demo_config(triton_http: str, triton_metrics: str, port: int, workdir: Path,
         "server": {"host": "127.0.0.1", "port": port, "public_url": f"http://127.0.0.1:{port}"},
         "store": {"path": str(workdir / "sidecar-state.sqlite")},
         "triton": {"metrics_url": triton_metrics, "http_url": triton_http, "interval_secs": 2.0},
-        "traces": {"enabled": True, "failure_join": {"metrics_url": triton_metrics, "interval_secs": 5.0}},
+        # The fraud model is slow for about 1% of requests (250 ms): those traces, and the ones queued behind
+        # them, are what the "slow" view lists.
+        "traces": {"enabled": True, "slow_threshold_ms": 200.0,
+                   "failure_join": {"metrics_url": triton_metrics, "interval_secs": 5.0}},
         "checks": {"eval_interval_secs": 5.0, "drift": copy.deepcopy(DEMO_DRIFT_CONFIG),
                    "business": copy.deepcopy(DEMO_BUSINESS_CHECKS)},
         "alerting": alerting,
@@ -64,30 +68,39 @@ def _quiet_server_class() -> type:
 
 def _banner(base: str, triton: Any, am_url: str | None) -> str:
     from sidecar.demo.scenario import DemoScenario
+    from sidecar.demo.story import EXPECTED
 
     timeline = "\n".join(f"  +{int(t // 60)} min  {what}" for t, what in DemoScenario.timeline())
-    am = f"Alertmanager: {am_url}/#/alerts" if am_url else "Alertmanager: not installed (alerts at /v1/alerts)"
+    alerts = "\n".join(f"  - {a.describe()}" for a in EXPECTED)
+    # Debian's Alertmanager has no web UI: the sidecar's /alerts page is where a person reads alerts.
+    am = (f"Alertmanager: {am_url} (API only; the sidecar's {base}/alerts shows delivery per alert)" if am_url
+          else "Alertmanager: not installed (alerts are still evaluated; see /alerts)")
     return f"""
 Triton:   {triton.http_url} (metrics {triton.metrics_url}), models ctr v1+v2 and fraud v1
 Sidecar:  {base}/
-  metrics   {base}/metrics   (sidecar_model_requests_per_second, sidecar_model_error_ratio, sidecar_drift_*)
+  alerts    {base}/alerts    (active, pending, resolved; delivery state)
   traces    {base}/traces    (slow and failed requests; click one for its waterfall)
-  alerts    {base}/v1/alerts
+  metrics   {base}/metrics   (sidecar_model_requests_per_second, sidecar_model_error_ratio, sidecar_drift_*)
   ready     {base}/readyz
 {am}
-Traffic: ~20 requests/s to ctr v1, ctr v2 and fraud v1 (about 8% of fraud requests fail); each answer is
-reported to {base}/v1/events with its features and score.
+Traffic: ~20 requests/s to ctr v1, ctr v2 and fraud v1 (about 8% of fraud requests fail, about 1% are slow);
+each answer is reported to {base}/v1/events with its features and score.
 What happens (from now):
 {timeline}
+The alerts this causes (each line below is printed again, with its time, as it happens):
+{alerts}
 Press Ctrl-C to stop."""
 
 
 async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
+    import httpx
+
     from sidecar.app import create_app
     from sidecar.config import parse_config
     from sidecar.demo.alertmanager import DemoAlertmanager
     from sidecar.demo.traffic import Traffic
     from sidecar.demo.tritonserver import TritonServer, demo_model_repository
+    from sidecar.demo.watch import AlertWatcher
     from sidecar.runtime import tune_gc
     from sidecar.service import Service
 
@@ -120,6 +133,9 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
         traffic = Traffic(triton.http_url, sidecar_url=base)
         traffic_task = asyncio.create_task(traffic.run(stop))
         print(_banner(base, triton, am_url), flush=True)
+        watcher = AlertWatcher(base, am_url, out=lambda line: print(line, flush=True))
+        watch_client = httpx.AsyncClient()
+        watch_task = asyncio.create_task(watcher.run(stop, watch_client))
         if duration_s is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=duration_s)
@@ -127,6 +143,8 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
             await stop.wait()
         stop.set()
         await traffic_task
+        await watch_task
+        await watch_client.aclose()
         server.should_exit = True
         await serve
         print(f"traffic sent: {sum(traffic.stats.sent.values())} requests "
@@ -139,7 +157,16 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
     return 0
 
 
-def run_demo(port: int = 9500, duration_s: float | None = None, workdir: str | None = None) -> int:
+def run_demo(port: int = 9500, duration_s: float | None = None, workdir: str | None = None,
+             keep: bool = False) -> int:
+    """Run the demo; a temporary work directory is removed on exit unless ``keep`` (a given one never is)."""
     wd = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sidecar-demo-"))
     wd.mkdir(parents=True, exist_ok=True)
-    return asyncio.run(_run(port, duration_s, wd))
+    try:
+        return asyncio.run(_run(port, duration_s, wd))
+    finally:
+        if workdir is None and not keep:
+            shutil.rmtree(wd, ignore_errors=True)
+            print(f"removed {wd} (--keep keeps it)", flush=True)
+        else:
+            print(f"kept {wd} (Triton's files, the sidecar's store)", flush=True)

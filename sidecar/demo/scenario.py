@@ -78,8 +78,8 @@ class DemoScenario:
     @staticmethod
     def timeline() -> list[tuple[float, str]]:
         return [
-            (SHIFT_AFTER_SECS, "ctr input 'clicks_7d' drifts up by 1 sd (drift check flags it ~1-2 min later)"),
-            (REGRESSION_START_SECS, "a feature-pipeline change (posted to /v1/changes) shifts ctr input 'income': "
-                                    "predicted CTR falls ~35% (business alert fires, annotated with the change)"),
-            (REGRESSION_END_SECS, "inputs recover: the CTR alert resolves"),
+            (SHIFT_AFTER_SECS, "ctr input 'clicks_7d' shifts up by 1 sd, for good"),
+            (REGRESSION_START_SECS - 5.0, "a feature-pipeline change is posted to /v1/changes"),
+            (REGRESSION_START_SECS, "ctr input 'income' shifts up by 1.5 sd: predicted CTR falls by more than 15%"),
+            (REGRESSION_END_SECS, "'income' returns to normal"),
         ]

@@ -65,3 +65,18 @@ def test_demo_serves_slis_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     assert "Traceback" not in out, out
     assert pids_under(tmp_path) == [], "the demo left processes behind"
     assert os.path.exists(tmp_path / "sidecar-state.sqlite")
+
+
+def test_demo_names_its_alerts_and_removes_its_temporary_folder(tmp_path: Path) -> None:
+    from sidecar.demo.story import EXPECTED
+
+    port = free_port()
+    exe = Path(sys.executable).parent / "sidecar"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    r = subprocess.run([str(exe), "demo", "--port", str(port), "--duration-secs", "5"], env=env,
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for a in EXPECTED:  # every alert the scenario causes is announced before it happens
+        assert a.describe() in r.stdout
+    assert f"http://127.0.0.1:{port}/alerts" in r.stdout and "#/alerts" not in r.stdout
+    assert "removed" in r.stdout and list(tmp_path.glob("sidecar-demo-*")) == []

@@ -6,7 +6,19 @@ model has no dynamic batching, so one bad request never fails its neighbours.
 """
 
 import numpy as np
-import triton_python_backend_utils as pb_utils
+
+try:
+    import triton_python_backend_utils as pb_utils
+except ImportError:  # imported outside Triton (the demo's story test computes scores with score())
+    pb_utils = None
+
+
+SLOW_RISK_Z = 2.3
+SLOW_SECS = 0.25
+
+
+def score(x):
+    return 1.0 / (1.0 + np.exp(-(0.002 * x[:, 0] + 0.5 * x[:, 1] - 0.3 * x[:, 2] - 2.0)))
 
 
 class TritonPythonModel:
@@ -16,7 +28,8 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy().astype(np.float32)
             if (x[:, 0] < 0).any():
                 raise pb_utils.TritonModelException("amount must not be negative")
-            score = 1.0 / (1.0 + np.exp(-(0.002 * x[:, 0] + 0.5 * x[:, 1] - 0.3 * x[:, 2] - 2.0)))
-            out = pb_utils.Tensor("score", score.reshape(-1, 1).astype(np.float32))
+            if (x[:, 2] > SLOW_RISK_Z).any():
+                time.sleep(SLOW_SECS)
+            out = pb_utils.Tensor("score", score(x).reshape(-1, 1).astype(np.float32))
             responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
         return responses
