@@ -26,7 +26,7 @@ from sidecar.sources.gpu.config import GpuConfig
 from sidecar.sources.triton_config import TritonConfig
 from sidecar.state.trace_config import TracesConfig
 
-__all__ = ["ServerConfig", "SidecarConfig", "StoreConfig", "load_config", "parse_config"]
+__all__ = ["ServerConfig", "SidecarConfig", "StoreConfig", "load_config", "load_config_text", "parse_config"]
 
 _ENV_RE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -229,10 +229,19 @@ def load_config(path: str | Path) -> SidecarConfig:
         text = p.read_text()
     except OSError as exc:
         raise ConfigError("", f"cannot read {p}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"{p} is not UTF-8 text (byte {exc.start})") from None
+    return load_config_text(text, str(p))
+
+
+def load_config_text(text: str, source: str = "the config") -> SidecarConfig:
+    """Parse and validate YAML text; every problem is a ``ConfigError`` (``source`` names it in messages)."""
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError("", f"{p} is not valid YAML{where}") from None
+        raise ConfigError("", f"{source} is not valid YAML{where}") from None
+    except RecursionError:
+        raise ConfigError("", f"{source} nests too deeply") from None
     return parse_config(data)
