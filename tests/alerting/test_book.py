@@ -77,14 +77,15 @@ def _ctr(active: bool, value: float = 0.034, **kw: Any) -> Finding:
         window_secs=86400,
         severity="high",
         labels={"alertname": "CtrMeanDown", "model": "rec", "version": "3", "team": "growth"},
-        annotations={
+        annotations={"runbook": "ctr-mean-down.md"},
+        facts={
             "display_name": "CTR mean",
             "aggregate": "mean",
             "direction": "down",
             "compare": "relative",
-            "baseline_window": "7d",
-            "events": "1000",
-            "runbook": "ctr-mean-down.md",
+            "baseline_secs": 7 * 86400,
+            "change": (value - 0.042) / 0.042,
+            "events": 1000,
         },
         **kw,
     )
@@ -202,7 +203,7 @@ def test_absolute_and_other_kinds_use_their_own_templates() -> None:
         threshold=0.08,
         window_secs=300,
         severity="high",
-        annotations={"display_name": "WER", "aggregate": "mean", "direction": "up"},
+        facts={"display_name": "WER", "aggregate": "mean", "direction": "up", "compare": "absolute", "events": 60},
     )
     drift = Finding(
         check="drift_ks",
