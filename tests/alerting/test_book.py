@@ -34,11 +34,11 @@ class FakeChanges:
     def __init__(self, changes: list[Change]) -> None:
         self.changes = changes
 
-    def recent(self, model: str | None, version: str | None, since: float) -> list[Change]:
+    def recent(self, model: str | None, version: str | None, since: float, *, until: float) -> list[Change]:
         return [
             c
             for c in sorted(self.changes, key=lambda c: -c.at)
-            if c.at >= since and (c.model is None or c.model == model)
+            if since <= c.at <= until and (c.model is None or c.model == model)
         ]
 
 

@@ -10,7 +10,8 @@ not shift while the alert stays active.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -26,8 +27,13 @@ from sidecar.state.changes_config import ChangesConfig
 __all__ = ["ALL_VERSIONS", "Annotator", "ChangeLookup", "cited_changes", "model_version", "sentence"]
 
 ALL_VERSIONS = "all"
-# (model, version or None, since) -> changes since then, newest first.
-ChangeLookup = Callable[[str | None, str | None, float], Sequence[Change]]
+
+
+class ChangeLookup(Protocol):
+    """Changes of a model (and version, or any with None) made between ``since`` and ``until``, newest first."""
+
+    def __call__(self, model: str | None, version: str | None, since: float, *, until: float) -> Sequence[Change]:
+        ...
 
 
 def model_version(model: str, version: str) -> str:
@@ -68,7 +74,7 @@ def cited_changes(
     version = labels.get("version") or None
     try:
         found = lookup(labels.get("model"), None if version == ALL_VERSIONS else version,
-                       began - cfg.annotate_window_secs)
+                       began - cfg.annotate_window_secs, until=began)
     except Exception:
         log.exception("could not read recent changes")
         return []
