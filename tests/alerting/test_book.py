@@ -268,3 +268,17 @@ def test_fired_and_resolved_alerts_become_audit_events(tmp_path: Any) -> None:
     audit: Any = svc.component("audit")
     kinds = [(e["kind"], e["labels"]["alertname"]) for e in audit.events()]
     assert kinds == [("alert_resolved", "CtrMeanDown"), ("alert_fired", "CtrMeanDown")]
+
+
+def test_descriptions_are_sentences_that_never_run_together() -> None:
+    book, sink = _book()
+    drift = Finding(check="drift", kind="drift", labels={"model": "ctr", "version": "2", "feature": "x0",
+                                                         "test": "ks"}, active=True, value=0.2,
+                    summary="drift ctr v2 x0", description="effect floor 0.1; missing ratio 0.000 (reference 0.000)")
+    book.on_findings([drift, _ctr(True)], T0)
+    by = {n["labels"]["check"]: n["annotations"]["description"] for n in sink.notices}
+    assert by["drift"] == "effect floor 0.1; missing ratio 0.000 (reference 0.000). Recent changes: none."
+    assert by["ctr_mean_down"] == (
+        "CTR mean (mean) over the last 24h is 0.034. Over the 7d before it, it was 0.042: a change of -19.0%, "
+        "where the check fires below -15%. 1000 events in the window. Recent changes: none."
+    )
