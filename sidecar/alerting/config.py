@@ -26,9 +26,7 @@ _DESCRIPTION = "{finding_description} Recent changes: {recent_changes}."
 
 
 class TemplatesConfig(StrictModel):
-    """Annotation templates. ``{finding_summary}`` and ``{finding_description}`` are the sidecar's own text of
-    the finding (see docs/alerting.md); the business variables (``{display_name}``, ``{change_pct}``, ...) let
-    an operator write their own."""
+    """Annotation templates around the sidecar's own text of a finding (`{finding_summary}`, `{finding_description}`)."""
 
     summary: str = Field(
         default=_SUMMARY,
