@@ -26,7 +26,7 @@ _DESCRIPTION = "{finding_description} Recent changes: {recent_changes}."
 
 
 class TemplatesConfig(StrictModel):
-    """Annotation templates around the sidecar's own text of a finding (`{finding_summary}`, `{finding_description}`)."""
+    """Annotation templates around the sidecar's own text of a finding (`{finding_summary}` and so on)."""
 
     summary: str = Field(
         default=_SUMMARY,
