@@ -54,7 +54,12 @@ def test_a_check_over_every_version_says_all_versions_and_never_names_one(tmp_pa
     bc = _checks(tmp_path, clock)
     # Traffic split between v1 and v2, the newer one regressing: the value is of both versions together.
     _run(bc, clock, 600, lambda t: [_ev(clock, v, 0.04) for v in ("1", "2") for _ in range(3)])
-    (f,) = _run(bc, clock, 60, lambda t: [_ev(clock, "1", 0.04), _ev(clock, "2", 0.02), _ev(clock, "2", 0.02)])
+    seen: set[str] = set()
+    for i in range(6):  # the newer version last in one round, the older one last in the next
+        order = ("1", "2", "2") if i % 2 else ("2", "2", "1")
+        (f,) = _run(bc, clock, 10, lambda t, o=order: [_ev(clock, v, 0.04 if v == "1" else 0.02) for v in o])
+        seen.add(f.labels["version"])
+    assert seen == {"all"}
     assert f.active and f.labels["version"] == "all" and f.facts["version_scope"] == "all"
     book = _book()
     book.on_findings([f], clock.now())
