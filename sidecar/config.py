@@ -84,9 +84,10 @@ class SidecarConfig(StrictModel):
     alerting: AlertingConfig = AlertingConfig()
     gpu: GpuConfig = GpuConfig()
     dashboard_url: str | None = Field(None, description="Grafana base URL used in alert links.")
-    runbook_url: str = Field(
-        "https://github.com/triton-sidecar/triton-sidecar/blob/main/docs/runbooks",
-        description="Base URL of the runbooks linked from alerts.",
+    runbook_url: str | None = Field(
+        None,
+        description="Base URL of the runbooks linked from alerts; unset: the sidecar's own copy of docs/runbooks at "
+        "<server.public_url>/runbooks, so the links work with no internet.",
     )
 
 

@@ -8,12 +8,21 @@ import hashlib
 import math
 from collections.abc import Mapping
 
-__all__ = ["camel_alertname", "fingerprint", "human_secs"]
+__all__ = ["alert_name", "camel_alertname", "fingerprint", "human_secs"]
 
 
 def camel_alertname(check: str) -> str:
     """The alert name a finding of this check gets unless it names one: ``ctr_mean_down`` -> ``CtrMeanDown``."""
     return "".join(p.capitalize() for p in check.split("_") if p)
+
+
+def alert_name(check: str, kind: str, labels: Mapping[str, str]) -> str:
+    """The alert name of a finding whose labels carry none. Drift findings get the names the Prometheus rules
+    (alerts/drift.rules.yml) and the runbooks use, so one silence written from a runbook matches both paths;
+    any other check is named after itself."""
+    if kind == "drift":
+        return "FeatureMissingValuesHigh" if labels.get("test") == "missing" else "FeatureDrifting"
+    return camel_alertname(check)
 
 
 def fingerprint(labels: Mapping[str, str]) -> str:

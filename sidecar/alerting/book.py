@@ -23,10 +23,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.alerting import book_state
 from sidecar.alerting.config import AlertingConfig
-from sidecar.alerting.render import finding_text
-from sidecar.alerting.templates import TemplateError, render
-from sidecar.model import Change, Finding
-from sidecar.naming import camel_alertname, fingerprint, human_secs
+from sidecar.alerting.render.annotations import Annotator, ChangeLookup, began_at, cited_changes
+from sidecar.model import Finding
+from sidecar.naming import alert_name, camel_alertname, fingerprint
 from sidecar.state.changes import iso
 from sidecar.store import Store
 
@@ -73,7 +72,7 @@ class AlertBook:
         registry: CollectorRegistry,
         eval_interval_secs: float,
         sink: NoticeSink | None,
-        recent_changes: Callable[[str | None, str | None, float], Sequence[Change]] | None = None,
+        recent_changes: ChangeLookup | None = None,
         runbook_base: str,
         dashboard_base: str | None,
         sidecar_url: str,
@@ -85,8 +84,13 @@ class AlertBook:
         self.sink = sink
         self.recent_changes = recent_changes
         self.eval_interval = eval_interval_secs
-        self.runbook_base = runbook_base.rstrip("/")
-        self.dashboard_base = dashboard_base.rstrip("/") if dashboard_base else None
+        self.annotator = Annotator(
+            cfg.templates,
+            registry=registry,
+            runbook_base=runbook_base,
+            dashboard_base=dashboard_base,
+            sidecar_url=sidecar_url,
+        )
         self.sidecar_url = sidecar_url.rstrip("/")
         self.log = logger or logging.getLogger("sidecar.alert_book")
         self.on_transition = on_transition
@@ -100,12 +104,6 @@ class AlertBook:
         )
         self._notices = Counter(
             "sidecar_alert_notices", "Notices handed to delivery, by state.", ["state"], registry=registry
-        )
-        self._tmpl_errors = Counter(
-            "sidecar_alert_template_errors",
-            "Annotations that failed to render (a fallback text was used).",
-            ["template"],
-            registry=registry,
         )
         for s in ("pending", "firing", "resolved"):
             self._gauge.labels(s).set(0)
@@ -196,7 +194,7 @@ class AlertBook:
 
     def _labels(self, f: Finding) -> dict[str, str]:
         labels = {k: v for k, v in f.labels.items() if v != ""}
-        labels.setdefault("alertname", camel_alertname(f.check))
+        labels.setdefault("alertname", alert_name(f.check, f.kind, labels))
         labels["check"] = f.check
         labels["severity"] = f.severity
         return labels
@@ -222,7 +220,10 @@ class AlertBook:
                             active_at=now,
                             hold_secs=self._hold(f),
                         )
-                    a.annotations = self._annotate(f, labels, now)
+                    changes = cited_changes(
+                        self.recent_changes, labels, began_at(f, a.active_at), self.cfg.changes, self.log
+                    )
+                    a.annotations = self.annotator.annotate(f, labels, changes)
                     if a.state == "pending" and now - a.active_at >= a.hold_secs:
                         a.state = "firing"
                         self._transition("fired", a, now)
@@ -285,90 +286,3 @@ class AlertBook:
             out.append(a.notice(gen))
             self._notices.labels("firing" if a.state == "firing" else "resolved").inc()
         return out
-
-    # -- annotations -----------------------------------------------------------------------------------------
-    def _changes(self, model: str | None, now: float) -> list[Change]:
-        fn = self.recent_changes
-        if fn is None:
-            return []
-        try:
-            return list(fn(model, None, now - self.cfg.changes.annotate_window_secs))[
-                : self.cfg.changes.max_in_annotation
-            ]
-        except Exception:
-            self.log.exception("could not read recent changes")
-            return []
-
-    def _annotate(self, f: Finding, labels: Mapping[str, str], now: float) -> dict[str, str]:
-        ann = dict(f.annotations)
-        changes = self._changes(labels.get("model"), now)
-
-        def one(c: Change) -> str:
-            return c.what + (f" ({c.link})" if c.link and c.link not in c.what else "")
-
-        text_summary, text_description = finding_text(f)
-        change_pct = f.effect_size * 100 if f.effect_size is not None and f.kind == "business" else None
-        direction = ann.get("direction", "up")
-        variables: dict[str, object] = {
-            "alertname": labels.get("alertname", ""),
-            "check": f.check,
-            "kind": f.kind,
-            "severity": f.severity,
-            "SEVERITY": f.severity.upper(),
-            "model": labels.get("model", ""),
-            "version": labels.get("version", ""),
-            "team": labels.get("team", ""),
-            "display_name": ann.get("display_name", f.check.replace("_", " ")),
-            "aggregate": ann.get("aggregate", ""),
-            "agg_short": "avg" if ann.get("aggregate") == "mean" else ann.get("aggregate", ""),
-            "compare": ann.get("compare", ""),
-            "direction": direction,
-            "direction_word": ("down" if change_pct < 0 else "up") if change_pct is not None else direction,
-            "comparison": "above" if direction == "up" else "below",
-            "value": f.value,
-            "baseline": f.baseline,
-            "threshold": f.threshold,
-            "change_pct": change_pct,
-            "abs_change_pct": abs(change_pct) if change_pct is not None else None,
-            "window": human_secs(f.window_secs),
-            "baseline_window": ann.get("baseline_window", ""),
-            "events": ann.get("events", ""),
-            "finding_summary": text_summary,
-            "finding_description": text_description,
-            "insufficient_reason": ann.get("insufficient_reason", ""),
-            "recent_change": one(changes[0]) if changes else "none",
-            "recent_changes": "; ".join(f"{one(c)} by {c.who or '?'} at {iso(c.at)}" for c in changes)
-            or "none",
-            "runbook": ann.get("runbook", f"{f.kind}.md"),
-            "runbook_base": self.runbook_base,
-            "dashboard_base": self.dashboard_base or "",
-            "sidecar_url": self.sidecar_url,
-            "trace_id": f.trace_id or "",
-        }
-        t = self.cfg.templates
-        if f.kind != "business":
-            summary_t, summary_name = t.summary_other, "summary_other"
-            desc_t, desc_name = t.description_other, "description_other"
-        elif f.baseline is not None and change_pct is not None:
-            summary_t, summary_name = t.summary, "summary"
-            desc_t, desc_name = t.description, "description"
-        else:
-            summary_t, summary_name = t.summary_absolute, "summary_absolute"
-            desc_t, desc_name = t.description_absolute, "description_absolute"
-        out = {
-            "summary": self._render(summary_name, summary_t, variables, text_summary),
-            "description": self._render(desc_name, desc_t, variables, text_description),
-            "runbook_url": self._render("runbook_url", t.runbook_url, variables, ""),
-        }
-        if self.dashboard_base:
-            out["dashboard_url"] = self._render("dashboard_url", t.dashboard_url, variables, "")
-        if f.trace_id:
-            out["trace_url"] = self._render("trace_url", t.trace_url, variables, "")
-        return {k: v for k, v in out.items() if v}
-
-    def _render(self, name: str, template: str, variables: Mapping[str, object], fallback: str) -> str:
-        try:
-            return render(template, variables)
-        except TemplateError:
-            self._tmpl_errors.labels(name).inc()
-            return fallback

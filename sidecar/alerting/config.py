@@ -20,37 +20,36 @@ __all__ = [
 ]
 
 
+_SUMMARY = "[{SEVERITY}] {finding_summary} | model {model_version} | recent change: {recent_change}"
+# finding_description always ends with a full stop, so the sentences never run together.
+_DESCRIPTION = "{finding_description} Recent changes: {recent_changes}."
+
+
 class TemplatesConfig(StrictModel):
+    """Annotation templates around the sidecar's own text of a finding (`{finding_summary}` and so on)."""
+
     summary: str = Field(
-        default="[{SEVERITY}] {display_name} {direction_word} {abs_change_pct:.1f}%"
-        " ({baseline_window} {agg_short} {baseline:.3g}"
-        " -> {window} {agg_short} {value:.3g}) | model {model} v{version} | recent change: {recent_change}",
-        description="One-line summary of a finding compared with a baseline.",
+        default=_SUMMARY,
+        description="One-line summary of a business finding compared with a baseline.",
     )
     summary_absolute: str = Field(
-        default="[{SEVERITY}] {display_name} {value:.4g} {comparison} {threshold:.4g} over {window}"
-        " | model {model} v{version} | recent change: {recent_change}",
-        description="One-line summary of a finding compared with a fixed threshold.",
+        default=_SUMMARY,
+        description="One-line summary of a business finding compared with a fixed threshold.",
     )
     summary_other: str = Field(
-        default="[{SEVERITY}] {finding_summary} | model {model} v{version} | recent change: {recent_change}",
-        description="One-line summary of findings of other kinds (drift, slo) around the check's summary.",
+        default=_SUMMARY,
+        description="One-line summary of findings of other kinds (drift, slo).",
     )
     description: str = Field(
-        default="{display_name} ({aggregate}) over the last {window} is {value:.4g};"
-        " baseline over the {baseline_window}"
-        " before it {baseline:.4g}; threshold {threshold:.4g} ({compare}, {direction}); {events} events."
-        " Recent changes: {recent_changes}",
-        description="Longer description of a finding compared with a baseline.",
+        default=_DESCRIPTION,
+        description="Longer description of a business finding compared with a baseline.",
     )
     description_absolute: str = Field(
-        default="{display_name} ({aggregate}) over the last {window} is {value:.4g};"
-        " threshold {threshold:.4g}"
-        " ({direction}); {events} events. Recent changes: {recent_changes}",
-        description="Longer description of a finding compared with a fixed threshold.",
+        default=_DESCRIPTION,
+        description="Longer description of a business finding compared with a fixed threshold.",
     )
     description_other: str = Field(
-        default="{finding_description} Recent changes: {recent_changes}",
+        default=_DESCRIPTION,
         description="Longer description of findings of other kinds.",
     )
     runbook_url: str = Field(default="{runbook_base}/{runbook}", description="Runbook link.")

@@ -165,10 +165,16 @@ class ChangeLog:
         for change in batch.items:
             self.record(change)
 
-    def recent(self, model: str | None, version: str | None, since: float, limit: int = 50) -> list[Change]:
-        """Changes since ``since`` concerning this model (or every model), newest first."""
+    def recent(
+        self, model: str | None, version: str | None, since: float, limit: int = 50, *, until: float | None = None
+    ) -> list[Change]:
+        """Changes since ``since`` (and at or before ``until``) concerning this model (or every model), newest
+        first."""
         sql = f"SELECT id, at, what, who, model, version, link, source FROM {_TABLE} WHERE at >= ?"
         params: list[Any] = [since]
+        if until is not None:
+            sql += " AND at <= ?"
+            params.append(until)
         if model is not None:
             sql += " AND (model IS NULL OR model = ?)"
             params.append(model)

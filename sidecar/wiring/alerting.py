@@ -9,6 +9,7 @@ from exporters.audit import AuditLog
 from exporters.elasticsearch import AuditDoc, ElasticsearchBulk
 from exporters.sender import ExporterMetrics, RetryPolicy, Sender
 from sidecar.alerting.book import Alert, AlertBook
+from sidecar.alerting.runbook_pages import RunbookPages
 from sidecar.component import Context
 from sidecar.naming import fingerprint
 from sidecar.state.changes import ChangeLog, iso
@@ -87,15 +88,18 @@ def build(ctx: Context) -> list[Any]:
             )
 
     srv = ctx.config.server
+    sidecar_url = (srv.public_url or f"http://{srv.host}:{srv.port}").rstrip("/")
+    out.append(RunbookPages(registry=ctx.registry))
     book = AlertBook(
         cfg,
         registry=ctx.registry,
         eval_interval_secs=ctx.config.checks.eval_interval_secs,
         sink=am,
         recent_changes=changes.recent,
-        runbook_base=ctx.config.runbook_url,
+        # No base configured: the sidecar's own copy, so the link works offline.
+        runbook_base=ctx.config.runbook_url or f"{sidecar_url}/runbooks",
         dashboard_base=ctx.config.dashboard_url,
-        sidecar_url=srv.public_url or f"http://{srv.host}:{srv.port}",
+        sidecar_url=sidecar_url,
         logger=log.getChild("book"),
         on_transition=on_transition,
         store=ctx.store,

@@ -34,11 +34,11 @@ class FakeChanges:
     def __init__(self, changes: list[Change]) -> None:
         self.changes = changes
 
-    def recent(self, model: str | None, version: str | None, since: float) -> list[Change]:
+    def recent(self, model: str | None, version: str | None, since: float, *, until: float) -> list[Change]:
         return [
             c
             for c in sorted(self.changes, key=lambda c: -c.at)
-            if c.at >= since and (c.model is None or c.model == model)
+            if since <= c.at <= until and (c.model is None or c.model == model)
         ]
 
 
@@ -77,14 +77,15 @@ def _ctr(active: bool, value: float = 0.034, **kw: Any) -> Finding:
         window_secs=86400,
         severity="high",
         labels={"alertname": "CtrMeanDown", "model": "rec", "version": "3", "team": "growth"},
-        annotations={
+        annotations={"runbook": "ctr-mean-down.md"},
+        facts={
             "display_name": "CTR mean",
             "aggregate": "mean",
             "direction": "down",
             "compare": "relative",
-            "baseline_window": "7d",
-            "events": "1000",
-            "runbook": "ctr-mean-down.md",
+            "baseline_secs": 7 * 86400,
+            "change": (value - 0.042) / 0.042,
+            "events": 1000,
         },
         **kw,
     )
@@ -202,7 +203,7 @@ def test_absolute_and_other_kinds_use_their_own_templates() -> None:
         threshold=0.08,
         window_secs=300,
         severity="high",
-        annotations={"display_name": "WER", "aggregate": "mean", "direction": "up"},
+        facts={"display_name": "WER", "aggregate": "mean", "direction": "up", "compare": "absolute", "events": 60},
     )
     drift = Finding(
         check="drift_ks",
@@ -267,3 +268,17 @@ def test_fired_and_resolved_alerts_become_audit_events(tmp_path: Any) -> None:
     audit: Any = svc.component("audit")
     kinds = [(e["kind"], e["labels"]["alertname"]) for e in audit.events()]
     assert kinds == [("alert_resolved", "CtrMeanDown"), ("alert_fired", "CtrMeanDown")]
+
+
+def test_descriptions_are_sentences_that_never_run_together() -> None:
+    book, sink = _book()
+    drift = Finding(check="drift", kind="drift", labels={"model": "ctr", "version": "2", "feature": "x0",
+                                                         "test": "ks"}, active=True, value=0.2,
+                    summary="drift ctr v2 x0", description="effect floor 0.1; missing ratio 0.000 (reference 0.000)")
+    book.on_findings([drift, _ctr(True)], T0)
+    by = {n["labels"]["check"]: n["annotations"]["description"] for n in sink.notices}
+    assert by["drift"] == "effect floor 0.1; missing ratio 0.000 (reference 0.000). Recent changes: none."
+    assert by["ctr_mean_down"] == (
+        "CTR mean (mean) over the last 24h is 0.034. Over the 7d before it, it was 0.042: a change of -19.0%, "
+        "where the check fires below -15%. 1000 events in the window. Recent changes: none."
+    )

@@ -9,8 +9,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from sidecar.checks.business import _TABLE, BusinessChecks
+from sidecar.checks.business import BusinessChecks
 from sidecar.checks.business_config import BusinessConfig
+from sidecar.checks.business_store import TABLE
 from sidecar.clock import FakeClock
 from sidecar.model import Batch, Event
 from sidecar.store import Store
@@ -65,7 +66,7 @@ def test_buckets_a_failed_write_left_unsaved_are_written_next_round(tmp_path: Pa
     assert reg.get_sample_value("sidecar_business_store_errors_total") == 1
     clock.advance(10)
     bc.evaluate(clock.now())  # nothing new observed: only the retry of the failed write
-    saved = Store(tmp_path / "s.sqlite").query(f"SELECT SUM(count) FROM {_TABLE} WHERE tier = 'cur'")
+    saved = Store(tmp_path / "s.sqlite").query(f"SELECT SUM(count) FROM {TABLE} WHERE tier = 'cur'")
     assert saved == [(5,)]
     # A restart on the same store sees the 5 events.
     again = BusinessChecks(cfg, registry=CollectorRegistry(), clock=clock, store=Store(tmp_path / "s.sqlite"))

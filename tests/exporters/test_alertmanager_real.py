@@ -136,6 +136,7 @@ def _cfg(am_url: str) -> dict[str, Any]:
     wer = {
         "display_name": "WER",
         "field": "fields.wer",
+        "group_by": ["model", "version"],  # per version, so the alert names version 7
         "aggregate": "mean",
         "window_secs": 300,
         "bucket_secs": 10,

@@ -82,7 +82,8 @@ def test_our_exposition_passes_promtool_check_metrics(tmp_path: Path) -> None:
         svc.bus.publish(events("ctr", "2", clock.now(), [rng.random() for _ in range(3)]))
         svc.evaluate_once(clock.now())
     text = generate_latest(svc.registry)
-    assert b'sidecar_business_value{check="wer_high",model="asr",version="1"}' in text
+    # The example check spans every version of its model (no version in group_by).
+    assert b'sidecar_business_value{check="wer_high",model="asr",version="all"}' in text
     assert b"sidecar_alert_notices_total" in text
     r = _run("promtool", "check", "metrics", stdin=text)
     assert r.returncode == 0, r.stdout + r.stderr

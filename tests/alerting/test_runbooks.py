@@ -1,0 +1,147 @@
+"""Runbooks, alert names and severities agree: each runbook's ``amtool silence add`` command silences the
+alert it documents, as the alert book produces it for that check kind and as alerts/*.rules.yml defines it,
+and the severity a runbook states is the one those alerts carry."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from drift_testutil import feed, make_ctx, normal_rows
+from prometheus_client import CollectorRegistry
+
+from sidecar.alerting.book import AlertBook
+from sidecar.alerting.config import AlertingConfig
+from sidecar.checks.business_config import BusinessCheckConfig
+from sidecar.checks.business_eval import Result, to_finding
+from sidecar.checks.business_examples import EXAMPLE_BUSINESS_CHECKS
+from sidecar.checks.business_series import CheckState
+from sidecar.checks.drift import DriftCheck
+from sidecar.clock import FakeClock
+from sidecar.model import Finding
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNBOOKS = ROOT / "docs" / "runbooks"
+_SILENCE = re.compile(r"amtool silence add ([^`\n]*?)\s*(?:--|`|$)")
+_MATCHER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(=~|!=|=)(.*)$")
+_SEVERITY = re.compile(r"^Severity \*\*(\w+)\*\*", re.M)
+
+
+def silence_matchers(text: str) -> dict[str, str]:
+    """The label matchers of a runbook's (one) silence command; placeholders such as ``<labels>`` skipped."""
+    (cmd,) = set(_SILENCE.findall(text))
+    out: dict[str, str] = {}
+    for token in cmd.replace(",", " ").split():
+        m = _MATCHER.match(token)
+        if m:
+            out[m.group(1)] = m.group(3)
+    return out
+
+
+def rules() -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((ROOT / "alerts").glob("*.rules.yml")):
+        for g in yaml.safe_load(path.read_text())["groups"]:
+            for r in g["rules"]:
+                if "alert" in r:
+                    out[r["alert"]] = r
+    return out
+
+
+def _drift_findings(tmp_path: Path) -> list[Finding]:
+    """Real findings of the drift check: a shifted numeric feature (ks) and one going missing (missing)."""
+    clock = FakeClock()
+    ctx = make_ctx(tmp_path / "drift.sqlite", clock, {"checks": {"drift": {
+        "enabled": True, "window_secs": 600, "bucket_count": 6, "min_samples": 200, "sustained_secs": 0,
+        "reference": {"mode": "pinned", "pinned_events": 1000}}}})
+    check = DriftCheck(ctx, ctx.config.checks.drift)
+    rng = np.random.default_rng(3)
+    feed(check, clock, "ctr", "2", normal_rows(rng, 1000, ["a", "m"]), per_sec=50)
+    rows = normal_rows(rng, 1500, ["a", "m"], loc={"a": 1.0})
+    for i, r in enumerate(rows):
+        if i % 2:
+            r["m"] = None
+    feed(check, clock, "ctr", "2", rows, per_sec=5)
+    found = list(check.evaluate(clock.now()))
+    tests = {f.labels["test"] for f in found}
+    assert {"ks", "missing"} <= tests, tests
+    return found
+
+
+def _business_findings() -> list[Finding]:
+    checks = {**EXAMPLE_BUSINESS_CHECKS["checks"], "click_rate": {"field": "fields.clicked", "threshold": 1}}
+    out = []
+    for name, raw in checks.items():
+        chk = CheckState(name, BusinessCheckConfig.model_validate(raw))
+        r = Result(model="m", version="all", value=1.0, baseline=2.0, change=-0.5, active=True, events=100,
+                   baseline_events=1000, baseline_coverage=1.0, insufficient="", trace_id=None)
+        out.append(to_finding(chk, r, 0.0))
+    return out
+
+
+@pytest.fixture(scope="module")
+def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, str], str]]:
+    """(labels, runbook file) of every alert the book makes from findings of each check kind."""
+    findings = _drift_findings(tmp_path_factory.mktemp("drift")) + _business_findings()
+    book = AlertBook(AlertingConfig.model_validate({"enabled": True}), registry=CollectorRegistry(),
+                     eval_interval_secs=15, sink=None, runbook_base="http://sidecar/runbooks",
+                     dashboard_base=None, sidecar_url="http://sidecar")
+    book.on_findings([dataclasses.replace(f, active=True, insufficient_data=False) for f in findings], 0.0)
+    return [(a.labels, a.annotations["runbook_url"].rsplit("/", 1)[1]) for a in book.alerts.values()]
+
+
+def test_the_book_names_drift_alerts_as_the_rules_and_runbooks_do(
+    book_alerts: list[tuple[dict[str, str], str]],
+) -> None:
+    names = {(lab["check"], lab.get("test", "")): lab["alertname"] for lab, _ in book_alerts}
+    assert names[("drift", "ks")] == "FeatureDrifting"
+    assert names[("drift", "missing")] == "FeatureMissingValuesHigh"
+    assert names[("ctr_mean_down", "")] == "CtrMeanDown"
+
+
+def test_each_book_alert_links_a_runbook_whose_silence_command_matches_it(
+    book_alerts: list[tuple[dict[str, str], str]],
+) -> None:
+    by_rule = rules()
+    for labels, runbook in book_alerts:
+        path = RUNBOOKS / runbook
+        assert path.exists(), (labels["alertname"], runbook)
+        text = path.read_text()
+        matchers = silence_matchers(text)
+        assert matchers, runbook
+        if "alertname" in matchers:
+            assert matchers["alertname"] == labels["alertname"], (runbook, labels)
+        missing = set(matchers) - set(labels)
+        assert not missing, f"{runbook}: silence matches labels the alert has not: {missing}"
+        stated = _SEVERITY.search(text)
+        if stated:
+            assert stated.group(1) == labels["severity"], (runbook, labels)
+        rule = by_rule.get(labels["alertname"])
+        if rule is not None:  # the same alert on the Prometheus path: same severity, same runbook
+            assert rule["labels"].get("severity", labels["severity"]) == labels["severity"], labels["alertname"]
+            assert rule["annotations"].get("runbook_url", runbook).rsplit("/", 1)[1] == runbook
+
+
+@pytest.mark.parametrize("runbook", sorted(p.name for p in RUNBOOKS.glob("*.md")))
+def test_every_runbook_silence_command_names_an_alert_that_exists(
+    runbook: str, book_alerts: list[tuple[dict[str, str], str]]
+) -> None:
+    text = (RUNBOOKS / runbook).read_text()
+    matchers = silence_matchers(text)
+    by_rule = rules()
+    book = {lab["alertname"]: lab for lab, _ in book_alerts}
+    name = matchers.get("alertname")
+    if name is None:  # the generic business runbook silences by check and model
+        assert {"check", "model"} <= set(matchers), runbook
+        return
+    assert name in by_rule or name in book, f"{runbook}: alertname={name} matches no alert"
+    stated = _SEVERITY.search(text)
+    if stated and name in by_rule:
+        assert by_rule[name]["labels"]["severity"] == stated.group(1), (runbook, name)
+    if stated and name in book:
+        assert book[name]["severity"] == stated.group(1), (runbook, name)
