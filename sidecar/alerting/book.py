@@ -46,6 +46,10 @@ class Alert:
     resolved_at: float | None = None
     last_sent_at: float | None = None
     valid_until: float = 0.0
+    # Monotonic readings (this process only, never stored): a hold and a resend delay are durations, and a
+    # wall-clock step (NTP, a resumed VM) must neither cut a hold short nor stop resends for its size.
+    mono_at: float | None = None
+    sent_mono: float | None = None
 
     def notice(self, generator_url: str) -> dict[str, Any]:
         """The Alertmanager v2 representation (a postableAlert)."""
@@ -79,8 +83,10 @@ class AlertBook:
         logger: logging.Logger | None = None,
         on_transition: Callable[[str, Alert, float], None] | None = None,
         store: Store | None = None,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
         self.cfg = cfg
+        self._mono = monotonic
         self.sink = sink
         self.recent_changes = recent_changes
         self.eval_interval = eval_interval_secs
@@ -199,8 +205,16 @@ class AlertBook:
         labels["severity"] = f.severity
         return labels
 
+    def _held(self, a: Alert, now: float, mono: float) -> float:
+        if a.mono_at is None:
+            # Restored from the store: credit the wall time held before the restart once, then go monotonic.
+            a.mono_at = mono - max(0.0, now - a.active_at)
+        return mono - a.mono_at
+
     def on_findings(self, findings: Sequence[Finding], now: float) -> None:
         notices: list[dict[str, Any]] = []
+        # Without a monotonic clock (unit tests that drive the book with explicit times) durations use ``now``.
+        mono = self._mono() if self._mono is not None else now
         with self._lock:
             seen: set[str] = set()
             for f in findings:
@@ -219,12 +233,13 @@ class AlertBook:
                             state="pending",
                             active_at=now,
                             hold_secs=self._hold(f),
+                            mono_at=mono,
                         )
                     changes = cited_changes(
                         self.recent_changes, labels, began_at(f, a.active_at), self.cfg.changes, self.log
                     )
                     a.annotations = self.annotator.annotate(f, labels, changes)
-                    if a.state == "pending" and now - a.active_at >= a.hold_secs:
+                    if a.state == "pending" and self._held(a, now, mono) >= a.hold_secs:
                         a.state = "firing"
                         self._transition("fired", a, now)
                 elif a is not None:
@@ -238,7 +253,7 @@ class AlertBook:
                     and now - a.resolved_at > self.cfg.resolved_retention_secs
                 ):
                     del self.alerts[fp]
-            notices = self._due(now)
+            notices = self._due(now, mono)
             counts = {"pending": 0, "firing": 0, "resolved": 0}
             for a in self.alerts.values():
                 counts["resolved" if a.state == "inactive" else a.state] += 1
@@ -266,7 +281,7 @@ class AlertBook:
             except Exception:
                 self.log.exception("transition hook failed")
 
-    def _due(self, now: float) -> list[dict[str, Any]]:
+    def _due(self, now: float, mono: float) -> list[dict[str, Any]]:
         out = []
         valid = now + 4 * max(self.eval_interval, self.cfg.resend_delay_secs)
         gen = self.sidecar_url + "/v1/alerts" if self.sidecar_url else ""
@@ -275,12 +290,14 @@ class AlertBook:
                 continue
             due = (
                 a.last_sent_at is None
+                or a.sent_mono is None
                 or (a.resolved_at is not None and a.resolved_at > a.last_sent_at)
-                or a.last_sent_at + self.cfg.resend_delay_secs <= now
+                or mono - a.sent_mono >= self.cfg.resend_delay_secs
             )
             if not due:
                 continue
             a.last_sent_at = now
+            a.sent_mono = mono
             if a.state == "firing":
                 a.valid_until = valid
             out.append(a.notice(gen))

@@ -93,6 +93,7 @@ def build(ctx: Context) -> list[Any]:
     book = AlertBook(
         cfg,
         registry=ctx.registry,
+        monotonic=ctx.clock.monotonic,
         eval_interval_secs=ctx.config.checks.eval_interval_secs,
         sink=am,
         recent_changes=changes.recent,
