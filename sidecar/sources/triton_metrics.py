@@ -55,7 +55,7 @@ class TritonMetricsSource:
         self.clock = clock
         self.http = http
         self.log = logger or logging.getLogger("sidecar.triton")
-        self.deriver = Deriver()
+        self.deriver = Deriver(ratio_window_s=config.ratio_window_secs, max_models=config.max_models)
         # The GPU sources' view, from the latest "gpus" batch on the bus: joins nv_gpu_* series on UUID.
         self._gpu_labels: dict[str, dict[str, str]] = {}
         self._label_cache: dict[str, dict[str, str]] = {}
