@@ -154,3 +154,28 @@ async def test_a_runaway_body_is_cut_off_at_the_limit(registry: CollectorRegistr
     assert not await src.scrape_once()
     assert value(registry, "sidecar_triton_scrape_failures_total", reason="too_large") == 1
     await http.aclose()
+
+
+async def test_openmetrics_exposition_passes_prometheus_clients_strict_parser(
+    registry: CollectorRegistry, clock: FakeClock
+) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from sidecar.exposition import render_metrics
+
+    bodies = [FIXTURE, bump(FIXTURE, 50)]
+    src, http = make(lambda r: httpx.Response(200, text=bodies.pop(0), headers={"content-type": "text/plain"}),
+                     registry, clock)
+    assert await src.scrape_once()
+    clock.advance(5)
+    assert await src.scrape_once()
+    body, ctype = render_metrics(registry, "application/openmetrics-text; version=1.0.0")
+    assert ctype.startswith("application/openmetrics-text")
+    fams = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    quant = fams["sidecar_model_stage_latency_seconds"]
+    fraud_request = [s for s in quant.samples if s.labels.get("model") == "fraud" and s.labels["stage"] == "request"]
+    assert [s.name for s in fraud_request] == ["sidecar_model_stage_latency_seconds"] * 4 + [
+        "sidecar_model_stage_latency_seconds_count", "sidecar_model_stage_latency_seconds_sum"]
+    assert fraud_request[-2].value == 79  # Triton's summary count, untouched by the bump of the success counter
+    assert fams["sidecar_model_successes_per_second"].samples
+    await http.aclose()
