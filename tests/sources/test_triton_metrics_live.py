@@ -269,3 +269,44 @@ def triton_counters_all(server: TritonServer, model: str) -> dict[str, float]:
         if lab.get("model") == model and lab.get("version") == "1" and "quantile" not in lab:
             out[name] = out.get(name, 0.0) + v
     return out
+
+
+_ERROR_RESPONSE_MODEL = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy()
+            if (x < 0).any():
+                out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError("negative input")))
+            else:
+                out.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("y", x.astype(np.float32))]))
+        return out
+'''
+
+
+def test_triton_counts_a_python_backend_error_response_as_a_success(tmp_path: Path) -> None:
+    """Pins what docs/serving.md says under Limits: the client gets HTTP 500, Triton counts a success."""
+    repo = tmp_path / "repo"
+    (repo / "echo" / "1").mkdir(parents=True)
+    (repo / "echo" / "config.pbtxt").write_text(
+        'name: "echo"\nbackend: "python"\nmax_batch_size: 4\n'
+        'input [ { name: "x", data_type: TYPE_FP32, dims: [ 1 ] } ]\n'
+        'output [ { name: "y", data_type: TYPE_FP32, dims: [ 1 ] } ]\n'
+        'instance_group [ { count: 1, kind: KIND_CPU } ]\n')
+    (repo / "echo" / "1" / "model.py").write_text(_ERROR_RESPONSE_MODEL)
+    server = TritonServer(repo, tmp_path / "work")
+    server.start()
+    try:
+        body = {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [-1.0]}]}
+        r = httpx.post(f"{server.http_url}/v2/models/echo/versions/1/infer", json=body, timeout=30)
+        assert r.status_code == 500 and "negative input" in r.text
+        counters = triton_counters(server)
+        assert counters[("nv_inference_request_success", "echo", "1", "")] == 1
+        assert sum(v for k, v in counters.items() if k[0] == "nv_inference_request_failure" and k[1] == "echo") == 0
+    finally:
+        server.stop()
