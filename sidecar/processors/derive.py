@@ -143,28 +143,27 @@ class Deriver:
                 us = deltas.get(f"us_{stage}")
                 if us is not None:
                     stage_avg[stage] = us / success / 1e6
-        w = window.add(now, {
-            "success": success, "failed": failed,
-            "inferences": deltas.get("inferences", 0.0), "executions": deltas.get("executions", 0.0),
-            "cache_hits": deltas.get("cache_hits", 0.0), "cache_misses": deltas.get("cache_misses", 0.0)})
-        w_total = w["success"] + w["failed"]
+        w_success, w_failed, w_inferences, w_execs, w_hits, w_misses = window.add(now, (
+            success, failed, deltas.get("inferences", 0.0), deltas.get("executions", 0.0),
+            deltas.get("cache_hits", 0.0), deltas.get("cache_misses", 0.0)))
+        w_total = w_success + w_failed
         # Like with like: Triton's inference count covers successful requests only, its execution count every
         # execution, failed ones included. Executions that served a successful request number at most the
         # executions and at most the successful requests (each serves one or more), so inferences over the smaller
         # of the two is exact without batching or without failures, and otherwise never above the true batch size.
-        execs = min(w["executions"], w["success"])
-        batch = max(1.0, w["inferences"] / execs) if execs > 0 else None
-        lookups = w["cache_hits"] + w["cache_misses"]
+        execs = min(w_execs, w_success)
+        batch = max(1.0, w_inferences / execs) if execs > 0 else None
+        lookups = w_hits + w_misses
         has_cache = "cache_hits" in deltas and "cache_misses" in deltas
         return _Derived(
             dt=dt,
             rates={"total": total / dt, "success": success / dt, "failure": failed / dt,
                    "inferences": deltas.get("inferences", 0.0) / dt},
             failure_rates={r: d / dt for r, d in fdeltas.items()},
-            error_ratio=(w["failed"] / w_total) if w_total > 0 else None,
+            error_ratio=(w_failed / w_total) if w_total > 0 else None,
             stage_avg_s=stage_avg,
             batch=batch,
-            cache_hit_ratio=w["cache_hits"] / lookups if has_cache and lookups > 0 else None,
+            cache_hit_ratio=w_hits / lookups if has_cache and lookups > 0 else None,
         )
 
     def rates(self, model: str, version: str) -> dict[str, float] | None:

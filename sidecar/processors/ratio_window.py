@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-__all__ = ["RatioWindow"]
+__all__ = ["FIELDS", "RatioWindow"]
 
 FIELDS = ("success", "failed", "inferences", "executions", "cache_hits", "cache_misses")
 
@@ -18,15 +18,20 @@ FIELDS = ("success", "failed", "inferences", "executions", "cache_hits", "cache_
 class RatioWindow:
     def __init__(self, window_s: float, max_entries: int = 1000) -> None:
         self.window_s = window_s
-        self._entries: deque[tuple[float, tuple[float, ...]]] = deque(maxlen=max_entries)
+        self.max_entries = max_entries
+        self._entries: deque[tuple[float, tuple[float, ...]]] = deque()
+        # Running sums, so a scrape costs O(fields) however many intervals the window holds. Triton's counts are
+        # integers, which a float holds exactly, so adding and taking away leaves no drift.
+        self._sums = [0.0] * len(FIELDS)
 
-    def add(self, t: float, increases: dict[str, float]) -> dict[str, float]:
-        """Record one interval ending at ``t``; returns the sums over the window ending at ``t``."""
-        self._entries.append((t, tuple(increases.get(f, 0.0) for f in FIELDS)))
-        while len(self._entries) > 1 and self._entries[0][0] <= t - self.window_s:
-            self._entries.popleft()
-        sums = [0.0] * len(FIELDS)
-        for _t, values in self._entries:
-            for i, v in enumerate(values):
-                sums[i] += v
-        return dict(zip(FIELDS, sums, strict=True))
+    def add(self, t: float, values: tuple[float, ...]) -> list[float]:
+        """Record one interval ending at ``t`` (values in FIELDS order); returns the sums over the window."""
+        entries, sums = self._entries, self._sums
+        entries.append((t, values))
+        for i, v in enumerate(values):
+            sums[i] += v
+        while len(entries) > 1 and (entries[0][0] <= t - self.window_s or len(entries) > self.max_entries):
+            _t, old = entries.popleft()
+            for i, v in enumerate(old):
+                sums[i] -= v
+        return sums
