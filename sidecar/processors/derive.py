@@ -99,7 +99,7 @@ class Deriver:
                     window = self._windows[key] = RatioWindow(self.ratio_window_s)
                 derived[key] = self._derive(deltas, fdeltas, dt, window, now)
         # What Triton no longer serves disappears from our exposition; its totals wait (bounded) for a reload.
-        for gone in set(self._totals) - set(models):
+        for gone in [k for k in self._totals if k not in models]:  # oldest first, so eviction is too
             self._dormant[gone] = (self._totals.pop(gone), self._fail_totals.pop(gone),
                                    self.model_resets.pop(gone, 0))
             self._windows.pop(gone, None)

@@ -5,6 +5,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from sidecar.processors.derive import Deriver, snapshot_models
+from sidecar.processors.ratio_window import RatioWindow
 from sidecar.promtext import parse_exposition
 
 
@@ -235,3 +236,23 @@ def test_ratio_window_forgets_intervals_older_than_the_window() -> None:
     assert exposition(d)[("sidecar_model_error_ratio", K)] == 0.5
     feed(d, scrape({("ctr", "1"): 20}, {("ctr", "1", "BACKEND"): 10}), 15.0)  # the failing interval is out
     assert exposition(d)[("sidecar_model_error_ratio", K)] == 0.0
+
+
+def test_ratio_window_holds_at_most_max_entries() -> None:
+    w = RatioWindow(window_s=1e9, max_entries=3)
+    for t in range(5):
+        sums = w.add(float(t), (1.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+    assert sums[0] == 3.0
+
+
+def test_totals_of_gone_versions_are_kept_for_at_most_max_models_versions() -> None:
+    d = Deriver(max_models=2)
+    feed(d, scrape({("a", "1"): 10, ("b", "1"): 10, ("c", "1"): 10}), 0.0)
+    feed(d, scrape({("d", "1"): 1}), 5.0)  # a, b and c gone: only the two latest are kept
+    feed(d, scrape({("a", "1"): 2, ("c", "1"): 2, ("d", "1"): 1}), 10.0)
+    e = exposition(d)
+    a, c = (("model", "a"), ("version", "1")), (("model", "c"), ("version", "1"))
+    assert e[("sidecar_model_request_success_total", a)] == 2.0  # forgotten: starts again
+    assert e[("sidecar_triton_model_resets_total", a)] == 0.0
+    assert e[("sidecar_model_request_success_total", c)] == 12.0  # continued through the reload
+    assert e[("sidecar_triton_model_resets_total", c)] == 1.0
