@@ -30,6 +30,7 @@ _COUNTERS = {
 STAGES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
 _SUMMARIES = {f"nv_inference_{s}_summary_us": s for s in STAGES}
 _FAILURE = "nv_inference_request_failure"
+_PRESENCE = ("nv_inference_request_success", "nv_inference_count")
 _PENDING = "nv_inference_pending_request_count"
 
 # Server-level Triton gauges and counters re-exported under the sidecar's names, in base units.
@@ -85,7 +86,9 @@ def snapshot_models(
         snap = models.get(key)
         if snap is None:
             if len(models) >= max_models:
-                refused.add(key)
+                # Only a version Triton serves is refused; leftover failure series of an unloaded one are not.
+                if name in _PRESENCE:
+                    refused.add(key)
                 continue
             snap = models[key] = ModelSnapshot()
         fld = counters.get(name)

@@ -256,3 +256,10 @@ def test_totals_of_gone_versions_are_kept_for_at_most_max_models_versions() -> N
     assert e[("sidecar_triton_model_resets_total", a)] == 0.0
     assert e[("sidecar_model_request_success_total", c)] == 12.0  # continued through the reload
     assert e[("sidecar_triton_model_resets_total", c)] == 1.0
+
+
+def test_leftover_failure_series_are_not_counted_as_refused_models() -> None:
+    text = scrape({("a", "1"): 1, ("b", "1"): 1}) + leftovers("gone", "1")
+    models, _, refused = snapshot_models(parse_exposition(text), 2)
+    assert set(models) == {("a", "1"), ("b", "1")}
+    assert refused == 0
