@@ -27,6 +27,7 @@ from sidecar.processors.triton_snapshot import PASSTHROUGH, STAGES, Key, ModelSn
 
 __all__ = ["STAGES", "Deriver", "ModelSnapshot", "snapshot_models"]
 
+
 @dataclass
 class _Derived:
     dt: float
