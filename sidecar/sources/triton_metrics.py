@@ -79,7 +79,8 @@ class TritonMetricsSource:
                                        "Model/version pairs refused per scrape above triton.max_models.",
                                        registry=registry)
         self._resets = Counter("sidecar_triton_series_resets",
-                               "Counter resets seen (Triton restarted or a model reloaded).", registry=registry)
+                               "Counter series seen to reset (about 8 per version for one Triton restart); "
+                               "sidecar_triton_model_resets_total counts the events per version.", registry=registry)
         self._last_ok = Gauge("sidecar_triton_last_success_timestamp_seconds",
                               "Unix time of the last good scrape.", registry=registry)
         self._models = Gauge("sidecar_triton_models", "Model/version pairs in the last good scrape.",
