@@ -3,118 +3,29 @@
 Triton exports cumulative counters (requests, failures by reason, per-stage microseconds) that reset to zero
 when the server restarts or a model is reloaded. Between two scrapes every counter's increase is computed the way
 Prometheus' ``rate()`` does it: a value lower than the previous one is a reset, and the increase is the new value
-itself (counting from zero), so a restart never produces a negative or spiking rate.
+itself (counting from zero), so a restart never produces a negative or spiking rate. A counter absent from the
+previous good scrape (a version loaded or reloaded since) also counts from zero: its first value is its increase,
+so requests served between a reload and the next scrape are counted.
 
-The derived values describe the last scrape interval only; they are dropped from the exposition as soon as a
-scrape fails or a model version disappears, so stale numbers are never reported as fresh. Reset-corrected
-cumulative counters (``*_total``) are exported too, so Prometheus can apply its own ``rate()`` over any window.
+Rates describe the last scrape interval; the ratios (error ratio, inferences per execution, cache hit ratio) are
+summed over the last ``ratio_window_s`` of intervals so they hold still from one scrape to the next. Both are
+dropped from the exposition as soon as a scrape fails or a version disappears, so stale numbers are never reported
+as fresh. Reset-corrected cumulative counters (``*_total``) are exported too, so Prometheus can apply its own
+``rate()`` over any window; a version that goes and comes back continues its totals.
 """
 
 from __future__ import annotations
 
-import math
+from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from sidecar.promtext import Exposition
+from sidecar.processors.ratio_window import RatioWindow
+from sidecar.processors.triton_snapshot import PASSTHROUGH, STAGES, Key, ModelSnapshot, snapshot_models
 
 __all__ = ["STAGES", "Deriver", "ModelSnapshot", "snapshot_models"]
-
-# Triton counter family -> our field name.
-_COUNTERS = {
-    "nv_inference_request_success": "success",
-    "nv_inference_count": "inferences",
-    "nv_inference_exec_count": "executions",
-    "nv_inference_request_duration_us": "us_request",
-    "nv_inference_queue_duration_us": "us_queue",
-    "nv_inference_compute_input_duration_us": "us_compute_input",
-    "nv_inference_compute_infer_duration_us": "us_compute_infer",
-    "nv_inference_compute_output_duration_us": "us_compute_output",
-    "nv_cache_num_hits_per_model": "cache_hits",
-    "nv_cache_num_misses_per_model": "cache_misses",
-}
-STAGES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
-_SUMMARIES = {f"nv_inference_{s}_summary_us": s for s in STAGES}
-_FAILURE = "nv_inference_request_failure"
-_PENDING = "nv_inference_pending_request_count"
-
-# Server-level Triton gauges and counters re-exported under the sidecar's names, in base units.
-_PASSTHROUGH: dict[str, tuple[str, str, float, str]] = {
-    # triton name: (our name, type, scale, help)
-    "nv_gpu_utilization": ("sidecar_triton_gpu_utilization_ratio", "gauge", 1.0, "GPU utilization (0..1)."),
-    "nv_gpu_memory_total_bytes": ("sidecar_triton_gpu_memory_total_bytes", "gauge", 1.0, "GPU memory total."),
-    "nv_gpu_memory_used_bytes": ("sidecar_triton_gpu_memory_used_bytes", "gauge", 1.0, "GPU memory used."),
-    "nv_gpu_power_usage": ("sidecar_triton_gpu_power_usage_watts", "gauge", 1.0, "GPU power draw."),
-    "nv_gpu_power_limit": ("sidecar_triton_gpu_power_limit_watts", "gauge", 1.0, "GPU power limit."),
-    "nv_energy_consumption": ("sidecar_triton_gpu_energy_consumption_joules", "counter", 1.0,
-                              "GPU energy since Triton started."),
-    "nv_cpu_utilization": ("sidecar_triton_cpu_utilization_ratio", "gauge", 1.0, "Host CPU utilization (0..1)."),
-    "nv_cpu_memory_total_bytes": ("sidecar_triton_cpu_memory_total_bytes", "gauge", 1.0, "Host memory total."),
-    "nv_cpu_memory_used_bytes": ("sidecar_triton_cpu_memory_used_bytes", "gauge", 1.0, "Host memory used."),
-    "nv_pinned_memory_pool_total_bytes": ("sidecar_triton_pinned_memory_pool_total_bytes", "gauge", 1.0,
-                                          "Pinned memory pool size."),
-    "nv_pinned_memory_pool_used_bytes": ("sidecar_triton_pinned_memory_pool_used_bytes", "gauge", 1.0,
-                                         "Pinned memory pool in use."),
-}
-
-Key = tuple[str, str]  # (model, version)
-
-
-@dataclass
-class ModelSnapshot:
-    counters: dict[str, float] = field(default_factory=dict)
-    failures: dict[str, float] = field(default_factory=dict)
-    pending: float | None = None
-    quantiles: dict[tuple[str, str], float] = field(default_factory=dict)  # (stage, quantile) -> seconds
-    summary_totals: dict[str, tuple[float, float]] = field(default_factory=dict)  # stage -> (count, sum seconds)
-
-
-def snapshot_models(
-    expo: Exposition, max_models: int
-) -> tuple[dict[Key, ModelSnapshot], list[tuple[str, dict[str, str], float]], int]:
-    """Group one scrape by model/version; returns (models, server-level passthrough samples, models refused)."""
-    models: dict[Key, ModelSnapshot] = {}
-    passthrough: list[tuple[str, dict[str, str], float]] = []
-    refused: set[Key] = set()
-    labels_of = expo.labels
-    counters, summaries = _COUNTERS, _SUMMARIES
-    for name, raw, value in expo.samples:
-        if not name.startswith("nv_inference_") and name not in counters:
-            if name in _PASSTHROUGH:
-                passthrough.append((name, labels_of(raw), value))
-            continue
-        lab = labels_of(raw)
-        model = lab.get("model")
-        if model is None:
-            continue
-        key = (model, lab.get("version", ""))
-        snap = models.get(key)
-        if snap is None:
-            if len(models) >= max_models:
-                refused.add(key)
-                continue
-            snap = models[key] = ModelSnapshot()
-        fld = counters.get(name)
-        if fld is not None:
-            snap.counters[fld] = value
-        elif name == _FAILURE:
-            snap.failures[lab.get("reason", "OTHER")] = value
-        elif name == _PENDING:
-            snap.pending = value
-        else:
-            stage = summaries.get(name)
-            if stage is not None:
-                if "quantile" in lab and not math.isnan(value):
-                    snap.quantiles[(stage, lab["quantile"])] = value / 1e6
-            elif name.endswith(("_summary_us_count", "_summary_us_sum")):
-                base, _, part = name.rpartition("_")
-                stage = summaries.get(base)
-                if stage is not None:
-                    count, total = snap.summary_totals.get(stage, (0.0, 0.0))
-                    snap.summary_totals[stage] = (value, total) if part == "count" else (count, value / 1e6)
-    return models, passthrough, len(refused)
 
 
 @dataclass
@@ -131,15 +42,21 @@ class _Derived:
 class Deriver:
     """Holds the previous scrape and the reset-corrected totals; ``update`` is O(series)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ratio_window_s: float = 60.0, max_models: int = 500) -> None:
+        self.ratio_window_s = ratio_window_s
+        self.max_models = max_models
         self._prev: dict[Key, ModelSnapshot] = {}
         self._prev_t: float | None = None
         self._totals: dict[Key, dict[str, float]] = {}
         self._fail_totals: dict[Key, dict[str, float]] = {}
+        # Totals and reset counts of versions Triton stopped serving, so a reload continues them (bounded).
+        self._dormant: OrderedDict[Key, tuple[dict[str, float], dict[str, float], int]] = OrderedDict()
+        self._windows: dict[Key, RatioWindow] = {}
+        self.model_resets: dict[Key, int] = {}
         self._derived: dict[Key, _Derived] = {}
         self._current: dict[Key, ModelSnapshot] = {}
         self._passthrough: list[tuple[str, dict[str, str], float]] = []
-        self.resets = 0
+        self.resets = 0  # counter series seen to reset
         self.fresh = False
 
     @property
@@ -162,41 +79,62 @@ class Deriver:
         dt = (now - prev_t) if prev_t is not None else 0.0
         derived: dict[Key, _Derived] = {}
         for key, snap in models.items():
-            totals = self._totals.setdefault(key, {})
-            ftotals = self._fail_totals.setdefault(key, {})
+            if key not in self._totals:
+                dormant = self._dormant.pop(key) if key in self._dormant else None
+                totals, ftotals, resets = dormant or ({}, {}, -1)
+                # Seen before and absent from the last good scrape: the version was reloaded, one reset.
+                self.model_resets[key] = resets + 1 if resets >= 0 else 0
+                self._totals[key], self._fail_totals[key] = totals, ftotals
+            totals, ftotals = self._totals[key], self._fail_totals[key]
             old = prev.get(key)
-            deltas: dict[str, float] = {}
-            fdeltas: dict[str, float] = {}
-            for fld, v in snap.counters.items():
-                d = self._increase(old.counters.get(fld) if old else None, v)
-                deltas[fld] = d
-                totals[fld] = totals.get(fld, 0.0) + (v if old is None and fld not in totals else d)
-            for reason, v in snap.failures.items():
-                d = self._increase(old.failures.get(reason) if old else None, v)
-                fdeltas[reason] = d
-                ftotals[reason] = ftotals.get(reason, 0.0) + (v if old is None and reason not in ftotals else d)
-            if old is not None and dt > 0:
-                derived[key] = self._derive(deltas, fdeltas, dt)
-        # Forget what Triton no longer reports (model unloaded): its series disappear from our exposition too.
-        for gone in set(self._totals) - set(models):
-            self._totals.pop(gone, None)
-            self._fail_totals.pop(gone, None)
+            # Without any earlier good scrape nothing is known of when the counts happened: no increase yet.
+            known = prev_t is not None
+            before = self.resets
+            deltas = self._increases(snap.counters, old.counters if old else {}, totals, known)
+            fdeltas = self._increases(snap.failures, old.failures if old else {}, ftotals, known)
+            if self.resets > before:
+                self.model_resets[key] = self.model_resets.get(key, 0) + 1
+            if known and dt > 0:
+                window = self._windows.get(key)
+                if window is None:
+                    window = self._windows[key] = RatioWindow(self.ratio_window_s)
+                derived[key] = self._derive(deltas, fdeltas, dt, window, now)
+        # What Triton no longer serves disappears from our exposition; its totals wait (bounded) for a reload.
+        for gone in [k for k in self._totals if k not in models]:  # oldest first, so eviction is too
+            self._dormant[gone] = (self._totals.pop(gone), self._fail_totals.pop(gone),
+                                   self.model_resets.pop(gone, 0))
+            self._windows.pop(gone, None)
+            while len(self._dormant) > self.max_models:
+                self._dormant.popitem(last=False)
         self._prev, self._prev_t = models, now
         self._current = models
         self._derived = derived
         self._passthrough = passthrough
         self.fresh = True
 
-    def _increase(self, old: float | None, new: float) -> float:
-        if old is None:
-            return 0.0
-        if new < old:
-            self.resets += 1
-            return new
-        return new - old
+    def _increases(self, new: dict[str, float], old: dict[str, float], totals: dict[str, float],
+                   known: bool) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for fld, v in new.items():
+            o = old.get(fld)
+            if o is None:
+                # Absent from the previous good scrape: the counter started from zero since. On the very first
+                # scrape the total starts at Triton's value, but no increase is claimed for the interval.
+                d = v if known else 0.0
+                totals[fld] = totals.get(fld, 0.0) + v
+            else:
+                if v < o:
+                    self.resets += 1
+                    d = v
+                else:
+                    d = v - o
+                totals[fld] = totals.get(fld, 0.0) + d
+            out[fld] = d
+        return out
 
     @staticmethod
-    def _derive(deltas: dict[str, float], fdeltas: dict[str, float], dt: float) -> _Derived:
+    def _derive(deltas: dict[str, float], fdeltas: dict[str, float], dt: float, window: RatioWindow,
+                now: float) -> _Derived:
         success = deltas.get("success", 0.0)
         failed = sum(fdeltas.values())
         total = success + failed
@@ -206,18 +144,27 @@ class Deriver:
                 us = deltas.get(f"us_{stage}")
                 if us is not None:
                     stage_avg[stage] = us / success / 1e6
-        execs = deltas.get("executions", 0.0)
-        hits, misses = deltas.get("cache_hits"), deltas.get("cache_misses")
-        cache = hits / (hits + misses) if hits is not None and misses is not None and hits + misses > 0 else None
+        w_success, w_failed, w_inferences, w_execs, w_hits, w_misses = window.add(now, (
+            success, failed, deltas.get("inferences", 0.0), deltas.get("executions", 0.0),
+            deltas.get("cache_hits", 0.0), deltas.get("cache_misses", 0.0)))
+        w_total = w_success + w_failed
+        # Like with like: Triton's inference count covers successful requests only, its execution count every
+        # execution, failed ones included. Executions that served a successful request number at most the
+        # executions and at most the successful requests (each serves one or more), so inferences over the smaller
+        # of the two is exact without batching or without failures, and otherwise never above the true batch size.
+        execs = min(w_execs, w_success)
+        batch = max(1.0, w_inferences / execs) if execs > 0 else None
+        lookups = w_hits + w_misses
+        has_cache = "cache_hits" in deltas and "cache_misses" in deltas
         return _Derived(
             dt=dt,
             rates={"total": total / dt, "success": success / dt, "failure": failed / dt,
                    "inferences": deltas.get("inferences", 0.0) / dt},
             failure_rates={r: d / dt for r, d in fdeltas.items()},
-            error_ratio=(failed / total) if total > 0 else None,
+            error_ratio=(w_failed / w_total) if w_total > 0 else None,
             stage_avg_s=stage_avg,
-            batch=(deltas.get("inferences", 0.0) / execs) if execs > 0 else None,
-            cache_hit_ratio=cache,
+            batch=batch,
+            cache_hit_ratio=w_hits / lookups if has_cache and lookups > 0 else None,
         )
 
     def rates(self, model: str, version: str) -> dict[str, float] | None:
@@ -239,16 +186,18 @@ class Deriver:
                                  "Failed inference requests per second over the last scrape interval, by reason.",
                                  labels=[*mv, "reason"])
         err = GaugeMetricFamily("sidecar_model_error_ratio",
-                                "Failed / all requests over the last scrape interval (absent with no traffic).",
+                                "Failed / all requests over the ratio window (triton.ratio_window_secs; absent with no "
+                                "traffic).",
                                 labels=mv)
         stage = GaugeMetricFamily("sidecar_model_stage_average_seconds",
                                   "Average time per successful request in each stage over the last scrape interval.",
                                   labels=[*mv, "stage"])
         batch = GaugeMetricFamily("sidecar_model_inferences_per_execution",
-                                  "Batch efficiency: inferences per model execution over the last scrape interval.",
+                                  "Batch efficiency: inferences of successful requests per execution of successful "
+                                  "requests over the ratio window (at least 1).",
                                   labels=mv)
         cache = GaugeMetricFamily("sidecar_model_cache_hit_ratio",
-                                  "Response-cache hits / lookups over the last scrape interval.", labels=mv)
+                                  "Response-cache hits / lookups over the ratio window.", labels=mv)
         for (m, v), d in sorted(self._derived.items()):
             req.add_metric([m, v], d.rates["total"])
             ok.add_metric([m, v], d.rates["success"])
@@ -274,12 +223,19 @@ class Deriver:
             for (m, v), snap in sorted(self._current.items()):
                 if snap.pending is not None:
                     pending.add_metric([m, v], snap.pending)
+                # OpenMetrics wants each label set's quantiles, _count and _sum together (strict parsers refuse
+                # interleaved groups), so samples are emitted stage by stage.
+                by_stage: dict[str, list[tuple[str, float]]] = {}
                 for (s, q), val in sorted(snap.quantiles.items()):
-                    quant.add_sample(quant.name, {"model": m, "version": v, "stage": s, "quantile": q}, val)
-                for s, (count, total) in sorted(snap.summary_totals.items()):
+                    by_stage.setdefault(s, []).append((q, val))
+                for s in sorted(by_stage.keys() | snap.summary_totals.keys()):
                     lab = {"model": m, "version": v, "stage": s}
-                    quant.add_sample(quant.name + "_count", lab, count)
-                    quant.add_sample(quant.name + "_sum", lab, total)
+                    for q, val in by_stage.get(s, []):
+                        quant.add_sample(quant.name, {**lab, "quantile": q}, val)
+                    if s in snap.summary_totals:
+                        count, total = snap.summary_totals[s]
+                        quant.add_sample(quant.name + "_count", lab, count)
+                        quant.add_sample(quant.name + "_sum", lab, total)
         yield pending
         yield quant
 
@@ -302,16 +258,22 @@ class Deriver:
                     stage_total.add_metric([m, v, s], totals[f"us_{s}"] / 1e6)
             for reason, val in sorted(self._fail_totals.get((m, v), {}).items()):
                 failure_total.add_metric([m, v, reason], val)
+        resets = CounterMetricFamily("sidecar_triton_model_resets",
+                                     "Times a version's counters started again from zero (Triton restarted or the "
+                                     "version was reloaded), one per version per event.", labels=mv)
+        for (m, v) in sorted(self._totals):
+            resets.add_metric([m, v], self.model_resets.get((m, v), 0))
         yield from fams.values()
         yield failure_total
         yield stage_total
+        yield resets
 
         yield from self._collect_passthrough(gpu_labels or {})
 
     def _collect_passthrough(self, gpu_labels: dict[str, dict[str, str]]) -> Iterator[Metric]:
         fams: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         for tname, lab, value in self._passthrough:
-            ours, typ, scale, help_ = _PASSTHROUGH[tname]
+            ours, typ, scale, help_ = PASSTHROUGH[tname]
             labels = dict(lab)
             uuid = labels.get("gpu_uuid")
             if uuid is not None:

@@ -75,6 +75,8 @@ class FailureJoin:
         self._last: dict[tuple[str, str], float] = {}
         self._last_ns: int | None = None
         self._intervals: deque[tuple[str, str, int, int, int]] = deque()
+        self._down_since: float | None = None
+        self._down_reads = 0
         self._periodic = Periodic("trace-failure-join", self.poll_once, cfg.interval_secs, on_error=self._loop_failed)
         self._errors = Counter(
             "sidecar_trace_failure_join_errors",
@@ -99,8 +101,16 @@ class FailureJoin:
         except ScrapeError as exc:
             # One bounded reason label for every transport problem, as before.
             self._errors.labels("http").inc()
-            self.log.warning("reading %s failed: %s", self.url, exc)
+            if self._down_since is None:
+                # Once per outage, not once per interval: the counter above keeps the count.
+                self._down_since, self._down_reads = self.clock.now(), 0
+                self.log.warning("reading %s failed: %s (logged once until it recovers)", self.url, exc)
+            self._down_reads += 1
             return 0
+        if self._down_since is not None:
+            self.log.info("reading %s recovered after %.0f s (%d failed reads)", self.url,
+                          self.clock.now() - self._down_since, self._down_reads)
+            self._down_since = None
         ready = list(self._intervals)
         self._intervals.clear()
         if self._last_ns is not None:

@@ -55,7 +55,7 @@ class TritonMetricsSource:
         self.clock = clock
         self.http = http
         self.log = logger or logging.getLogger("sidecar.triton")
-        self.deriver = Deriver()
+        self.deriver = Deriver(ratio_window_s=config.ratio_window_secs, max_models=config.max_models)
         # The GPU sources' view, from the latest "gpus" batch on the bus: joins nv_gpu_* series on UUID.
         self._gpu_labels: dict[str, dict[str, str]] = {}
         self._label_cache: dict[str, dict[str, str]] = {}
@@ -79,7 +79,8 @@ class TritonMetricsSource:
                                        "Model/version pairs refused per scrape above triton.max_models.",
                                        registry=registry)
         self._resets = Counter("sidecar_triton_series_resets",
-                               "Counter resets seen (Triton restarted or a model reloaded).", registry=registry)
+                               "Counter series seen to reset (about 8 per version for one Triton restart); "
+                               "sidecar_triton_model_resets_total counts the events per version.", registry=registry)
         self._last_ok = Gauge("sidecar_triton_last_success_timestamp_seconds",
                               "Unix time of the last good scrape.", registry=registry)
         self._models = Gauge("sidecar_triton_models", "Model/version pairs in the last good scrape.",

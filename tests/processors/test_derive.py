@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from sidecar.processors.derive import Deriver, snapshot_models
+from sidecar.processors.ratio_window import RatioWindow
 from sidecar.promtext import parse_exposition
 
 
@@ -125,3 +127,139 @@ def test_gpu_series_are_joined_on_uuid() -> None:
     assert util.labels == {"gpu_uuid": "GPU-1", "gpu": "0", "gpu_name": "NVIDIA H100"}
     power = fams["sidecar_triton_gpu_power_usage_watts"].samples[0]
     assert power.labels["gpu"] == "" and power.value == 70
+
+
+def leftovers(m: str, v: str) -> str:
+    """What Triton 2.51 keeps exporting for a version unloaded in explicit mode: its four failure series at 0."""
+    return "".join(f'nv_inference_request_failure{{model="{m}",reason="{r}",version="{v}"}} 0\n'
+                   for r in ("BACKEND", "CANCELED", "OTHER", "REJECTED"))
+
+
+def model_series(e: dict[tuple[str, tuple[tuple[str, str], ...]], float], model: str) -> set[str]:
+    return {k[0] for k in e if k[0].startswith("sidecar_model_") and dict(k[1]).get("model") == model}
+
+
+def test_an_unloaded_version_with_only_leftover_failure_series_is_not_a_model() -> None:
+    d = Deriver()
+    feed(d, scrape({("ctr", "1"): 10, ("ctr", "2"): 5}), 0.0)
+    feed(d, scrape({("ctr", "1"): 20, ("ctr", "2"): 6}), 5.0)
+    feed(d, scrape({("ctr", "1"): 30}) + leftovers("ctr", "2"), 10.0)  # version 2 unloaded
+    assert d.models == [("ctr", "1")]
+    e = exposition(d)
+    assert {dict(k[1])["version"] for k in e if k[0].startswith("sidecar_model_")} == {"1"}
+    assert ("sidecar_model_successes_per_second", (("model", "ctr"), ("version", "2"))) not in e
+
+
+def test_requests_served_between_a_reload_and_the_next_scrape_are_counted() -> None:
+    d = Deriver()
+    k2 = (("model", "ctr"), ("version", "2"))
+    feed(d, scrape({("ctr", "1"): 10, ("ctr", "2"): 10}), 0.0)
+    feed(d, scrape({("ctr", "1"): 20}) + leftovers("ctr", "2"), 5.0)  # v2 unloaded
+    feed(d, scrape({("ctr", "1"): 30, ("ctr", "2"): 5}), 10.0)  # reloaded, 5 served, counters from zero
+    e = exposition(d)
+    assert e[("sidecar_model_successes_per_second", k2)] == 1.0  # 5 over the 5 s interval, not 0
+    assert e[("sidecar_model_request_success_total", k2)] == 15.0  # 10 before the unload + 5 after
+    assert e[("sidecar_triton_model_resets_total", k2)] == 1.0  # the reload is one reset
+    assert e[("sidecar_triton_model_resets_total", K)] == 0.0
+
+
+def test_a_version_first_loaded_after_a_good_scrape_counts_its_first_value() -> None:
+    d = Deriver()
+    feed(d, scrape({("ctr", "1"): 10}), 0.0)
+    feed(d, scrape({("ctr", "1"): 10, ("ctr", "2"): 5}), 5.0)
+    e = exposition(d)
+    k2 = (("model", "ctr"), ("version", "2"))
+    assert e[("sidecar_model_successes_per_second", k2)] == 1.0
+    assert e[("sidecar_model_request_success_total", k2)] == 5.0
+    assert e[("sidecar_triton_model_resets_total", k2)] == 0.0  # a new version is not a reset
+
+
+def test_a_restart_counts_one_reset_per_version_and_series_resets_per_series() -> None:
+    d = Deriver()
+    feed(d, scrape({("ctr", "1"): 100, ("ctr", "2"): 100}, queue_us=500), 0.0)
+    feed(d, scrape({("ctr", "1"): 3, ("ctr", "2"): 2}, queue_us=100), 5.0)
+    e = exposition(d)
+    assert e[("sidecar_triton_model_resets_total", K)] == 1.0
+    assert e[("sidecar_triton_model_resets_total", (("model", "ctr"), ("version", "2")))] == 1.0
+    assert d.resets == 8  # success, inferences, executions, queue_us for each of 2 versions
+
+
+def test_inferences_per_execution_counts_like_with_like_when_half_the_requests_fail() -> None:
+    # No batching: 10 requests, 5 fail in the backend. Triton: success +5, inferences +5, executions +10.
+    d = Deriver()
+    feed(d, scrape({("ctr", "1"): 0}, {("ctr", "1", "BACKEND"): 0}, execs=0), 0.0)
+    feed(d, scrape({("ctr", "1"): 5}, {("ctr", "1", "BACKEND"): 5}, execs=10), 5.0)
+    e = exposition(d)
+    assert e[("sidecar_model_inferences_per_execution", K)] == 1.0
+    assert e[("sidecar_model_error_ratio", K)] == 0.5
+
+
+def test_inferences_per_execution_with_batches_of_four_and_one_failure_is_four() -> None:
+    # The recorded fraud numbers (tests/data/core/triton-2.51-metrics.txt): 79 successful requests of 4 items,
+    # one failed; Triton counts 316 inferences and 80 executions (the failed one included).
+    d = Deriver()
+    feed(d, scrape({("ctr", "1"): 0}, {("ctr", "1", "BACKEND"): 0}, execs=0), 0.0)
+    text = scrape({("ctr", "1"): 79}, {("ctr", "1", "BACKEND"): 1}, execs=80).replace(
+        'nv_inference_count{model="ctr",version="1"} 79', 'nv_inference_count{model="ctr",version="1"} 316')
+    feed(d, text, 5.0)
+    assert exposition(d)[("sidecar_model_inferences_per_execution", K)] == 4.0
+
+
+def test_inferences_per_execution_never_reads_below_one() -> None:
+    d = Deriver()
+    feed(d, scrape({("ctr", "1"): 0}, {("ctr", "1", "OTHER"): 0}, execs=0), 0.0)
+    feed(d, scrape({("ctr", "1"): 9}, {("ctr", "1", "OTHER"): 1}, execs=10), 5.0)
+    assert exposition(d)[("sidecar_model_inferences_per_execution", K)] == 1.0
+
+
+def test_ratios_are_computed_over_the_window_not_the_last_interval() -> None:
+    d = Deriver(ratio_window_s=60.0)
+    ok, bad = 0, 0
+    feed(d, scrape({("ctr", "1"): ok}, {("ctr", "1", "BACKEND"): bad}), 0.0)
+    ratios = []
+    for i in range(1, 25):  # one failure every third 5 s interval, 10 requests per interval
+        failed = 1 if i % 3 == 0 else 0
+        ok, bad = ok + 10 - failed, bad + failed
+        feed(d, scrape({("ctr", "1"): ok}, {("ctr", "1", "BACKEND"): bad}), 5.0 * i)
+        ratios.append(exposition(d)[("sidecar_model_error_ratio", K)])
+    # Once the 60 s window is full (12 intervals, 4 failures in 120 requests) the ratio is steady.
+    assert ratios[11:] == [pytest.approx(4 / 120)] * len(ratios[11:])
+    # Per interval it would swing between 0 and 0.1.
+    assert min(ratios[2:]) > 0
+
+
+def test_ratio_window_forgets_intervals_older_than_the_window() -> None:
+    d = Deriver(ratio_window_s=10.0)
+    feed(d, scrape({("ctr", "1"): 0}, {("ctr", "1", "BACKEND"): 0}), 0.0)
+    feed(d, scrape({("ctr", "1"): 0}, {("ctr", "1", "BACKEND"): 10}), 5.0)  # all failed
+    feed(d, scrape({("ctr", "1"): 10}, {("ctr", "1", "BACKEND"): 10}), 10.0)
+    assert exposition(d)[("sidecar_model_error_ratio", K)] == 0.5
+    feed(d, scrape({("ctr", "1"): 20}, {("ctr", "1", "BACKEND"): 10}), 15.0)  # the failing interval is out
+    assert exposition(d)[("sidecar_model_error_ratio", K)] == 0.0
+
+
+def test_ratio_window_holds_at_most_max_entries() -> None:
+    w = RatioWindow(window_s=1e9, max_entries=3)
+    for t in range(5):
+        sums = w.add(float(t), (1.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+    assert sums[0] == 3.0
+
+
+def test_totals_of_gone_versions_are_kept_for_at_most_max_models_versions() -> None:
+    d = Deriver(max_models=2)
+    feed(d, scrape({("a", "1"): 10, ("b", "1"): 10, ("c", "1"): 10}), 0.0)
+    feed(d, scrape({("d", "1"): 1}), 5.0)  # a, b and c gone: only the two latest are kept
+    feed(d, scrape({("a", "1"): 2, ("c", "1"): 2, ("d", "1"): 1}), 10.0)
+    e = exposition(d)
+    a, c = (("model", "a"), ("version", "1")), (("model", "c"), ("version", "1"))
+    assert e[("sidecar_model_request_success_total", a)] == 2.0  # forgotten: starts again
+    assert e[("sidecar_triton_model_resets_total", a)] == 0.0
+    assert e[("sidecar_model_request_success_total", c)] == 12.0  # continued through the reload
+    assert e[("sidecar_triton_model_resets_total", c)] == 1.0
+
+
+def test_leftover_failure_series_are_not_counted_as_refused_models() -> None:
+    text = scrape({("a", "1"): 1, ("b", "1"): 1}) + leftovers("gone", "1")
+    models, _, refused = snapshot_models(parse_exposition(text), 2)
+    assert set(models) == {("a", "1"), ("b", "1")}
+    assert refused == 0

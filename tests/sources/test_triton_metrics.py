@@ -154,3 +154,57 @@ async def test_a_runaway_body_is_cut_off_at_the_limit(registry: CollectorRegistr
     assert not await src.scrape_once()
     assert value(registry, "sidecar_triton_scrape_failures_total", reason="too_large") == 1
     await http.aclose()
+
+
+async def test_openmetrics_exposition_passes_prometheus_clients_strict_parser(
+    registry: CollectorRegistry, clock: FakeClock
+) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from sidecar.exposition import render_metrics
+
+    bodies = [FIXTURE, bump(FIXTURE, 50)]
+    src, http = make(lambda r: httpx.Response(200, text=bodies.pop(0), headers={"content-type": "text/plain"}),
+                     registry, clock)
+    assert await src.scrape_once()
+    clock.advance(5)
+    assert await src.scrape_once()
+    body, ctype = render_metrics(registry, "application/openmetrics-text; version=1.0.0")
+    assert ctype.startswith("application/openmetrics-text")
+    fams = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    quant = fams["sidecar_model_stage_latency_seconds"]
+    fraud_request = [s for s in quant.samples if s.labels.get("model") == "fraud" and s.labels["stage"] == "request"]
+    assert [s.name for s in fraud_request] == ["sidecar_model_stage_latency_seconds"] * 4 + [
+        "sidecar_model_stage_latency_seconds_count", "sidecar_model_stage_latency_seconds_sum"]
+    assert fraud_request[-2].value == 79  # Triton's summary count, untouched by the bump of the success counter
+    assert fams["sidecar_model_successes_per_second"].samples
+    await http.aclose()
+
+
+LOADED = (Path(__file__).parent.parent / "data" / "core" / "triton-2.51-metrics-ctr-loaded.txt").read_text()
+# Recorded from Triton 2.51 right after `POST /v2/repository/models/ctr/unload` in explicit mode: only ctr's
+# eight zero-valued failure series are left of it.
+UNLOADED = (Path(__file__).parent.parent / "data" / "core" / "triton-2.51-metrics-ctr-unloaded.txt").read_text()
+
+
+async def test_recorded_unload_and_reload_of_a_model(registry: CollectorRegistry, clock: FakeClock) -> None:
+    assert 'nv_inference_request_failure{model="ctr",reason="BACKEND",version="2"} 0' in UNLOADED
+    bodies = [LOADED, UNLOADED, LOADED]  # loaded, 3 requests per version; unloaded; reloaded, 3 requests again
+    src, http = make(lambda r: httpx.Response(200, text=bodies.pop(0), headers={"content-type": "text/plain"}),
+                     registry, clock)
+    v2 = {"model": "ctr", "version": "2"}
+    assert await src.scrape_once()
+    assert value(registry, "sidecar_triton_models") == 3
+    assert value(registry, "sidecar_model_request_success_total", **v2) == 3
+    clock.advance(5)
+    assert await src.scrape_once()
+    assert value(registry, "sidecar_triton_models") == 1
+    assert {s.name for fam in registry.collect() for s in fam.samples if s.labels.get("model") == "ctr"} == set()
+    clock.advance(5)
+    assert await src.scrape_once()
+    assert value(registry, "sidecar_triton_models") == 3
+    assert value(registry, "sidecar_model_successes_per_second", **v2) == pytest.approx(3 / 5)
+    assert value(registry, "sidecar_model_request_success_total", **v2) == 6
+    assert value(registry, "sidecar_triton_model_resets_total", **v2) == 1
+    assert value(registry, "sidecar_model_error_ratio", **v2) == 0.0
+    await http.aclose()

@@ -179,3 +179,134 @@ async def test_loading_and_unloading_versions_shows_in_the_derived_series(explic
     assert versions_seen(registry, "ctr") == set()
     assert versions_seen(registry, "fraud") == {"1"}
     await http.aclose()
+
+
+def model_count(registry: CollectorRegistry) -> float | None:
+    return derived(registry, "sidecar_triton_models")
+
+
+async def test_an_unloaded_version_stops_counting_and_a_reload_counts_every_request(
+    explicit_triton: TritonServer,
+) -> None:
+    """Triton 2.51 leaves four zero-valued failure series behind for an unloaded version; they are not a model,
+    and requests served between the reload and the next scrape reach the rates and totals."""
+    clock, registry = FakeClock(), CollectorRegistry()
+    src, http = make_source(explicit_triton, clock, registry)
+    v2 = {"model": "ctr", "version": "2"}
+    url = explicit_triton.http_url
+    assert httpx.post(f"{url}/v2/repository/models/ctr/load", timeout=60).status_code == 200
+    assert await src.scrape_once()
+    for _ in range(4):
+        assert infer(explicit_triton, "ctr", "2", [1, 2, 3, 4]) == 200
+    clock.advance(5)
+    assert await src.scrape_once()
+    assert derived(registry, "sidecar_model_request_success_total", **v2) == 4
+    assert model_count(registry) == 3
+
+    assert httpx.post(f"{url}/v2/repository/models/ctr/unload", timeout=60).status_code == 200
+    wait_until_index(explicit_triton, {("fraud", "1")})
+    leftovers = [k for k in triton_counters(explicit_triton) if k[1] == "ctr"]
+    assert leftovers and all(k[0] == "nv_inference_request_failure" for k in leftovers)  # what Triton leaves
+    clock.advance(5)
+    assert await src.scrape_once()
+    assert model_count(registry) == 1
+    ctr_series = {s.name for fam in registry.collect() for s in fam.samples
+                  if s.name.startswith("sidecar_") and s.labels.get("model") == "ctr"}
+    assert ctr_series == set()
+
+    assert httpx.post(f"{url}/v2/repository/models/ctr/load", timeout=60).status_code == 200
+    for _ in range(5):
+        assert infer(explicit_triton, "ctr", "2", [1, 2, 3, 4]) == 200
+    assert triton_counters(explicit_triton)[("nv_inference_request_success", "ctr", "2", "")] == 5
+    clock.advance(5)
+    assert await src.scrape_once()
+    assert derived(registry, "sidecar_model_successes_per_second", **v2) == pytest.approx(5 / 5)
+    assert derived(registry, "sidecar_model_request_success_total", **v2) == 4 + 5
+    assert derived(registry, "sidecar_triton_model_resets_total", **v2) == 1
+    assert derived(registry, "sidecar_triton_model_resets_total", model="fraud", version="1") == 0
+    await http.aclose()
+
+
+async def test_ratios_over_the_window_match_tritons_own_deltas_when_half_the_requests_fail(
+    demo_triton: TritonServer,
+) -> None:
+    clock, registry = FakeClock(), CollectorRegistry()
+    src, http = make_source(demo_triton, clock, registry)
+    assert await src.scrape_once()
+    before = triton_counters_all(demo_triton, "fraud")
+    statuses = [infer(demo_triton, "fraud", "1", [-1.0 if i % 2 else 10.0, 0.5, 0.5]) for i in range(10)]
+    assert statuses.count(500) == 5
+    after = triton_counters_all(demo_triton, "fraud")
+    clock.advance(5)
+    assert await src.scrape_once()
+    delta = {k: after[k] - before.get(k, 0.0) for k in after}
+    # Triton's own counters: failures are not inferences but are executions.
+    assert (delta["nv_inference_request_success"], delta["nv_inference_count"], delta["nv_inference_exec_count"],
+            delta["nv_inference_request_failure"]) == (5, 5, 10, 5)
+    fraud = {"model": "fraud", "version": "1"}
+    assert derived(registry, "sidecar_model_inferences_per_execution", **fraud) == 1.0
+    assert derived(registry, "sidecar_model_error_ratio", **fraud) == 0.5
+
+    # A clean interval next: over the 60 s window the ratio is Triton's own deltas of both intervals, not 0.
+    assert [infer(demo_triton, "fraud", "1", [10.0, 0.5, 0.5]) for _ in range(10)] == [200] * 10
+    later = triton_counters_all(demo_triton, "fraud")
+    clock.advance(5)
+    assert await src.scrape_once()
+    failed = later["nv_inference_request_failure"] - before["nv_inference_request_failure"]
+    total = failed + later["nv_inference_request_success"] - before["nv_inference_request_success"]
+    assert (failed, total) == (5, 20)
+    assert derived(registry, "sidecar_model_error_ratio", **fraud) == failed / total
+    assert derived(registry, "sidecar_model_inferences_per_execution", **fraud) == 1.0
+    await http.aclose()
+
+
+def triton_counters_all(server: TritonServer, model: str) -> dict[str, float]:
+    """Triton's counters of one model (version 1), summed over reasons."""
+    expo = parse_exposition(httpx.get(server.metrics_url, timeout=10).text)
+    out: dict[str, float] = {}
+    for name, raw, v in expo.samples:
+        lab = expo.labels(raw)
+        if lab.get("model") == model and lab.get("version") == "1" and "quantile" not in lab:
+            out[name] = out.get(name, 0.0) + v
+    return out
+
+
+_ERROR_RESPONSE_MODEL = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy()
+            if (x < 0).any():
+                out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError("negative input")))
+            else:
+                out.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("y", x.astype(np.float32))]))
+        return out
+'''
+
+
+def test_triton_counts_a_python_backend_error_response_as_a_success(tmp_path: Path) -> None:
+    """Pins what docs/serving.md says under Limits: the client gets HTTP 500, Triton counts a success."""
+    repo = tmp_path / "repo"
+    (repo / "echo" / "1").mkdir(parents=True)
+    (repo / "echo" / "config.pbtxt").write_text(
+        'name: "echo"\nbackend: "python"\nmax_batch_size: 4\n'
+        'input [ { name: "x", data_type: TYPE_FP32, dims: [ 1 ] } ]\n'
+        'output [ { name: "y", data_type: TYPE_FP32, dims: [ 1 ] } ]\n'
+        'instance_group [ { count: 1, kind: KIND_CPU } ]\n')
+    (repo / "echo" / "1" / "model.py").write_text(_ERROR_RESPONSE_MODEL)
+    server = TritonServer(repo, tmp_path / "work")
+    server.start()
+    try:
+        body = {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [-1.0]}]}
+        r = httpx.post(f"{server.http_url}/v2/models/echo/versions/1/infer", json=body, timeout=30)
+        assert r.status_code == 500 and "negative input" in r.text
+        counters = triton_counters(server)
+        assert counters[("nv_inference_request_success", "echo", "1", "")] == 1
+        assert sum(v for k, v in counters.items() if k[0] == "nv_inference_request_failure" and k[1] == "echo") == 0
+    finally:
+        server.stop()
