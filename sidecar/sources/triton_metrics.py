@@ -123,7 +123,8 @@ class TritonMetricsSource:
             if refused:
                 self._models_refused.inc(refused)
             before = self.deriver.resets
-            self.deriver.update(models, passthrough, self.clock.now())
+            # Time between scrapes is a duration: a wall-clock step must not skew rates.
+            self.deriver.update(models, passthrough, self.clock.monotonic())
             if self.deriver.resets > before:
                 self._resets.inc(self.deriver.resets - before)
         except ScrapeError as exc:
