@@ -18,6 +18,7 @@ from sidecar.config import parse_config
 from sidecar.model import Span, SpanEvent
 from sidecar.service import Service
 from sidecar.store import Store
+from sidecar.wiring.pages import build as pages
 from sidecar.wiring.traces import build as traces
 
 TID = "0af7651916cd43dd8448eb211c80319c"
@@ -93,7 +94,7 @@ class Hostile:
 def _client() -> tuple[TestClient, Service]:
     cfg = parse_config({"triton": {"enabled": False}, "traces": {"enabled": True, "slow_threshold_ms": 50}})
     svc = Service(cfg, clock=FakeClock(), store=Store(":memory:"), registry=CollectorRegistry(),
-                  factories=[traces, lambda ctx: [Hostile()]])
+                  factories=[traces, pages, lambda ctx: [Hostile()]])
     svc.component("traces").ingest(_spans(), "test")
     drifting = Gauge("sidecar_drift_drifting", "drift", ["model", "version", "feature", "test"],
                      registry=svc.registry)

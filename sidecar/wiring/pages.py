@@ -1,0 +1,18 @@
+"""Builds the status pages (``/`` and ``/alerts``). They read the registry and the sidecar's own read API,
+so they need no other component handed in and work with any subset of areas configured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sidecar.component import Context
+from sidecar.pages.sources import Api
+from sidecar.pages.status import StatusPages
+
+__all__ = ["build"]
+
+
+def build(ctx: Context) -> list[Any]:
+    log = ctx.logger.getChild("pages")
+    return [StatusPages(ctx.registry, ctx.clock, Api(ctx.registry, log), runbook_url=ctx.config.runbook_url,
+                        logger=log)]
