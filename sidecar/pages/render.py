@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from sidecar import __version__
+from sidecar.redact import mask_url
 
 __all__ = ["STATIC_URL", "render", "static_routes"]
 
@@ -57,7 +58,7 @@ _ENV = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_ENV.filters.update(ms=ms, when_ns=when_ns, when_s=when_s, ago=ago)
+_ENV.filters.update(ms=ms, when_ns=when_ns, when_s=when_s, ago=ago, mask_url=mask_url)
 _ENV.globals.update(static=STATIC_URL, version=__version__)
 
 
