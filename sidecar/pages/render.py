@@ -59,7 +59,7 @@ _ENV = Environment(
     lstrip_blocks=True,
 )
 _ENV.filters.update(ms=ms, when_ns=when_ns, when_s=when_s, ago=ago, mask_url=mask_url)
-_ENV.globals.update(static=STATIC_URL, version=__version__)
+_ENV.globals.update(static=STATIC_URL, sidecar_version=__version__)
 
 
 def render(template: str, **context: object) -> str:

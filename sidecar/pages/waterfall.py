@@ -74,6 +74,9 @@ class Row:
     model: str | None
     version: str
     ticks: tuple[tuple[float, str, int], ...]  # (x, event name, offset ns)
+    # An error span gets a line of its own under its bar for the status message: beside the bar it would
+    # run off the drawing when the span ends late in the trace.
+    msg_y: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,17 +95,20 @@ def layout(spans: Sequence[Span]) -> Waterfall:
     t0 = min(s.start_unix_nano for s in spans)
     total = max(1, max(s.end_unix_nano for s in spans) - t0)
     scale = BAR_W / total
-    height = TOP + ROW_H * len(ordered) + 8
     rows = []
-    for i, (s, depth) in enumerate(ordered):
+    y = TOP
+    for s, depth in ordered:
         model = s.attributes.get(MODEL_ATTR)
+        msg_y = y + ROW_H if s.is_error else None
         rows.append(Row(
-            span=s, depth=depth, y=TOP + i * ROW_H, x=LABEL_W + (s.start_unix_nano - t0) * scale,
+            span=s, depth=depth, y=y, msg_y=msg_y, x=LABEL_W + (s.start_unix_nano - t0) * scale,
             w=max(1.0, s.duration_ns * scale), offset_ns=s.start_unix_nano - t0, color=color(s),
             model=None if model is None else str(model), version=str(s.attributes.get(VERSION_ATTR, "")),
             ticks=tuple((LABEL_W + (e.time_unix_nano - t0) * scale, e.name, e.time_unix_nano - t0)
                         for e in s.events),
         ))
+        y += ROW_H * (2 if s.is_error else 1)
+    height = y + 8
     step = _nice_step(total)
     grid = []
     t = 0.0

@@ -63,7 +63,7 @@ def test_error_status_and_message_are_text_on_the_page_not_only_a_tooltip() -> N
     doc = _page(_hub(_spans()))
     # On the error span's row of the waterfall, outside any <title> (a tooltip)...
     msgs = [n for n in doc.by_id("waterfall").find_all(cls="errmsg") if _outside_tooltips(n)]
-    assert [m.text().strip() for m in msgs] == ["✖ feature store timed out"]
+    assert [m.text().strip() for m in msgs] == ["✖ ERROR: feature store timed out"]
     # ... in the header's explanation ...
     assert "span 'postprocess' ended with an error status: feature store timed out" in doc.by_id("why").text()
     # ... and in the span's panel, which is open: the status row says ERROR and the message.
@@ -161,3 +161,26 @@ def test_legend_explains_colours_and_event_ticks() -> None:
     text = legend.text()
     assert "error span" in text and "coloured by name" in text and "span event" in text
     assert legend.find_all(cls="tick")
+
+
+def test_a_long_error_message_stays_inside_the_drawing_and_is_whole_in_its_panel() -> None:
+    long = "upstream said: " + "x" * 2000
+    spans = _spans()
+    spans[3] = Span(TID, "a000000000000004", "a000000000000001", "postprocess", T0 + 90 * MS, T0 + 99 * MS,
+                    status_code=2, status_message=long)
+    doc = _page(_hub(spans))
+    svg = doc.by_id("waterfall")
+    msg = next(n for n in svg.find_all("text", cls="errmsg") if _outside_tooltips(n))
+    # On its own line at the left (beside a late bar it would run off the drawing), and bounded.
+    assert float(msg.attrs["x"]) < 100 and float(msg.attrs["y"]) < float(svg.attrs["height"])
+    assert len(msg.text()) < 200 and msg.text().startswith("✖ ERROR: upstream said: xxx")
+    status = next(tr for tr in doc.by_id("span-a000000000000004").find_all("tr") if tr.find("th").text() == "status")
+    assert status.find("td").text() == f"ERROR: {long}"
+
+
+def test_every_page_names_the_sidecar_version_in_its_header() -> None:
+    from sidecar import __version__
+
+    hub = _hub(_spans())
+    for doc in (_page(hub), parse(render_list(hub, "ctr", "2", False))):
+        assert doc.find(cls="ver").text() == __version__  # a page's own "version" filter must not shadow it
