@@ -52,7 +52,8 @@ class Script:
 
 def _f(check: str, active: bool, *, for_secs: float = 0, trace: str | None = None, **labels: str) -> Finding:
     return Finding(check=check, kind="business", labels={"model": "ctr", "version": "2", **labels}, active=active,
-                   value=0.01, threshold=0.02, for_secs=for_secs, trace_id=trace, summary=f"{check} is off")
+                   value=0.01, threshold=0.02, window_secs=300, for_secs=for_secs, trace_id=trace,
+                   summary=f"{check} is off")
 
 
 class Upstreams:
