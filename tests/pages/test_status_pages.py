@@ -7,12 +7,15 @@ import asyncio
 from collections.abc import Sequence
 
 import httpx
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 from pagetree import Node, parse
 from prometheus_client import CollectorRegistry
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
+from sidecar.component import Readiness
 from sidecar.config import parse_config
 from sidecar.model import Finding
 from sidecar.service import Service
@@ -241,3 +244,38 @@ def test_status_page_lists_only_drifting_features_and_each_gpu_with_its_use() ->
     assert "2 feature(s) monitored." in doc.by_id("drift").text()
     gpu = doc.by_id("gpus").find("table").find_all("tr")[1]
     assert [td.text() for td in gpu.find_all("td")] == ["0", "NVIDIA H200", "up", "42%", "8.0 / 141.0 GiB"]
+
+
+class Broken:
+    """Not ready, and its alerts route fails: the status page must still render, say so, and count it."""
+
+    name = "broken"
+    role = "sink"
+
+    async def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+    def readiness(self) -> Readiness:
+        return Readiness(False, "outbox unwritable")
+
+    def routes(self) -> APIRouter:
+        r = APIRouter()
+
+        @r.get("/v1/alerts")
+        async def alerts() -> JSONResponse:
+            return JSONResponse({"error": "book locked"}, status_code=500)
+
+        return r
+
+
+def test_a_failing_read_is_shown_and_counted_and_not_ready_is_shown() -> None:
+    svc = Service(parse_config({"triton": {"enabled": False}}), clock=FakeClock(NOW), store=Store(":memory:"),
+                  registry=CollectorRegistry(), factories=[pages, lambda ctx: [Broken()]])
+    doc = _get(svc, "/")
+    assert "Not available: /v1/alerts answered 500." in doc.by_id("alerts").text()
+    ready = doc.by_id("readiness")
+    assert ready.find(cls="badge").text() == "not ready"
+    assert [td.text() for td in ready.find("table").find_all("td")] == ["broken", "not ready: outbox unwritable"]
+    assert svc.registry.get_sample_value("sidecar_page_source_errors_total",
+                                         {"path": "/v1/alerts", "reason": "status"}) == 1
