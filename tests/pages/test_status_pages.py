@@ -162,7 +162,9 @@ def test_alerts_page_shows_delivery_state_per_alertmanager() -> None:
 def test_status_page_shows_triton_up_and_down_with_the_last_good_scrape() -> None:
     svc, _, up, clock = _service()
     src = svc.component("triton_metrics")
-    assert _get(svc, "/").by_id("triton").find(cls="badge").text() == "down"  # never scraped
+    card = _get(svc, "/").by_id("triton")
+    assert card.find(cls="badge").text() == "down"  # never scraped
+    assert "last good scrapenever" in card.text().replace("\n", "")
     assert asyncio.run(src.scrape_once())
     card = _get(svc, "/").by_id("triton")
     assert card.find(cls="badge").text() == "up"
