@@ -1,11 +1,12 @@
-"""Builds the status pages (``/`` and ``/alerts``). They read the registry and the sidecar's own read API,
-so they need no other component handed in and work with any subset of areas configured."""
+"""Builds the status pages (``/``, ``/alerts``, ``/changes``). They read the registry and the sidecar's own
+read API, so they need no other component handed in and work with any subset of areas configured."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from sidecar.component import Context
+from sidecar.pages.changes import ChangesPage
 from sidecar.pages.sources import Api
 from sidecar.pages.status import StatusPages
 
@@ -14,5 +15,6 @@ __all__ = ["build"]
 
 def build(ctx: Context) -> list[Any]:
     log = ctx.logger.getChild("pages")
-    return [StatusPages(ctx.registry, ctx.clock, Api(ctx.registry, log), runbook_url=ctx.config.runbook_url,
-                        logger=log)]
+    api = Api(ctx.registry, log)
+    return [StatusPages(ctx.registry, ctx.clock, api, runbook_url=ctx.config.runbook_url, logger=log),
+            ChangesPage(ctx.clock, api)]

@@ -120,7 +120,8 @@ def main() -> None:
     args.shots.mkdir(parents=True, exist_ok=True)
     time.sleep(3)  # one Triton scrape and one Alertmanager try happen in the background
     for name, path, size in (("status", "/", "1400,900"), ("alerts", "/alerts", "1400,1000"),
-                             ("traces", "/traces", "1400,700"), ("trace-failed", f"/traces/{FAILED}", "1400,1300"),
+                             ("traces", "/traces", "1400,700"),
+                             ("changes", "/changes", "1400,500"), ("trace-failed", f"/traces/{FAILED}", "1400,1300"),
                              ("trace-possibly-failed", f"/traces/{MAYBE}", "1400,700")):
         subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         f"--screenshot={args.shots / (name + '.png')}", f"--window-size={size}", url + path],

@@ -138,3 +138,11 @@ def test_index_escapes_readiness_alerts_changes_drift_and_gpus() -> None:
     assert r.status_code == 200
     _assert_escaped(r.text, ["ready", "alertname", "alertmodel", "summary", "what", "who", "chmodel", "dmodel",
                              "feature", "gpuname"])
+
+
+def test_changes_page_escapes_what_who_and_model() -> None:
+    c, _ = _client()
+    with c:
+        r = c.get("/changes")
+    assert r.status_code == 200
+    _assert_escaped(r.text, ["what", "who", "chmodel"])

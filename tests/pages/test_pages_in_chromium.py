@@ -44,8 +44,11 @@ def test_pages_lay_out_without_overlap_or_overflow(url: str) -> None:
             header_bg = page.eval_on_selector("header.top", "e => getComputedStyle(e).backgroundColor")
             cards = page.eval_on_selector_all(".card", """els => els.map(e => { const b = e.getBoundingClientRect();
                 return {id: e.id, x: b.x, y: b.y, r: b.right, b: b.bottom, over: e.scrollWidth - e.clientWidth}; })""")
+            over = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
             page.goto(f"{url}/alerts", wait_until="load")
-            alerts_over = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            alerts_over = page.evaluate(over)
+            page.goto(f"{url}/changes", wait_until="load")
+            changes_over = page.evaluate(over)
             page.goto(f"{url}/traces/{FAILED}", wait_until="load")
             span = "e => { const b = e.getBoundingClientRect(); return [b.x, b.right]; }"
             svg = page.eval_on_selector("#waterfall", span)
@@ -60,5 +63,5 @@ def test_pages_lay_out_without_overlap_or_overflow(url: str) -> None:
         for b in cards[i + 1:]:
             apart = a["r"] <= b["x"] or b["r"] <= a["x"] or a["b"] <= b["y"] or b["b"] <= a["y"]
             assert apart, (a, b)
-    assert alerts_over <= 0  # the alerts table fits a 1400 px window
+    assert alerts_over <= 0 and changes_over <= 0  # the alerts and changes tables fit a 1400 px window
     assert svg[0] <= msg[0] and msg[1] <= svg[1]
