@@ -66,7 +66,9 @@ class Metrics:
 _GPU_VALUES = {"sidecar_gpu_utilization_ratio": "util", "sidecar_gpu_memory_used_bytes": "mem_used",
                "sidecar_gpu_memory_total_bytes": "mem_total"}
 _DRIFT = {"sidecar_drift_drifting": "drifting", "sidecar_drift_condition": "condition",
-          "sidecar_drift_p_value": "p", "sidecar_drift_effect_size": "effect", "sidecar_drift_statistic": "stat"}
+          "sidecar_drift_p_value": "p", "sidecar_drift_p_value_raw": "p_raw", "sidecar_drift_effect_size": "effect",
+          "sidecar_drift_statistic": "stat", "sidecar_drift_psi": "psi", "sidecar_drift_unseen_ratio": "unseen",
+          "sidecar_drift_samples": "samples", "sidecar_drift_missing_ratio": "missing"}
 _AM = {"sidecar_alertmanager_notices_sent_total": "sent", "sidecar_alertmanager_notices_rejected_total": "rejected",
        "sidecar_alertmanager_notices_dropped_total": "dropped",
        "sidecar_alertmanager_request_failures_total": "failures", "sidecar_alertmanager_outbox_notices": "queued"}
@@ -89,9 +91,14 @@ def read_metrics(registry: CollectorRegistry) -> Metrics:
             elif s.name == "sidecar_triton_models":
                 out.triton_models = v
             elif s.name in _DRIFT:
-                key = tuple(s.labels.get(k, "") for k in ("model", "version", "feature", "test"))
-                row = drift.setdefault(key, dict(zip(("model", "version", "feature", "test"), key, strict=True)))
-                row[_DRIFT[s.name]] = None if math.isnan(v) else v
+                # One row per feature: samples and missing ratio come per window (current, reference), PSI and
+                # the unseen ratio without the test label.
+                key = tuple(s.labels.get(k, "") for k in ("model", "version", "feature"))
+                row = drift.setdefault(key, dict(zip(("model", "version", "feature"), key, strict=True)))
+                if "test" in s.labels:
+                    row["test"] = s.labels["test"]
+                field_ = _DRIFT[s.name] + (f"_{s.labels['window']}" if "window" in s.labels else "")
+                row[field_] = None if math.isnan(v) else v
             elif s.name == "sidecar_gpu_up":
                 g = gpus.setdefault(s.labels.get("uuid") or s.labels.get("gpu", ""), GpuRow(dict(s.labels), v))
                 g.labels, g.up = dict(s.labels), v
@@ -102,7 +109,10 @@ def read_metrics(registry: CollectorRegistry) -> Metrics:
                 am = s.labels.get("alertmanager", "")
                 d = ams.setdefault(am, Delivery(am))
                 setattr(d, _AM[s.name], getattr(d, _AM[s.name]) + v)
-    out.drift = sorted(drift.values(), key=lambda r: (-(r.get("drifting") or 0), r["model"], r["feature"]))
+    for row in drift.values():
+        row.setdefault("test", "")
+    out.drift = sorted(drift.values(), key=lambda r: (-(r.get("drifting") or 0), -(r.get("condition") or 0),
+                                                      r["model"], r["version"], r["feature"]))
     out.gpus = [gpus[k] for k in sorted(gpus)]
     out.deliveries = [ams[k] for k in sorted(ams)]
     return out

@@ -8,6 +8,7 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -52,6 +53,8 @@ class AlertView:
             href = self.annotations.get(key, "")
             if href.startswith(("http://", "https://", "/")):  # never a javascript: or data: link
                 out.append((text, href))
+        if self.labels.get("feature"):
+            out.append(("drift", f"/drift?{urlencode({'model': self.labels.get('model', '')})}"))
         return out
 
 

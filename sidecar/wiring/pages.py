@@ -1,4 +1,4 @@
-"""Builds the status pages (``/``, ``/alerts``, ``/changes``). They read the registry and the sidecar's own
+"""Builds the status pages (``/``, ``/alerts``, ``/changes``, ``/drift``). They read the registry and the sidecar's own
 read API, so they need no other component handed in and work with any subset of areas configured."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from typing import Any
 
 from sidecar.component import Context
 from sidecar.pages.changes import ChangesPage
+from sidecar.pages.drift import DriftPage
 from sidecar.pages.sources import Api
 from sidecar.pages.status import StatusPages
 
@@ -17,4 +18,4 @@ def build(ctx: Context) -> list[Any]:
     log = ctx.logger.getChild("pages")
     api = Api(ctx.registry, log)
     return [StatusPages(ctx.registry, ctx.clock, api, runbook_url=ctx.config.runbook_url, logger=log),
-            ChangesPage(ctx.clock, api)]
+            ChangesPage(ctx.clock, api), DriftPage(ctx.registry, ctx.clock)]

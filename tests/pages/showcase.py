@@ -79,10 +79,16 @@ def build() -> Service:
     hub.store.mark_failures("ctr", "2", t0 + 30 * 10**9, t0 + 62 * 10**9, 1)
     lab = ["model", "version", "feature", "test"]
     g = {n: Gauge(f"sidecar_drift_{n}", n, lab, registry=svc.registry) for n in ("drifting", "p_value", "effect_size")}
+    samples = Gauge("sidecar_drift_samples", "n", ["model", "version", "feature", "window"], registry=svc.registry)
+    missing = Gauge("sidecar_drift_missing_ratio", "m", ["model", "version", "feature", "window"],
+                    registry=svc.registry)
     for feat, on, p, eff in (("clicks_7d", 1, 2e-6, 0.31), ("income", 1, 3e-4, 0.12), ("age", 0, 0.41, 0.02),
                              ("country", 0, 0.77, 0.01)):
         for n, v in (("drifting", on), ("p_value", p), ("effect_size", eff)):
             g[n].labels("ctr", "2", feat, "ks" if feat != "country" else "chi2").set(v)
+        for w, n_, miss in (("current", 4000, .002), ("reference", 5000, .001)):
+            samples.labels("ctr", "2", feat, w).set(n_)
+            missing.labels("ctr", "2", feat, w).set(miss)
     gl = ["gpu", "uuid", "name"]
     for n, v in (("up", 1), ("utilization_ratio", .63), ("memory_used_bytes", 37 * 2**30),
                  ("memory_total_bytes", 141 * 2**30)):
@@ -121,7 +127,8 @@ def main() -> None:
     time.sleep(3)  # one Triton scrape and one Alertmanager try happen in the background
     for name, path, size in (("status", "/", "1400,900"), ("alerts", "/alerts", "1400,1000"),
                              ("traces", "/traces", "1400,700"),
-                             ("changes", "/changes", "1400,500"), ("trace-failed", f"/traces/{FAILED}", "1400,1300"),
+                             ("changes", "/changes", "1400,500"), ("drift", "/drift", "1400,450"),
+                             ("trace-failed", f"/traces/{FAILED}", "1400,1300"),
                              ("trace-possibly-failed", f"/traces/{MAYBE}", "1400,700")):
         subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         f"--screenshot={args.shots / (name + '.png')}", f"--window-size={size}", url + path],

@@ -18,6 +18,7 @@ from sidecar.clock import FakeClock
 from sidecar.component import Readiness
 from sidecar.config import parse_config
 from sidecar.model import Finding
+from sidecar.pages.status import alert_views
 from sidecar.service import Service
 from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting
@@ -281,3 +282,9 @@ def test_a_failing_read_is_shown_and_counted_and_not_ready_is_shown() -> None:
     assert [td.text() for td in ready.find("table").find_all("td")] == ["broken", "not ready: outbox unwritable"]
     assert svc.registry.get_sample_value("sidecar_page_source_errors_total",
                                          {"path": "/v1/alerts", "reason": "status"}) == 1
+
+
+def test_a_drift_alert_links_to_its_models_drift_page_and_no_link_is_a_script() -> None:
+    (view,) = alert_views([{"labels": {"alertname": "Drift", "model": "ctr & co", "feature": "x"}, "state": "firing",
+                            "annotations": {"runbook_url": "javascript:alert(1)", "trace_url": "/traces/ab"}}])
+    assert view.links == [("trace", "/traces/ab"), ("drift", "/drift?model=ctr+%26+co")]
