@@ -10,8 +10,8 @@ from fastapi.responses import HTMLResponse
 
 from sidecar.clock import Clock
 from sidecar.component import Readiness
+from sidecar.pages.readers import MAX_ROWS, Api
 from sidecar.pages.render import render
-from sidecar.pages.sources import MAX_ROWS, Api
 from sidecar.pages.status import AlertView, alert_views
 
 __all__ = ["ChangesPage", "citing"]

@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.clock import Clock
 from sidecar.component import Readiness
+from sidecar.pages.readers import read_metrics
 from sidecar.pages.render import render
-from sidecar.pages.sources import read_metrics
 
 __all__ = ["DriftPage"]
 

@@ -1,5 +1,5 @@
 """``/`` (status at a glance) and ``/alerts`` (active, pending and recently resolved alerts, and delivery to
-each Alertmanager). Both read the sidecar's public surfaces (``sidecar.pages.sources``), so they show any
+each Alertmanager). Both read the sidecar's public surfaces (``sidecar.pages.readers``), so they show any
 component that serves them and break none that is absent: an unconfigured area says so."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.clock import Clock
 from sidecar.component import Readiness
+from sidecar.pages.readers import MAX_ROWS, Api, read_metrics
 from sidecar.pages.render import render, static_routes
-from sidecar.pages.sources import MAX_ROWS, Api, read_metrics
 
 __all__ = ["AlertView", "StatusPages", "alert_views"]
 

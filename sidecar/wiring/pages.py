@@ -8,7 +8,7 @@ from typing import Any
 from sidecar.component import Context
 from sidecar.pages.changes import ChangesPage
 from sidecar.pages.drift import DriftPage
-from sidecar.pages.sources import Api
+from sidecar.pages.readers import Api
 from sidecar.pages.status import StatusPages
 
 __all__ = ["build"]
