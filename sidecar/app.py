@@ -1,4 +1,5 @@
-"""The FastAPI app: /metrics, /healthz, /readyz, a landing page, and every component's routes."""
+"""The FastAPI app: /metrics, /healthz, /readyz, and every component's routes (the pages, ``/`` included, are
+the pages components' routes: ``sidecar.pages``)."""
 
 from __future__ import annotations
 
@@ -60,14 +61,6 @@ def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
     async def metrics(request: Request) -> Response:
         body, content_type = render_metrics(service.registry, request.headers.get("accept"))
         return Response(body, media_type=content_type)
-
-    @app.get("/", include_in_schema=False)
-    async def index() -> HTMLResponse:
-        links = [("/metrics", "Prometheus metrics"), ("/readyz", "Readiness"), ("/traces", "Recent traces"),
-                 ("/docs", "API")]
-        items = "".join(f'<li><a href="{h}">{t}</a></li>' for h, t in links)
-        return HTMLResponse(f"<!doctype html><title>Triton sidecar</title><h1>Triton sidecar {__version__}</h1>"
-                            f"<ul>{items}</ul>")
 
     for router in service.routers():
         app.include_router(router)

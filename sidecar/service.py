@@ -59,11 +59,12 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.drift import build as drift
     from sidecar.wiring.events import build as events
     from sidecar.wiring.gpu import build as gpu
+    from sidecar.wiring.pages import build as pages
     from sidecar.wiring.traces import build as traces
     from sidecar.wiring.triton import build as triton
 
     # Build order = subscription order on the bus: the change log subscribes before the checks that publish.
-    return [alerting, triton, gpu, traces, events, drift, business]
+    return [alerting, triton, gpu, traces, events, drift, business, pages]
 
 
 class Service:

@@ -177,7 +177,7 @@ def test_a_read_token_gates_pages_metrics_and_docs_but_not_probes() -> None:
 def test_without_a_read_token_everything_stays_readable() -> None:
     c, _ = client()
     with c:
-        assert c.get("/metrics").status_code == 200 and c.get("/").status_code == 200
+        assert c.get("/metrics").status_code == 200 and c.get("/docs").status_code == 200
 
 
 def test_docs_load_their_assets_from_the_sidecar_not_a_cdn() -> None:

@@ -1,0 +1,162 @@
+"""The waterfall's geometry and the trace's one state: what the trace page draws, computed in Python so the
+template only places it.
+
+One row per span, depth-first by parent and start time, bars on a shared time axis; Triton's events are
+ticks on their span's bar; error spans are red and marked with a cross.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sidecar.model import Span
+from sidecar.processors.stages import STAGES, stage_durations
+from sidecar.state.traces import MODEL_ATTR, VERSION_ATTR, TraceEntry
+
+__all__ = ["ERROR_COLOR", "PALETTE", "Row", "TraceState", "Waterfall", "layout", "order_spans", "stage_rows",
+           "trace_state"]
+
+PALETTE = ("#4c78a8", "#59a14f", "#9c755f", "#b07aa1", "#f28e2b", "#76b7b2")
+ERROR_COLOR = "#d62728"
+LABEL_W = 330
+BAR_W = 820
+ROW_H = 24
+TOP = 34
+
+
+def order_spans(spans: Sequence[Span]) -> list[tuple[Span, int]]:
+    """Spans depth-first: each parent followed by its children by start time; orphans become roots."""
+    ids = {s.span_id for s in spans}
+    kids: dict[str | None, list[Span]] = {}
+    for s in spans:
+        parent = s.parent_span_id if s.parent_span_id in ids else None
+        kids.setdefault(parent, []).append(s)
+    for v in kids.values():
+        v.sort(key=lambda s: (s.start_unix_nano, s.end_unix_nano))
+    out: list[tuple[Span, int]] = []
+    seen: set[str] = set()
+    stack: list[tuple[Span, int]] = [(s, 0) for s in reversed(kids.get(None, []))]
+    while stack:
+        s, d = stack.pop()
+        if s.span_id in seen:  # a duplicate span id must not loop
+            continue
+        seen.add(s.span_id)
+        out.append((s, d))
+        stack.extend((c, d + 1) for c in reversed(kids.get(s.span_id, [])))
+    return out
+
+
+def _nice_step(total_ns: float) -> float:
+    raw = total_ns / 8
+    mag = 10 ** (len(str(int(max(raw, 1)))) - 1)
+    for m in (1, 2, 5, 10):
+        if raw <= m * mag:
+            return float(m * mag)
+    return float(10 * mag)
+
+
+def color(s: Span) -> str:
+    if s.is_error:
+        return ERROR_COLOR
+    return PALETTE[sum(s.name.encode()) % len(PALETTE)]
+
+
+@dataclass(frozen=True)
+class Row:
+    span: Span
+    depth: int
+    y: int
+    x: float
+    w: float
+    offset_ns: int  # start relative to the trace's start
+    color: str
+    model: str | None
+    version: str
+    ticks: tuple[tuple[float, str, int], ...]  # (x, event name, offset ns)
+    # An error span gets a line of its own under its bar for the status message: beside the bar it would
+    # run off the drawing when the span ends late in the trace.
+    msg_y: int | None = None
+
+
+@dataclass(frozen=True)
+class Waterfall:
+    rows: list[Row]
+    width: int
+    height: int
+    label_w: int
+    row_h: int
+    top: int
+    grid: list[tuple[float, int]]  # (x, offset ns)
+
+
+def layout(spans: Sequence[Span]) -> Waterfall:
+    ordered = order_spans(spans)
+    t0 = min(s.start_unix_nano for s in spans)
+    total = max(1, max(s.end_unix_nano for s in spans) - t0)
+    scale = BAR_W / total
+    rows = []
+    y = TOP
+    for s, depth in ordered:
+        model = s.attributes.get(MODEL_ATTR)
+        msg_y = y + ROW_H if s.is_error else None
+        rows.append(Row(
+            span=s, depth=depth, y=y, msg_y=msg_y, x=LABEL_W + (s.start_unix_nano - t0) * scale,
+            w=max(1.0, s.duration_ns * scale), offset_ns=s.start_unix_nano - t0, color=color(s),
+            model=None if model is None else str(model), version=str(s.attributes.get(VERSION_ATTR, "")),
+            ticks=tuple((LABEL_W + (e.time_unix_nano - t0) * scale, e.name, e.time_unix_nano - t0)
+                        for e in s.events),
+        ))
+        y += ROW_H * (2 if s.is_error else 1)
+    height = y + 8
+    step = _nice_step(total)
+    grid = []
+    t = 0.0
+    while t <= total:
+        grid.append((LABEL_W + t * scale, int(t)))
+        t += step
+    return Waterfall(rows, LABEL_W + BAR_W + 110, height, LABEL_W, ROW_H, TOP, grid)
+
+
+@dataclass(frozen=True)
+class TraceState:
+    """The one state a trace has on every page: ``failed``, ``possibly failed`` or ``ok``, and why."""
+
+    state: str
+    reasons: list[str] = field(default_factory=list)
+    error_spans: list[Span] = field(default_factory=list)
+
+    @property
+    def css(self) -> str:
+        return {"failed": "err", "possibly failed": "maybe"}.get(self.state, "ok")
+
+
+def trace_state(e: TraceEntry) -> TraceState:
+    errors = [s for s in e.spans if s.is_error]
+    reasons = [f"span {s.name!r} ended with an error status" + (f": {s.status_message}" if s.status_message else
+                                                                 " (no message)") for s in errors]
+    if errors or e.error:
+        if e.failure_note and e.error:
+            reasons.append(e.failure_note)
+        return TraceState("failed", reasons, errors)
+    if e.failure_note:
+        # Only Triton's failure counter says so, not this request's spans: one state, explained, never "ok".
+        return TraceState("possibly failed", [e.failure_note], [])
+    return TraceState("ok")
+
+
+def stage_rows(e: TraceEntry) -> list[tuple[str, str, dict[str, float]]]:
+    """(model, version, seconds by stage) for each model span that has at least one stage: a model span
+    without Triton's timestamps would be a row of dashes."""
+    spans = e.spans
+    by_id = {s.span_id: s for s in spans}
+    compute = {s.parent_span_id: s for s in spans if s.name == "compute" and s.parent_span_id}
+    out = []
+    for s in spans:
+        if MODEL_ATTR not in s.attributes:
+            continue
+        d = stage_durations(s, compute.get(s.span_id), by_id.get(s.parent_span_id or ""))
+        if d:
+            out.append((str(s.attributes[MODEL_ATTR]), str(s.attributes.get(VERSION_ATTR, "")),
+                        {k: d[k] for k in STAGES if k in d}))
+    return out

@@ -1,0 +1,141 @@
+"""A sidecar with something on every page, for looking at the pages in a browser and taking the screenshots
+in docs/screenshots/ (``python tests/pages/showcase.py --shots docs/screenshots``; without ``--shots`` it
+serves until interrupted). Upstreams (Triton, Alertmanager) are answered in-process; nothing leaves the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import uvicorn
+from prometheus_client import CollectorRegistry, Gauge
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_status_pages import AM, TRITON, Script, Upstreams, _f
+from test_trace_views import MODEL, _ev
+
+from sidecar.app import create_app
+from sidecar.config import parse_config
+from sidecar.demo.tritonserver import free_port
+from sidecar.model import Change, Span
+from sidecar.service import Service
+from sidecar.store import Store
+from sidecar.wiring.alerting import build as alerting
+from sidecar.wiring.pages import build as pages
+from sidecar.wiring.traces import build as traces
+from sidecar.wiring.triton import build as triton
+
+MS = 1_000_000
+FAILED = "0af7651916cd43dd8448eb211c80319c"
+MAYBE = "1af7651916cd43dd8448eb211c80319c"
+
+
+def _trace(tid: str, t0: int, total_ms: float, *, error: str = "", version: str = "2") -> list[Span]:
+    def ev(name: str, ms: float):  # type: ignore[no-untyped-def]
+        e = _ev(name, ms)
+        return type(e)(e.name, t0 + int(ms * MS))
+
+    end = total_ms
+    ca, cb = end * .3, end - 14  # compute inside the model span, its events in order
+    return [
+        Span(tid, "a000000000000001", None, "POST /v1/recommend", t0, t0 + int(end * MS), service_name="gateway",
+             attributes={"http.route": "/v1/recommend", "http.status_code": 500 if error else 200}),
+        Span(tid, "a000000000000002", "a000000000000001", "ctr", t0 + 2 * MS, t0 + int((end - 12) * MS),
+             service_name="triton-inference-server", attributes={**MODEL, "triton.model_version": version},
+             events=(ev("REQUEST_START", 2), ev("QUEUE_START", 3), ev("REQUEST_END", end - 12))),
+        Span(tid, "a000000000000003", "a000000000000002", "compute", t0 + int(ca * MS), t0 + int(cb * MS),
+             service_name="triton-inference-server",
+             events=(ev("COMPUTE_START", ca), ev("COMPUTE_INPUT_END", ca + (cb - ca) * .1),
+                     ev("COMPUTE_OUTPUT_START", ca + (cb - ca) * .8), ev("COMPUTE_END", cb))),
+        Span(tid, "a000000000000004", "a000000000000001", "feature-store lookup", t0 + int((end - 11) * MS),
+             t0 + int((end - 1) * MS), service_name="gateway", status_code=2 if error else 0,
+             status_message=error, attributes={"db.system": "redis", "db.operation": "HMGET"}),
+    ]
+
+
+def build() -> Service:
+    cfg = parse_config({
+        "triton": {"enabled": True, "metrics_url": TRITON, "interval_secs": 2},
+        "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
+        "traces": {"enabled": True, "slow_threshold_ms": 50},
+    })
+    script = Script()
+    svc = Service(cfg, store=Store(":memory:"), registry=CollectorRegistry(),
+                  http=httpx.AsyncClient(transport=httpx.MockTransport(Upstreams())),
+                  factories=[alerting, triton, traces, pages, lambda ctx: [script]])
+    now = svc.clock.now()
+    t0 = int((now - 300) * 1e9)
+    hub = svc.component("traces")
+    hub.ingest(_trace(FAILED, t0, 120, error="feature store timed out after 10 ms"), "showcase")
+    hub.ingest(_trace(MAYBE, t0 + 40 * 10**9, 35), "showcase")
+    for i in range(6):
+        hub.ingest(_trace(f"{i + 2:x}af7651916cd43dd8448eb211c80319c", t0 + (60 + i) * 10**9, 20 + 12 * i), "showcase")
+    hub.store.mark_failures("ctr", "2", t0 + 30 * 10**9, t0 + 62 * 10**9, 1)
+    lab = ["model", "version", "feature", "test"]
+    g = {n: Gauge(f"sidecar_drift_{n}", n, lab, registry=svc.registry) for n in ("drifting", "p_value", "effect_size")}
+    samples = Gauge("sidecar_drift_samples", "n", ["model", "version", "feature", "window"], registry=svc.registry)
+    missing = Gauge("sidecar_drift_missing_ratio", "m", ["model", "version", "feature", "window"],
+                    registry=svc.registry)
+    for feat, on, p, eff in (("clicks_7d", 1, 2e-6, 0.31), ("income", 1, 3e-4, 0.12), ("age", 0, 0.41, 0.02),
+                             ("country", 0, 0.77, 0.01)):
+        for n, v in (("drifting", on), ("p_value", p), ("effect_size", eff)):
+            g[n].labels("ctr", "2", feat, "ks" if feat != "country" else "chi2").set(v)
+        for w, n_, miss in (("current", 4000, .002), ("reference", 5000, .001)):
+            samples.labels("ctr", "2", feat, w).set(n_)
+            missing.labels("ctr", "2", feat, w).set(miss)
+    gl = ["gpu", "uuid", "name"]
+    for n, v in (("up", 1), ("utilization_ratio", .63), ("memory_used_bytes", 37 * 2**30),
+                 ("memory_total_bytes", 141 * 2**30)):
+        Gauge(f"sidecar_gpu_{n}", n, gl, registry=svc.registry).labels("0", "GPU-5d1c", "NVIDIA H200").set(v)
+    changes = svc.component("changes")
+    changes.record(Change(what="feature pipeline v7 rolled out", who="ana", at=now - 900, model="ctr",
+                          version="2", link=None, source="api", id=""))
+    changes.record(Change(what="ctr v2 loaded", who="triton", at=now - 3600, model="ctr", version="2",
+                          link=None, source="triton_repository", id=""))
+    script.findings = [_f("ctr_mean", True, trace=FAILED), _f("latency_p99", True, for_secs=600),
+                       _f("fraud_rate", True)]
+    svc.evaluate_once(now - 240)
+    script.findings = [_f("ctr_mean", True, trace=FAILED), _f("latency_p99", True, for_secs=600),
+                       _f("fraud_rate", False)]
+    svc.evaluate_once(now - 60)
+    return svc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shots", type=Path, help="write screenshots here and exit")
+    args = ap.parse_args()
+    svc = build()
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
+    th = threading.Thread(target=server.run, daemon=True)
+    th.start()
+    while not server.started:
+        time.sleep(0.05)
+    url = f"http://127.0.0.1:{port}"
+    print(url, flush=True)
+    if args.shots is None:
+        th.join()
+        return
+    args.shots.mkdir(parents=True, exist_ok=True)
+    time.sleep(3)  # one Triton scrape and one Alertmanager try happen in the background
+    for name, path, size in (("status", "/", "1400,900"), ("alerts", "/alerts", "1400,1000"),
+                             ("traces", "/traces", "1400,700"),
+                             ("changes", "/changes", "1400,500"), ("drift", "/drift", "1400,450"),
+                             ("trace-failed", f"/traces/{FAILED}", "1400,1300"),
+                             ("trace-possibly-failed", f"/traces/{MAYBE}", "1400,700")):
+        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        f"--screenshot={args.shots / (name + '.png')}", f"--window-size={size}", url + path],
+                       check=True, capture_output=True, timeout=60)
+    server.should_exit = True
+    th.join(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The status, alerts and trace pages as headless Chromium lays them out (the showcase sidecar of
+tests/pages/showcase.py): the local stylesheet applies, no card's content spills over its edge or onto another
+card, and an error span's message lies inside the waterfall."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+from showcase import FAILED, build
+from waiting import wait_until
+
+from sidecar.app import create_app
+from sidecar.demo.tritonserver import free_port
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    svc = build()
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: server.started or not thread.is_alive(), 20) and server.started
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+@pytest.mark.chromium
+def test_pages_lay_out_without_overlap_or_overflow(url: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium",
+                                    args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{url}/", wait_until="load")
+            header_bg = page.eval_on_selector("header.top", "e => getComputedStyle(e).backgroundColor")
+            cards = page.eval_on_selector_all(".card", """els => els.map(e => { const b = e.getBoundingClientRect();
+                return {id: e.id, x: b.x, y: b.y, r: b.right, b: b.bottom, over: e.scrollWidth - e.clientWidth}; })""")
+            over = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            page.goto(f"{url}/alerts", wait_until="load")
+            alerts_over = page.evaluate(over)
+            page.goto(f"{url}/changes", wait_until="load")
+            changes_over = page.evaluate(over)
+            page.goto(f"{url}/drift", wait_until="load")
+            drift_over = page.evaluate(over)
+            page.goto(f"{url}/traces/{FAILED}", wait_until="load")
+            span = "e => { const b = e.getBoundingClientRect(); return [b.x, b.right]; }"
+            svg = page.eval_on_selector("#waterfall", span)
+            msg = page.eval_on_selector("text.errmsg", span)
+        finally:
+            browser.close()
+    assert header_bg == "rgb(29, 43, 58)"  # /static/pages/pages.css was served and applied
+    assert {c["id"] for c in cards} == {"triton", "alerts", "drift", "gpus", "changes", "readiness", "links"}
+    for c in cards:
+        assert c["over"] <= 1, c  # nothing wider than its card
+    for i, a in enumerate(cards):
+        for b in cards[i + 1:]:
+            apart = a["r"] <= b["x"] or b["r"] <= a["x"] or a["b"] <= b["y"] or b["b"] <= a["y"]
+            assert apart, (a, b)
+    assert (alerts_over, changes_over, drift_over) == (0, 0, 0)  # each table fits a 1400 px window
+    assert svg[0] <= msg[0] and msg[1] <= svg[1]
