@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from sidecar.alerting.render import drift
 from sidecar.model import Finding
 
 RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType({
+    "drift": drift.render,
     # "drift": drift.render, "business": business.render  (added as each kind moves its prose here)
 })

@@ -21,7 +21,7 @@ from sidecar.checks.drift.api import drift_router
 from sidecar.checks.drift.evaluator import Evaluator, FeatureResult, ks_job
 from sidecar.checks.drift.metrics import DriftMetrics
 from sidecar.checks.drift.persistence import DriftStore
-from sidecar.checks.drift.refs import Pinned, References
+from sidecar.checks.drift.refs import NoReference, Pinned, References
 from sidecar.checks.drift.registry import CLASS, SCORE, SeriesKey, WindowRegistry
 from sidecar.checks.drift_config import DriftConfig, ReferenceConfig
 from sidecar.checks.references import Reference
@@ -72,7 +72,7 @@ class DriftCheck:
     def spec_for(self, model: str) -> ReferenceConfig:
         return self.refs.spec_for(model)
 
-    def reference_for(self, model: str, version: str, feature: str, now: float) -> Reference | str:
+    def reference_for(self, model: str, version: str, feature: str, now: float) -> Reference | NoReference:
         """The reference, or a reason why there is none yet."""
         with self._lock:
             return self.refs.reference_for(model, version, feature, now)
@@ -135,7 +135,7 @@ class DriftCheck:
     def evaluate(self, now: float) -> list[Finding]:
         t0 = time.perf_counter()
         ev = self.evaluator
-        work: list[tuple[SeriesKey, WindowSnapshot, Reference | str]] = []
+        work: list[tuple[SeriesKey, WindowSnapshot, Reference | NoReference]] = []
         with self._lock:
             for key, win in self.registry.windows.items():
                 win.evict(now)
@@ -145,7 +145,7 @@ class DriftCheck:
             self.metrics.g_memory.set(sum(w.memory_bytes() for w in self.registry.windows.values())
                                       + sum(w.memory_bytes() for w in self.refs.history.values()))
         numeric = {i: (ref, snap) for i, (_, snap, ref) in enumerate(work)
-                   if not isinstance(ref, str) and ev.ks_ready(snap, ref)}
+                   if isinstance(ref, Reference) and ev.ks_ready(snap, ref)}
         ks_done = dict(zip(numeric, ev.map(ks_job, list(numeric.values())), strict=True))
         by_model: dict[tuple[str, str], list[FeatureResult]] = {}
         for i, ((model, version, feature), snap, ref) in enumerate(work):

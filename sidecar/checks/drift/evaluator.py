@@ -14,22 +14,27 @@ import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from prometheus_client import Counter
 
 from sidecar.checks.drift.persistence import DriftStore, key
+from sidecar.checks.drift.refs import NoReference
 from sidecar.checks.drift_config import DriftConfig
 from sidecar.checks.references import Reference
 from sidecar.checks.stats import KsResult, benjamini_hochberg, chi_square, ks_2samp_fast, psi_numeric
 from sidecar.checks.windows import WindowSnapshot
 from sidecar.model import Finding
 
-__all__ = ["Evaluator", "FeatureResult", "SinceKey", "ks_job"]
+__all__ = ["Evaluator", "Facts", "FeatureResult", "SinceKey", "ks_job"]
 
 SinceKey = tuple[str, str, str, str]
 _T = TypeVar("_T")
+
+
+Facts = dict[str, float | int | str | None]
+_MAX_UNSEEN_NAMED = 10  # new category names carried in a finding's facts (the rest are counted only)
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,10 @@ class FeatureResult:
     ref_missing_ratio: float
     psi: float = math.nan
     unseen_ratio: float = math.nan
-    detail: str = ""
-    insufficient: str = ""
+    # Test-specific numbers and tokens (KS method, chi-square dof, new categories) for the renderer.
+    extra: Facts = field(default_factory=dict)
+    insufficient: str = ""  # a reason code (too_few_samples, collecting, ...); empty when the test ran
+    insufficient_facts: Facts = field(default_factory=dict)
 
 
 def ks_job(job: tuple[Reference, WindowSnapshot]) -> tuple[KsResult, float]:
@@ -83,36 +90,34 @@ class Evaluator:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="drift-eval") as pool:
             return list(pool.map(fn, jobs))
 
-    def test(self, feature: str, cur: WindowSnapshot, ref: Reference | str,
+    def test(self, feature: str, cur: WindowSnapshot, ref: Reference | NoReference,
              ks_done: tuple[KsResult, float] | None = None) -> list[FeatureResult]:
         miss = cur.missing_ratio
-        if isinstance(ref, str):
+        if isinstance(ref, NoReference):
             return [FeatureResult(feature, "ks" if cur.kind == "numeric" else "chi2", math.nan, math.nan,
-                                  math.nan, cur.n, 0, miss, math.nan, insufficient=ref)]
+                                  math.nan, cur.n, 0, miss, math.nan, insufficient=ref.reason,
+                                  insufficient_facts=dict(ref.facts))]
         out: list[FeatureResult] = []
         if cur.total >= self.cfg.min_samples and not math.isnan(ref.missing_ratio):
             inc = miss - ref.missing_ratio
             out.append(FeatureResult(feature, "missing", miss, math.nan, inc, cur.n, ref.n, miss,
-                                     ref.missing_ratio,
-                                     detail=f"missing {miss:.1%} vs {ref.missing_ratio:.1%}"))
+                                     ref.missing_ratio))
         if cur.n < self.cfg.min_samples or ref.n < self.cfg.min_samples:
             test = "ks" if cur.kind == "numeric" else "chi2"
             out.append(FeatureResult(feature, test, math.nan, math.nan, math.nan, cur.n, ref.n, miss,
-                                     ref.missing_ratio,
-                                     insufficient=f"{cur.n} current / {ref.n} reference values "
-                                                  f"(need {self.cfg.min_samples})"))
+                                     ref.missing_ratio, insufficient="too_few_samples",
+                                     insufficient_facts={"min_samples": self.cfg.min_samples}))
             return out
         if ks_done is not None:
             ks, psi = ks_done
             out.append(FeatureResult(feature, "ks", ks.d, ks.p, ks.d, cur.n, ref.n, miss, ref.missing_ratio,
-                                     psi=psi, detail=f"KS D={ks.d:.4f} ({ks.method})"))
+                                     psi=psi, extra={"method": ks.method}))
         elif cur.counts is not None and ref.counts is not None:
             cs = chi_square(ref.counts, cur.counts)
-            unseen = f"; new categories {', '.join(cs.unseen_categories)} ({cs.unseen_rate:.1%})" \
-                if cs.unseen_count else ""
             out.append(FeatureResult(feature, "chi2", cs.statistic, cs.p, cs.psi, cur.n, ref.n, miss,
                                      ref.missing_ratio, psi=cs.psi, unseen_ratio=cs.unseen_rate,
-                                     detail=f"chi2={cs.statistic:.1f} dof={cs.dof} PSI={cs.psi:.3f}{unseen}"))
+                                     extra={"dof": cs.dof, "unseen_count": cs.unseen_count,
+                                            "unseen": ", ".join(cs.unseen_categories[:_MAX_UNSEEN_NAMED])}))
         else:
             self.dropped.labels("kind_mismatch").inc()
         return out
@@ -137,23 +142,12 @@ class Evaluator:
             since_v = self._hold(skey, condition, now)
             active = condition and since_v is not None and now - since_v >= cfg.sustained_secs
             export(model, version, r, q, condition, active)
-            held = f"; condition held {now - since_v:.0f}s of {cfg.sustained_secs:.0f}s" \
-                if since_v is not None else ""
-            if r.insufficient:
-                summary = f"drift {model} v{version} {r.feature}: insufficient data ({r.insufficient})"
-            elif r.test == "missing":
-                summary = f"missing values {model} v{version} {r.feature}: {r.detail}{held}"
-            else:
-                summary = (f"drift {model} v{version} {r.feature}: {r.detail}, p(BH)={q:.3g}, "
-                           f"n={r.n_cur} vs {r.n_ref}{held}")
             out.append(Finding(
                 check=self.check_name, kind="drift", labels=labels, active=active,
                 value=None if math.isnan(r.statistic) else r.statistic, threshold=cfg.p_threshold,
                 p_value=None if math.isnan(q) else q, effect_size=None if math.isnan(r.effect) else r.effect,
-                window_secs=cfg.window_secs, summary=summary, evaluated_at=now,
-                insufficient_data=bool(r.insufficient),
-                description=f"effect floor {floor}; missing ratio {r.missing_ratio:.3f} "
-                            f"(reference {r.ref_missing_ratio:.3f})",
+                window_secs=cfg.window_secs, evaluated_at=now, insufficient_data=bool(r.insufficient),
+                facts=self._facts(r, q, floor, None if since_v is None else now - since_v),
                 # The same runbooks the Prometheus rules link to (docs/runbooks/).
                 annotations={"runbook": "FeatureMissingValuesHigh.md" if r.test == "missing"
                              else "FeatureDrifting.md",
@@ -161,6 +155,22 @@ class Evaluator:
                              **({"condition_since": f"{since_v:.0f}"} if since_v is not None else {})},
             ))
         return out
+
+    def _facts(self, r: FeatureResult, q: float, floor: float, held: float | None) -> Facts:
+        """The numbers a person needs to judge the finding; NaN (not computed) becomes None."""
+        def num(v: float) -> float | None:
+            return None if math.isnan(v) else v
+
+        facts: Facts = {
+            "test": r.test, "statistic": num(r.statistic), "p_raw": num(r.p), "q": num(q),
+            "effect": num(r.effect), "floor": floor, "psi": num(r.psi), "unseen_ratio": num(r.unseen_ratio),
+            "n_cur": r.n_cur, "n_ref": r.n_ref, "missing_ratio": num(r.missing_ratio),
+            "ref_missing_ratio": num(r.ref_missing_ratio), "held_secs": held,
+            "sustained_secs": self.cfg.sustained_secs, "insufficient": r.insufficient or None,
+            **r.extra,
+        }
+        facts.update(r.insufficient_facts)
+        return facts
 
     def _hold(self, skey: SinceKey, condition: bool, now: float) -> float | None:
         """Starts, keeps or clears the since-time of one series' condition; returns it."""

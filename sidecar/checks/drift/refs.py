@@ -17,9 +17,17 @@ from sidecar.checks.references import Reference, load_reference_file
 from sidecar.checks.windows import FeatureKind, FeatureWindow, pack, unpack
 from sidecar.errors import ConfigError
 
-__all__ = ["Pinned", "References"]
+__all__ = ["NoReference", "Pinned", "References"]
 
 _PIN_BUCKET_SECS = 1e18  # one bucket for a pinned collector: it is bounded by event count, not time
+
+
+@dataclass(frozen=True)
+class NoReference:
+    """Why a series has no reference yet: a reason code and its numbers (rendered in sidecar/alerting/)."""
+
+    reason: str  # collecting | waiting_for_version | absent_from_pin | not_in_file | no_history | no_traffic_last_week
+    facts: dict[str, float | int | str | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -125,11 +133,11 @@ class References:
                 kinds.setdefault((model, feature), ref.kind)
 
     # ---- queries ---------------------------------------------------------------------------------
-    def reference_for(self, model: str, version: str, feature: str, now: float) -> Reference | str:
-        """The reference, or a reason why there is none yet."""
+    def reference_for(self, model: str, version: str, feature: str, now: float) -> Reference | NoReference:
+        """The reference, or why there is none yet."""
         spec = self.spec_for(model)
         if spec.mode == "file":
-            return self.refs.get((model, "*", feature)) or f"feature not in reference file {spec.path}"
+            return self.refs.get((model, "*", feature)) or NoReference("not_in_file", {"path": spec.path})
         if spec.mode == "pinned":
             ver = spec.pinned_version or version
             ref = self.refs.get((model, ver, feature))
@@ -137,17 +145,18 @@ class References:
                 return ref
             pin = self.pinned.get((model, ver))
             if pin is not None:
-                return f"reference collecting {pin.events}/{pin.target} events of version {ver}"
+                return NoReference("collecting", {"collected": pin.events, "target": pin.target,
+                                                  "ref_version": ver})
             if (model, ver, "") in self.refs:
-                return f"feature absent from version {ver}'s pinned reference"
-            return f"waiting for version {ver}'s first events"
+                return NoReference("absent_from_pin", {"ref_version": ver})
+            return NoReference("waiting_for_version", {"ref_version": ver})
         hist = self.history.get((model, version, feature))
         if hist is None:
-            return "no history yet for the rolling reference"
+            return NoReference("no_history")
         end = now - spec.rolling_offset_secs
         snap = hist.snapshot(end - self.cfg.window_secs, end)
         if snap.total == 0:
-            return "no traffic in the same hours last week yet"
+            return NoReference("no_traffic_last_week")
         return Reference.from_snapshot(snap, "rolling", now)
 
     def describe(self) -> list[dict[str, object]]:
