@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.checks.drift.evaluator import FeatureResult
@@ -52,16 +55,25 @@ class DriftMetrics:
         lab = (model, version, r.feature, r.test)
         self.g_drifting.labels(*lab).set(1.0 if active else 0.0)
         self.g_condition.labels(*lab).set(1.0 if condition else 0.0)
-        self.g_missing.labels(model, version, r.feature, "current").set(r.missing_ratio)
-        self.g_missing.labels(model, version, r.feature, "reference").set(r.ref_missing_ratio)
+        _put(self.g_missing, (model, version, r.feature, "current"), r.missing_ratio)
+        _put(self.g_missing, (model, version, r.feature, "reference"), r.ref_missing_ratio)
         if r.test == "missing":
             return
         self.g_samples.labels(model, version, r.feature, "current").set(r.n_cur)
         self.g_samples.labels(model, version, r.feature, "reference").set(r.n_ref)
-        self.g_stat.labels(*lab).set(r.statistic)
-        self.g_p.labels(*lab).set(q)
-        self.g_p_raw.labels(*lab).set(r.p)
-        self.g_effect.labels(*lab).set(r.effect)
-        self.g_psi.labels(model, version, r.feature).set(r.psi)
+        _put(self.g_stat, lab, r.statistic)
+        _put(self.g_p, lab, q)
+        _put(self.g_p_raw, lab, r.p)
+        _put(self.g_effect, lab, r.effect)
+        _put(self.g_psi, (model, version, r.feature), r.psi)
         if r.test == "chi2":
-            self.g_unseen.labels(model, version, r.feature).set(r.unseen_ratio)
+            _put(self.g_unseen, (model, version, r.feature), r.unseen_ratio)
+
+
+def _put(g: Gauge, labels: tuple[str, ...], value: float) -> None:
+    """Sets a series, or removes it while there is no value: a NaN sample reads as data to a rule or panel."""
+    if math.isnan(value):
+        with contextlib.suppress(KeyError):  # never set: nothing to remove
+            g.remove(*labels)
+    else:
+        g.labels(*labels).set(value)
