@@ -89,7 +89,7 @@ class DriftCheck:
 
     def _observe_one(self, e: Event, now: float) -> None:
         reg, refs = self.registry, self.refs
-        admitted = reg.admit_model((e.model, e.version))
+        admitted = reg.admit_model((e.model, e.version), now)
         if admitted is False:
             return
         if admitted and e.model not in self._spec_saved:
@@ -111,7 +111,7 @@ class DriftCheck:
             if kind is None:
                 continue
             key = (e.model, e.version, feature)
-            win = reg.window(key, kind)
+            win = reg.window(key, kind, now)
             if win is None:
                 continue
             reg.remember_kind(e.model, feature, kind)
@@ -137,6 +137,7 @@ class DriftCheck:
         ev = self.evaluator
         work: list[tuple[SeriesKey, WindowSnapshot, Reference | NoReference]] = []
         with self._lock:
+            self._expire(now)
             for key, win in self.registry.windows.items():
                 win.evict(now)
                 work.append((key, win.snapshot(), self.refs.reference_for(*key, now)))
@@ -158,6 +159,25 @@ class DriftCheck:
             self._last_persist = now
         self.metrics.g_eval.set(time.perf_counter() - t0)
         return findings
+
+    def _expire(self, now: float) -> None:
+        """Frees the slots of idle series and model/versions (caller holds the lock)."""
+        gone, freed = self.registry.expire(now, self._idle_secs)
+        gone_set = set(gone)
+        self.evaluator.forget(lambda s: (s[0], s[1], s[2]) in gone_set)
+        for k in gone:
+            self.refs.drop_history(k)
+            self.metrics.forget(*k)
+        for mv in freed:
+            self.refs.drop_collector(mv)
+        if gone:
+            self.metrics.c_expired.inc(len(gone))
+            self._log.info("dropped %d drift series idle for over %.0fs", len(gone), self.cfg.series_idle_secs)
+
+    def _idle_secs(self, model: str) -> float:
+        spec = self.spec_for(model)
+        least = self.cfg.window_secs + (spec.rolling_offset_secs if spec.mode == "rolling" else 0.0)
+        return max(self.cfg.series_idle_secs, least)
 
     # ---- references ------------------------------------------------------------------------------
     def set_reference(self, model: str, spec: ReferenceConfig, *, who: str = "", source: str = "api") -> None:
@@ -218,8 +238,7 @@ class DriftCheck:
                 if kind in ("numeric", "categorical"):
                     reg.kinds[(parts[0], parts[1])] = kind  # type: ignore[assignment]
             elif ns == "drift.window" and len(parts) == 3:
-                reg.windows[(parts[0], parts[1], parts[2])] = FeatureWindow.from_bytes(v)
-                reg.models.add((parts[0], parts[1]))
+                reg.adopt((parts[0], parts[1], parts[2]), FeatureWindow.from_bytes(v), self.ctx.clock.now())
             elif ns == "drift.history" and len(parts) == 3:
                 refs.history[(parts[0], parts[1], parts[2])] = FeatureWindow.from_bytes(v)
             elif ns == "drift.ref" and len(parts) == 3:

@@ -47,6 +47,8 @@ class DriftMetrics:
                                                                  "use, by reason.", ["reason"], registry=r)
         self.c_store_errors = Counter("sidecar_drift_store_errors", "Failures reading or writing drift "
                                                                     "state.", ["op"], registry=r)
+        self.c_expired = Counter("sidecar_drift_series_expired", "Series dropped after series_idle_secs "
+                                                                 "without an event.", registry=r)
         self.c_ref_changes = Counter("sidecar_drift_reference_changes", "Reference changes (API or config).",
                                      registry=r)
 
@@ -68,6 +70,18 @@ class DriftMetrics:
         _put(self.g_psi, (model, version, r.feature), r.psi)
         if r.test == "chi2":
             _put(self.g_unseen, (model, version, r.feature), r.unseen_ratio)
+
+    def forget(self, model: str, version: str, feature: str) -> None:
+        """Removes every gauge of one series (it expired)."""
+        nan = math.nan
+        for test in ("ks", "chi2", "missing"):
+            for g in (self.g_stat, self.g_p, self.g_p_raw, self.g_effect, self.g_drifting, self.g_condition):
+                _put(g, (model, version, feature, test), nan)
+        for window in ("current", "reference"):
+            _put(self.g_samples, (model, version, feature, window), nan)
+            _put(self.g_missing, (model, version, feature, window), nan)
+        _put(self.g_psi, (model, version, feature), nan)
+        _put(self.g_unseen, (model, version, feature), nan)
 
 
 def _put(g: Gauge, labels: tuple[str, ...], value: float) -> None:

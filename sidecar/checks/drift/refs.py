@@ -179,6 +179,15 @@ class References:
             del self.pinned[pk]
             self.store.delete("drift.pinned", key(*pk))
 
+    def drop_history(self, k: SeriesKey) -> None:
+        if self.history.pop(k, None) is not None:
+            self.store.delete("drift.history", key(*k))
+
+    def drop_collector(self, mv: ModelKey) -> None:
+        """Drops an unfinished pinned collector; frozen references stay (a returning version keeps its own)."""
+        if self.pinned.pop(mv, None) is not None:
+            self.store.delete("drift.pinned", key(*mv))
+
     def persist_rows(self) -> list[tuple[str, str, bytes]]:
         rows = [("drift.history", key(*hk), hist.to_bytes()) for hk, hist in self.history.items()]
         rows += [("drift.pinned", key(*mv), pin.to_bytes()) for mv, pin in self.pinned.items()]

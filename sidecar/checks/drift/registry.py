@@ -7,6 +7,7 @@ the worker thread).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from prometheus_client import Counter
 
@@ -30,27 +31,73 @@ class WindowRegistry:
         self.windows: dict[SeriesKey, FeatureWindow] = {}
         self.models: set[ModelKey] = set()
         self.dirty: set[SeriesKey] = set()
+        # When each series last took an event (clock time); a series loaded from the store counts as seen
+        # at load, so a restart gives it a full idle period.
+        self.last_seen: dict[SeriesKey, float] = {}
+        self._per_model: dict[str, int] = {}
+        self._model_seen: dict[ModelKey, float] = {}
 
     # ---- name slots ------------------------------------------------------------------------------
-    def admit_model(self, mv: ModelKey) -> bool | None:
+    def admit_model(self, mv: ModelKey, now: float) -> bool | None:
         """True when the pair is new and got a slot, None when it already had one, False when refused."""
         if mv in self.models:
+            self._model_seen[mv] = now
             return None
-        if len(self.models) >= self.cfg.max_models:
+        if len(self.models) >= self.cfg.max_models and mv[0] not in self.cfg.models:
             self.dropped.labels("model_limit").inc()
             return False
         self.models.add(mv)
+        self._model_seen[mv] = now
         return True
 
-    def window(self, k: SeriesKey, kind: FeatureKind) -> FeatureWindow | None:
-        """The series' current window, made on first sight unless the series limit refuses it (counted)."""
+    def window(self, k: SeriesKey, kind: FeatureKind, now: float) -> FeatureWindow | None:
+        """The series' current window, made on first sight unless a series limit refuses it (counted)."""
         win = self.windows.get(k)
         if win is None:
+            if self._per_model.get(k[0], 0) >= self.cfg.max_series_per_model:
+                self.dropped.labels("model_series_limit").inc()
+                return None
             if len(self.windows) >= self.cfg.max_series:
                 self.dropped.labels("series_limit").inc()
                 return None
-            win = self.windows[k] = self.new_window(kind)
+            win = self.adopt(k, self.new_window(kind), now)
+        self.last_seen[k] = now
         return win
+
+    def adopt(self, k: SeriesKey, win: FeatureWindow, now: float) -> FeatureWindow:
+        """Takes a series in (new, or loaded from the store)."""
+        self.windows[k] = win
+        self.models.add((k[0], k[1]))
+        self._model_seen.setdefault((k[0], k[1]), now)
+        self.last_seen[k] = now
+        self._per_model[k[0]] = self._per_model.get(k[0], 0) + 1
+        return win
+
+    def expire(self, now: float, idle_secs: Callable[[str], float]) -> tuple[list[SeriesKey], list[ModelKey]]:
+        """Drops the series idle longer than ``idle_secs(model)``; returns them and the model slots freed."""
+        gone = [k for k, seen in self.last_seen.items() if now - seen > idle_secs(k[0])]
+        for k in gone:
+            del self.windows[k], self.last_seen[k]
+            self.dirty.discard(k)
+            self.store.delete("drift.window", key(*k))
+            left = self._per_model[k[0]] - 1
+            if left:
+                self._per_model[k[0]] = left
+            else:
+                del self._per_model[k[0]]
+        held = {(k[0], k[1]) for k in self.windows}
+        freed = [mv for mv in self.models
+                 if mv not in held and now - self._model_seen.get(mv, now) > idle_secs(mv[0])]
+        self.models.difference_update(freed)
+        for mv in freed:
+            self._model_seen.pop(mv, None)
+        features = {(k[0], k[2]) for k in self.windows}
+        # Kinds named in config (or read from a reference file) stay; inferred ones go with their last series.
+        for mf in [mf for mf in {(k[0], k[2]) for k in gone}
+                   if mf not in features and mf in self.kinds and mf[0] not in self.cfg.models]:
+            del self.kinds[mf]
+            self.store.delete("drift.kinds", key(*mf))
+        return gone, freed
 
     # ---- kinds -----------------------------------------------------------------------------------
     def kind(self, model: str, feature: str, value: object) -> FeatureKind | None:
