@@ -75,3 +75,29 @@ def test_one_models_junk_features_do_not_starve_another_model(tmp_path: Path, cl
     assert metric(reg, "sidecar_drift_values_dropped_total", reason="model_series_limit") == 30.0
     assert {k for k in check.registry.windows if k[0] == "ctr"} == {("ctr", "2", "x"), ("ctr", "2", "y")}
     assert metric(reg, "sidecar_drift_values_dropped_total", reason="series_limit") is None
+
+
+def test_after_a_restart_stored_series_get_a_fresh_idle_period(tmp_path: Path, clock: FakeClock) -> None:
+    check = _check(tmp_path, clock, series_idle_secs=3600)
+    check.observe(events("ctr", "2", clock.now(), [{"x": 1.0}]))
+    clock.advance(3000)
+    check.persist(force=True)
+    check.ctx.store.close()
+    again = _check(tmp_path, clock, series_idle_secs=3600)
+    clock.advance(3000)  # 6000 s after the last event, but only 3000 s after the restart
+    again.evaluate(clock.now())
+    assert set(again.registry.windows) == {("ctr", "2", "x")}
+    clock.advance(601)
+    again.evaluate(clock.now())
+    assert again.registry.windows == {} and again.ctx.store.keys("drift.window") == []
+
+
+def test_a_rolling_reference_keeps_its_history_past_the_idle_time(tmp_path: Path, clock: FakeClock) -> None:
+    check = _check(tmp_path, clock, series_idle_secs=3600, reference={"mode": "rolling"})
+    check.observe(events("ctr", "2", clock.now(), [{"x": 1.0}]))
+    clock.advance(86400.0)
+    check.evaluate(clock.now())
+    assert ("ctr", "2", "x") in check.refs.history  # a week of history is what the reference needs
+    clock.advance(7 * 86400.0)
+    check.evaluate(clock.now())
+    assert check.refs.history == {} and check.ctx.store.keys("drift.history") == []
