@@ -82,9 +82,9 @@ class DriftConfig(StrictModel):
     max_categories: int = Field(100, ge=2, description="Categories tracked per categorical feature; the rest "
                                                         "are counted under __other__.")
     max_series_per_model: int = Field(
-        200, gt=0, description="Most feature series one model (all its versions) may hold, so one model's "
-                               "junk feature names cannot take every series slot; refusals are counted "
-                               "(reason 'model_series_limit').",
+        500, gt=0, description="Most feature series one model/version may hold, so one model's junk feature "
+                               "names cannot take every series slot; refusals are counted (reason "
+                               "'model_series_limit').",
     )
     max_models: int = Field(50, gt=0, description="Most model/version pairs tracked. Models named under "
                                                   "`models` always get a slot.")

@@ -67,7 +67,7 @@ def test_models_named_in_config_are_never_refused_a_slot(tmp_path: Path, clock: 
     assert metric(check.ctx.registry, "sidecar_drift_values_dropped_total", reason="model_limit") is None
 
 
-def test_one_models_junk_features_do_not_starve_another_model(tmp_path: Path, clock: FakeClock) -> None:
+def test_one_models_junk_features_do_not_starve_other_models_or_versions(tmp_path: Path, clock: FakeClock) -> None:
     check = _check(tmp_path, clock, max_series=100, max_series_per_model=10)
     check.observe(events("junk", "1", clock.now(), [{f"id{i}": 1.0 for i in range(40)}]))
     check.observe(events("ctr", "2", clock.now(), [{"x": 1.0, "y": 2.0}]))
@@ -75,6 +75,9 @@ def test_one_models_junk_features_do_not_starve_another_model(tmp_path: Path, cl
     assert metric(reg, "sidecar_drift_values_dropped_total", reason="model_series_limit") == 30.0
     assert {k for k in check.registry.windows if k[0] == "ctr"} == {("ctr", "2", "x"), ("ctr", "2", "y")}
     assert metric(reg, "sidecar_drift_values_dropped_total", reason="series_limit") is None
+    # The cap is per model/version: a new version of the same model (a rollout) gets its own series.
+    check.observe(events("junk", "2", clock.now(), [{"x": 1.0}]))
+    assert ("junk", "2", "x") in check.registry.windows
 
 
 def test_after_a_restart_stored_series_get_a_fresh_idle_period(tmp_path: Path, clock: FakeClock) -> None:

@@ -34,7 +34,7 @@ class WindowRegistry:
         # When each series last took an event (clock time); a series loaded from the store counts as seen
         # at load, so a restart gives it a full idle period.
         self.last_seen: dict[SeriesKey, float] = {}
-        self._per_model: dict[str, int] = {}
+        self._per_model: dict[ModelKey, int] = {}
         self._model_seen: dict[ModelKey, float] = {}
 
     # ---- name slots ------------------------------------------------------------------------------
@@ -54,7 +54,7 @@ class WindowRegistry:
         """The series' current window, made on first sight unless a series limit refuses it (counted)."""
         win = self.windows.get(k)
         if win is None:
-            if self._per_model.get(k[0], 0) >= self.cfg.max_series_per_model:
+            if self._per_model.get((k[0], k[1]), 0) >= self.cfg.max_series_per_model:
                 self.dropped.labels("model_series_limit").inc()
                 return None
             if len(self.windows) >= self.cfg.max_series:
@@ -70,7 +70,7 @@ class WindowRegistry:
         self.models.add((k[0], k[1]))
         self._model_seen.setdefault((k[0], k[1]), now)
         self.last_seen[k] = now
-        self._per_model[k[0]] = self._per_model.get(k[0], 0) + 1
+        self._per_model[(k[0], k[1])] = self._per_model.get((k[0], k[1]), 0) + 1
         return win
 
     def expire(self, now: float, idle_secs: Callable[[str], float]) -> tuple[list[SeriesKey], list[ModelKey]]:
@@ -80,11 +80,12 @@ class WindowRegistry:
             del self.windows[k], self.last_seen[k]
             self.dirty.discard(k)
             self.store.delete("drift.window", key(*k))
-            left = self._per_model[k[0]] - 1
+            mv = (k[0], k[1])
+            left = self._per_model[mv] - 1
             if left:
-                self._per_model[k[0]] = left
+                self._per_model[mv] = left
             else:
-                del self._per_model[k[0]]
+                del self._per_model[mv]
         held = {(k[0], k[1]) for k in self.windows}
         freed = [mv for mv in self.models
                  if mv not in held and now - self._model_seen.get(mv, now) > idle_secs(mv[0])]
