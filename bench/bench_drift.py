@@ -300,7 +300,7 @@ def speed(n_features: int, n_ref: int, n_cur: int, seed: int, repeat: int, with_
 
 def quality(hours: float, seed: int, seeds: int, window_secs: float, sustained_secs: float,
             eval_secs: float) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "drift"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers"))
     from drift_testutil import make_ctx
 
     from sidecar.checks.drift import DriftCheck

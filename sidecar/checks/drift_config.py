@@ -81,7 +81,19 @@ class DriftConfig(StrictModel):
                                                      "and counted.")
     max_categories: int = Field(100, ge=2, description="Categories tracked per categorical feature; the rest "
                                                         "are counted under __other__.")
-    max_models: int = Field(50, gt=0, description="Most model/version pairs tracked.")
+    max_series_per_model: int = Field(
+        500, gt=0, description="Most feature series one model/version may hold, so one model's junk feature "
+                               "names cannot take every series slot; refusals are counted (reason "
+                               "'model_series_limit').",
+    )
+    max_models: int = Field(50, gt=0, description="Most model/version pairs tracked. Models named under "
+                                                  "`models` always get a slot.")
+    series_idle_secs: float = Field(
+        86400.0, gt=0, description="A series with no event for this long is dropped (window, history, "
+                                   "gauges, stored rows) and a model/version left with no series frees its "
+                                   "slot. Never less than `window_secs`, nor, for a rolling reference, than "
+                                   "`rolling_offset_secs` + `window_secs`.",
+    )
     infer_features: bool = Field(True, description="Infer undeclared features' kinds on first sight.")
     monitor_score: bool = Field(True, description="Also test the prediction score (feature '_score') and "
                                                    "predicted class (feature '_class').")

@@ -10,6 +10,7 @@ import pytest
 from drift_testutil import feed, make_ctx, metric, normal_rows
 from prometheus_client import CollectorRegistry
 
+from sidecar.alerting.render import finding_text
 from sidecar.checks.drift import DriftCheck
 from sidecar.clock import FakeClock
 from sidecar.model import Change
@@ -95,7 +96,7 @@ def test_new_category_is_found_and_named(tmp_path: Path, clock: FakeClock) -> No
     found = check.evaluate(clock.now())
     assert _active(found) == {"country"}
     f = next(f for f in found if f.active)
-    assert f.labels["test"] == "chi2" and "es" in f.summary
+    assert f.labels["test"] == "chi2" and "new categories es (" in finding_text(f)[0]
     assert metric(check.ctx.registry, "sidecar_drift_unseen_ratio", model="m", version="1",
                   feature="country") == pytest.approx(0.2, abs=0.03)
 
@@ -185,7 +186,7 @@ def test_sketch_mode_finds_the_shift_exact_mode_finds(tmp_path: Path, clock: Fak
     found = check.evaluate(clock.now())
     assert _active(found) == {"a"}
     a_ks = next(f for f in found if f.labels["feature"] == "a" and f.labels["test"] == "ks")
-    assert "sketch" in a_ks.summary
+    assert "sketch" in finding_text(a_ks)[0]
 
 
 def test_threaded_evaluation_gives_the_same_findings_as_one_thread(tmp_path: Path) -> None:
@@ -203,4 +204,4 @@ def test_threaded_evaluation_gives_the_same_findings_as_one_thread(tmp_path: Pat
                         for f in check.evaluate(clock.now())})
     assert results[0] == results[1]
     assert {k[0] for k, v in results[0].items() if v[2]} == {"a", "e"}
-    assert all("(asymp)" in f.summary for f in check.evaluate(clock.now()) if f.labels["test"] == "ks")
+    assert all("(asymp)" in finding_text(f)[0] for f in check.evaluate(clock.now()) if f.labels["test"] == "ks")

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from drift_testutil import feed, make_ctx, normal_rows
 
+from sidecar.alerting.render import finding_text
 from sidecar.checks.drift import DriftCheck
 from sidecar.checks.references import Reference
 from sidecar.clock import FakeClock
@@ -36,7 +37,7 @@ def test_last_weeks_same_hours_become_the_reference(tmp_path: Path, clock: FakeC
     feed(check, clock, "m", "1", normal_rows(rng, 1000, ["a", "b"]), per_sec=10)
     early = check.evaluate(clock.now())
     assert all(f.insufficient_data for f in early if f.labels["test"] == "ks")
-    assert "same hours last week" in next(f.summary for f in early if f.labels["feature"] == "a")
+    assert "same hours last week" in next(finding_text(f)[0] for f in early if f.labels["feature"] == "a")
     # A week after t0: the same hours, a unchanged, b shifted by half a standard deviation.
     clock.advance(t0 + WEEK - clock.now())
     feed(check, clock, "m", "1", normal_rows(rng, 3600, ["a", "b"], loc={"a": 5.0, "b": 0.5}), per_sec=2)

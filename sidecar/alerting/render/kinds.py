@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from sidecar.alerting.render import business
+from sidecar.alerting.render import business, drift
 from sidecar.model import Finding
 
 RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType({
-    # "drift": drift.render  (added as drift moves its prose here)
     "business": business.render,
+    "drift": drift.render,
 })
