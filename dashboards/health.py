@@ -86,16 +86,16 @@ def board() -> Board:
     b.row("Queues and delivery")
     b.timeseries("Exporter queue fill", "Items waiting per exporter and in the OTLP forward queue. A queue that "
                  "only grows means its backend is down or too slow; at queue.max_items new items are dropped.",
-                 [(f"max by (exporter) (sidecar_exporter_queue_items{{{INST}}})", "{{exporter}}"),
+                 [(f"max by (exporter) (sidecar_export_queue_items{{{INST}}})", "{{exporter}}"),
                   (f"max(sidecar_otlp_forward_queue_spans{{{INST}}})", "otlp forward"),
                   (f"max by (alertmanager) (sidecar_alertmanager_outbox_notices{{{INST}}})",
                    "alertmanager outbox {{alertmanager}}")], unit="short", needs="alerting")
-    b.timeseries("Exporter drops and retries", "Items never delivered (queue_full, permanent, gave_up) and "
-                 "retried deliveries, per exporter (alert SidecarDroppingData).",
-                 [(f"sum by (exporter, reason) (rate(sidecar_exporter_dropped_items_total{{{INST}}}"
+    b.timeseries("Exporter drops and failed tries", "Items never delivered (queue_full, permanent, gave_up, "
+                 "shutdown) and failed delivery attempts by reason, per exporter (alert SidecarDroppingData).",
+                 [(f"sum by (exporter, reason) (rate(sidecar_export_dropped_total{{{INST}}}"
                    f"[$__rate_interval]))", "dropped {{exporter}} {{reason}}"),
-                  (f"sum by (exporter) (rate(sidecar_exporter_retries_total{{{INST}}}[$__rate_interval]))",
-                   "retries {{exporter}}")], unit="ops", needs="alerting")
+                  (f"sum by (exporter, reason) (rate(sidecar_export_failed_total{{{INST}}}[$__rate_interval]))",
+                   "failed {{exporter}} {{reason}}")], unit="ops", needs="alerting")
     b.timeseries("Alerts in the book", "The sidecar's own alerts by state (pending, firing, resolved).",
                  [(f"sum by (state) (sidecar_alerts{{{INST}}})", "{{state}}")], unit="short", needs="alerting")
     b.row("Evaluation and memory")

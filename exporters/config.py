@@ -17,12 +17,23 @@ class RetryConfig(StrictModel):
     max_backoff_secs: float = Field(default=30.0, gt=0, description="Longest delay between two tries.")
     multiplier: float = Field(default=2.0, ge=1, description="Backoff growth per failed try.")
     jitter: float = Field(
-        default=0.2, ge=0, le=1, description="Random +- share of each delay (spreads retries out)."
+        default=1.0,
+        ge=0,
+        le=1,
+        description="Share of each delay drawn at random below it: 1 is full jitter (uniform between 0 and "
+        "the backoff), 0 none. Spreads the retries of many sidecars out.",
     )
     max_elapsed_secs: float = Field(
         default=300.0,
         gt=0,
-        description="Give up on a batch after this long (queued exporters only; the outbox keeps it).",
+        description="Give up on a batch after this long, counted as dropped{reason=gave_up} (in-memory "
+        "queues only; the Alertmanager outbox keeps a notice until it is delivered or replaced).",
+    )
+    max_attempts: int | None = Field(
+        default=None,
+        gt=0,
+        description="Give up on a batch after this many failed tries (unset: only max_elapsed_secs "
+        "bounds it). In-memory queues only, as max_elapsed_secs.",
     )
 
 

@@ -4,7 +4,8 @@ Each document is written with ``create`` and a deterministic ``_id`` (the audit 
 a timeout or a partial failure never duplicates: Elasticsearch answers 409 for a document it already has,
 which counts as delivered. Per-item results are read: items answered 429 (or 5xx) are retried alone; items
 refused with another 4xx (a mapping error, say) are logged with their reason, counted and dropped. A 429 for
-the whole request backs off, honouring Retry-After (through ``exporters.sender.Sender``).
+the whole request backs off, honouring Retry-After (through ``exporters.sender.Sender``), as do transport
+errors, 408 and 5xx.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter
 
 from exporters.config import ElasticsearchConfig
-from exporters.sender import retry_after_secs
+from exporters.sender import DeliveryError, check_response
 from sidecar.clock import Clock
-from sidecar.errors import PermanentExportError, RetryableExportError
 
 __all__ = ["AuditDoc", "ElasticsearchBulk"]
 
@@ -66,24 +66,16 @@ class ElasticsearchBulk:
         headers = {"Content-Type": "application/x-ndjson"}
         if self.cfg.api_key is not None:
             headers["Authorization"] = f"ApiKey {self.cfg.api_key.get_secret_value()}"
-        try:
-            resp = await self.http.post(
-                self.url, content=self.body(docs), headers=headers, timeout=self.cfg.timeout_secs
-            )
-        except httpx.HTTPError as exc:
-            raise RetryableExportError(f"bulk request failed: {exc!r}") from None
-        if resp.status_code == 429 or resp.status_code >= 500:
-            raise RetryableExportError(
-                f"bulk answered {resp.status_code}",
-                retry_after_secs(resp.headers.get("retry-after"), self.clock.now()),
-            )
-        if resp.status_code >= 300:
-            raise PermanentExportError(f"bulk answered {resp.status_code}: {resp.text[:300]}")
+        # Transport errors propagate: the sender counts them (connect, timeout) and retries.
+        resp = await self.http.post(
+            self.url, content=self.body(docs), headers=headers, timeout=self.cfg.timeout_secs
+        )
+        check_response(resp, self.clock.now(), "Elasticsearch bulk")
         try:
             result = orjson.loads(resp.content)
             items = result["items"]
         except (orjson.JSONDecodeError, KeyError, TypeError):
-            raise RetryableExportError("bulk answer is not the expected JSON") from None
+            raise DeliveryError("bad_answer", "bulk answer is not the expected JSON") from None
         if not result.get("errors"):
             self._items.labels("created").inc(len(docs))
             return []

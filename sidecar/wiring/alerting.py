@@ -7,7 +7,8 @@ from typing import Any
 from exporters.alertmanager import AlertmanagerExporter
 from exporters.audit import AuditLog
 from exporters.elasticsearch import AuditDoc, ElasticsearchBulk
-from exporters.sender import ExporterMetrics, RetryPolicy, Sender
+from exporters.sender import MemoryQueue, RetryPolicy, Sender
+from exporters.telemetry import ExportTelemetry
 from sidecar.alerting.book import Alert, AlertBook
 from sidecar.component import Context
 from sidecar.naming import fingerprint
@@ -38,9 +39,9 @@ def build(ctx: Context) -> list[Any]:
                 "elasticsearch",
                 bulk.send,
                 policy=RetryPolicy(**ec.retry.model_dump()),
-                max_queue=ec.max_queue,
+                queue=MemoryQueue(ec.max_queue),
                 max_batch=ec.max_batch,
-                metrics=ExporterMetrics(ctx.registry),
+                stats=ExportTelemetry.of(ctx.registry).exporter("elasticsearch"),
                 clock=ctx.clock,
                 logger=log.getChild("elasticsearch"),
             )

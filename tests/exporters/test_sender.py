@@ -1,0 +1,115 @@
+"""The one retry loop: full jitter, Retry-After, permanent vs retryable answers, bounded attempts, counted drops."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from email.utils import format_datetime
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from exporters.sender import Backoff, MemoryQueue, RetryPolicy, Sender, check_response
+from exporters.telemetry import ExportTelemetry
+from sidecar.clock import FakeClock
+
+T0 = 1_700_000_000.0
+
+
+def _sample(reg: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return reg.get_sample_value(name, labels)
+
+
+def _sender(answers: list[httpx.Response | Exception], reg: CollectorRegistry, clock: FakeClock,
+            slept: list[float], **policy: object) -> tuple[Sender[int], list[list[int]]]:
+    calls: list[list[int]] = []
+
+    async def send(batch: list[int]) -> list[int]:
+        calls.append(list(batch))
+        a = answers.pop(0) if answers else httpx.Response(200)
+        if isinstance(a, Exception):
+            raise a
+        check_response(a, clock.now(), "test backend")
+        return []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+        clock.advance(s)
+
+    s: Sender[int] = Sender("t", send, policy=RetryPolicy(**policy), queue=MemoryQueue(100),  # type: ignore[arg-type]
+                            max_batch=10, stats=ExportTelemetry.of(reg).exporter("t"), clock=clock, sleep=sleep,
+                            rng=random.Random(3))
+    return s, calls
+
+
+def test_full_jitter_draws_each_delay_between_zero_and_the_capped_backoff() -> None:
+    b = Backoff(RetryPolicy(initial_backoff_secs=1, max_backoff_secs=8, multiplier=2), random.Random(7))
+    delays = [b.next_delay() for _ in range(200)]
+    caps = [min(2.0**i, 8) for i in range(200)]
+    assert all(0 <= d <= c for d, c in zip(delays, caps, strict=True))
+    # Full jitter, not +-20%: some delays fall well below half their cap.
+    assert any(d < c / 2 for d, c in zip(delays[3:], caps[3:], strict=True))
+
+
+async def test_retry_after_as_http_date_sets_the_wait() -> None:
+    reg, clock, slept = CollectorRegistry(), FakeClock(T0), []
+    when = format_datetime(datetime.fromtimestamp(T0 + 12, UTC), usegmt=True)
+    s, calls = _sender([httpx.Response(503, headers={"Retry-After": when})], reg, clock, slept)
+    s.submit(1)
+    await s.flush()
+    assert slept == [pytest.approx(12.0)] and len(calls) == 2
+    assert _sample(reg, "sidecar_export_sent_total", exporter="t") == 1
+    assert _sample(reg, "sidecar_export_failed_total", exporter="t", reason="http_5xx") == 1
+
+
+@pytest.mark.parametrize(("status", "retried"), [(400, False), (401, False), (404, False), (408, True),
+                                                 (429, True), (500, True), (503, True)])
+async def test_4xx_is_permanent_except_408_and_429(status: int, retried: bool) -> None:
+    reg, clock, slept = CollectorRegistry(), FakeClock(T0), []
+    s, calls = _sender([httpx.Response(status)], reg, clock, slept)
+    s.submit(1)
+    await s.flush()
+    assert len(calls) == (2 if retried else 1)
+    assert _sample(reg, "sidecar_export_sent_total", exporter="t") == (1 if retried else 0)
+    assert _sample(reg, "sidecar_export_dropped_total", exporter="t", reason="permanent") == (
+        None if retried else 1)
+
+
+async def test_transport_errors_are_retried_and_labelled() -> None:
+    reg, clock, slept = CollectorRegistry(), FakeClock(T0), []
+    s, calls = _sender([httpx.ConnectError("refused"), httpx.ReadTimeout("slow")], reg, clock, slept)
+    s.submit(1)
+    await s.flush()
+    assert len(calls) == 3 and len(slept) == 2
+    assert _sample(reg, "sidecar_export_failed_total", exporter="t", reason="connect") == 1
+    assert _sample(reg, "sidecar_export_failed_total", exporter="t", reason="timeout") == 1
+
+
+async def test_max_attempts_bounds_the_retries_then_drops_with_a_reason() -> None:
+    reg, clock, slept = CollectorRegistry(), FakeClock(T0), []
+    s, calls = _sender([httpx.Response(503)] * 10, reg, clock, slept, max_attempts=3)
+    s.submit_many([1, 2])
+    await s.flush()
+    assert len(calls) == 3 and len(slept) == 2 and len(s) == 0
+    assert _sample(reg, "sidecar_export_dropped_total", exporter="t", reason="gave_up") == 2
+    assert _sample(reg, "sidecar_export_queue_items", exporter="t") == 0
+
+
+async def test_shutdown_counts_what_is_left_as_shutdown() -> None:
+    reg, clock, slept = CollectorRegistry(), FakeClock(T0), []
+    s, _calls = _sender([], reg, clock, slept)
+    s.submit_many([1, 2, 3])
+    assert _sample(reg, "sidecar_export_queue_items", exporter="t") == 3
+    await s.shutdown(deadline_secs=0)
+    assert _sample(reg, "sidecar_export_dropped_total", exporter="t", reason="shutdown") == 3
+    assert _sample(reg, "sidecar_export_received_total", exporter="t") == 3
+
+
+def test_every_exporter_on_a_registry_shares_one_set_of_families() -> None:
+    reg = CollectorRegistry()
+    a, b = ExportTelemetry.of(reg).exporter("a"), ExportTelemetry.of(reg).exporter("b")
+    a.received(2)
+    b.dropped("queue_full")
+    assert _sample(reg, "sidecar_export_received_total", exporter="a") == 2
+    assert _sample(reg, "sidecar_export_dropped_total", exporter="b", reason="queue_full") == 1
