@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 
@@ -41,6 +41,7 @@ __all__ = [
     "Backoff",
     "DeliveryError",
     "MemoryQueue",
+    "Outcome",
     "RefusedError",
     "RetryPolicy",
     "SendQueue",
@@ -136,8 +137,10 @@ class SendQueue(Protocol[T]):
 
     def __len__(self) -> int: ...
 
-    def put(self, items: Sequence[T]) -> int:
-        """Queue items; returns how many were refused because the queue is full."""
+    def put(self, items: Sequence[Any]) -> int:
+        """Queue items; returns how many were refused because the queue is full.
+
+        What a queue takes may differ from what it hands out (the outbox takes notices, gives rows)."""
         ...
 
     def head(self, n: int) -> list[T]: ...
@@ -223,7 +226,7 @@ class Sender(Generic[T]):
     def __len__(self) -> int:
         return len(self.queue)
 
-    def submit_many(self, items: Sequence[T]) -> int:
+    def submit_many(self, items: Sequence[Any]) -> int:
         """Queue items; returns how many were accepted (the rest are counted as queue_full). Any thread."""
         self.stats.received(len(items))
         refused = self.queue.put(items)
