@@ -221,6 +221,7 @@ class Sender(Generic[T]):
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._down = False
+        self._inflight: tuple[asyncio.Future[Sequence[T]], list[T]] | None = None
         stats.track_queue(lambda: len(self.queue))
 
     def __len__(self) -> int:
@@ -247,23 +248,42 @@ class Sender(Generic[T]):
         batch = self.queue.head(self.max_batch)
         if not batch:
             return Outcome("empty")
+        # Shielded: a shutdown that cancels the worker mid-request lets the request finish and settles its
+        # answer, so a batch the backend already took is not sent a second time by the final flush.
+        fut = asyncio.ensure_future(self._send(batch))
+        self._inflight = (fut, batch)
         try:
-            left = list(await self._send(batch))
-        except PermanentExportError as exc:
+            await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            if fut.done():
+                self._inflight = None
+                self._settle(batch, fut)
+            raise
+        except Exception:  # the future holds it; _settle reads and counts it
+            pass
+        self._inflight = None
+        return self._settle(batch, fut)
+
+    def _settle(self, batch: list[T], fut: asyncio.Future[Sequence[T]]) -> Outcome:
+        if fut.cancelled():
+            return Outcome("retry")
+        exc = fut.exception()
+        if isinstance(exc, PermanentExportError):
             self.queue.settle(batch, [])
             self.stats.failed(getattr(exc, "reason", "http_4xx"))
             self.stats.dropped("permanent", len(batch))
             self.log.warning("%s refused %d items: %s", self.name, len(batch), exc)
             return Outcome("rejected")
-        except RetryableExportError as exc:
+        if isinstance(exc, RetryableExportError):
             return self._failed(getattr(exc, "reason", "error"), str(exc), exc.retry_after_s)
-        except httpx.TimeoutException as exc:
+        if isinstance(exc, httpx.TimeoutException):
             return self._failed("timeout", repr(exc), None)
-        except httpx.HTTPError as exc:
+        if isinstance(exc, httpx.HTTPError):
             return self._failed("connect", repr(exc), None)
-        except Exception as exc:  # an encoding bug must not stop delivery of the rest
-            self.log.exception("%s: send failed", self.name)
+        if exc is not None:  # an encoding bug must not stop delivery of the rest
+            self.log.error("%s: send failed", self.name, exc_info=exc)
             return self._failed("error", repr(exc), None)
+        left = list(fut.result())
         self.queue.settle(batch, left)
         self.stats.sent(len(batch) - len(left))
         if left:
@@ -345,6 +365,14 @@ class Sender(Generic[T]):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self._inflight is not None:
+            fut, batch = self._inflight
+            self._inflight = None
+            await asyncio.wait({fut}, timeout=deadline_secs)
+            if fut.done():
+                self._settle(batch, fut)
+            else:
+                fut.cancel()
         if not len(self.queue):
             return
         with contextlib.suppress(TimeoutError, Exception):

@@ -113,3 +113,30 @@ def test_every_exporter_on_a_registry_shares_one_set_of_families() -> None:
     b.dropped("queue_full")
     assert _sample(reg, "sidecar_export_received_total", exporter="a") == 2
     assert _sample(reg, "sidecar_export_dropped_total", exporter="b", reason="queue_full") == 1
+
+
+async def test_shutdown_during_a_request_lets_it_finish_and_never_sends_the_batch_twice() -> None:
+    import asyncio
+
+    reg, clock = CollectorRegistry(), FakeClock(T0)
+    calls: list[list[int]] = []
+    in_flight, release = asyncio.Event(), asyncio.Event()
+
+    async def send(batch: list[int]) -> list[int]:
+        calls.append(list(batch))
+        in_flight.set()
+        await release.wait()  # the backend has taken it; its answer is still on the way
+        return []
+
+    s: Sender[int] = Sender("t", send, policy=RetryPolicy(), queue=MemoryQueue(10), max_batch=10,
+                            stats=ExportTelemetry.of(reg).exporter("t"), clock=clock)
+    await s.start()
+    s.submit_many([1, 2])
+    await in_flight.wait()
+    stopping = asyncio.ensure_future(s.shutdown(deadline_secs=5))
+    await asyncio.sleep(0)
+    release.set()
+    await stopping
+    assert calls == [[1, 2]]
+    assert _sample(reg, "sidecar_export_sent_total", exporter="t") == 2
+    assert _sample(reg, "sidecar_export_dropped_total", exporter="t", reason="shutdown") is None
