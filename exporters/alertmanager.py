@@ -21,6 +21,7 @@ import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from exporters.config import AlertmanagerConfig
+from exporters.httpauth import client_for, request_auth
 from exporters.outbox import OutboxQueue, OutboxRow
 from exporters.sender import DeliveryError, Outcome, RefusedError, RetryPolicy, Sender, check_response
 from exporters.telemetry import ExportTelemetry
@@ -51,7 +52,9 @@ class AlertmanagerExporter:
         self.cfg = cfg
         self.clock = clock
         self.store = store
-        self.http = http
+        self.http = client_for(cfg, http)
+        self._owns_http = self.http is not http
+        self._auth = request_auth(cfg)
         self.log = logger or logging.getLogger("sidecar.alertmanager")
         # RetryConfig's fields are RetryPolicy's, by name.
         self.policy = RetryPolicy(**cfg.retry.model_dump())
@@ -120,6 +123,7 @@ class AlertmanagerExporter:
                     content=body,
                     timeout=self.cfg.timeout_secs,
                     headers={"Content-Type": "application/json"},
+                    auth=self._auth,
                 )
                 check_response(resp, self.clock.now(), f"Alertmanager {shown}")
             except httpx.TimeoutException:
@@ -174,14 +178,22 @@ class AlertmanagerExporter:
             await s.start()
 
     async def shutdown(self) -> None:
-        if not self._started:
-            return
-        self._started = False
-        # One last, short try each; whatever stays is persisted and sent after the restart.
-        await asyncio.gather(*(s.shutdown(deadline_secs=2.0) for s in self.senders.values()))
+        if self._started:
+            self._started = False
+            # One last, short try each; whatever stays is persisted and sent after the restart.
+            await asyncio.gather(*(s.shutdown(deadline_secs=2.0) for s in self.senders.values()))
+        if self._owns_http:
+            await self.http.aclose()
 
     def readiness(self) -> Readiness | None:
-        return None
+        """Always ready (an Alertmanager outage must not take the sidecar out of service: the outbox holds
+        the notices), but /readyz says which Alertmanager is behind and by how much; URLs masked."""
+        if not self.senders:
+            return None
+        parts = [
+            f"{mask_url(am)}: {'unreachable, ' if s.down else ''}{len(s)} queued" for am, s in self.senders.items()
+        ]
+        return Readiness(ok=True, detail="; ".join(parts))
 
     def routes(self) -> None:
         return None

@@ -20,6 +20,7 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter
 
 from exporters.config import ElasticsearchConfig
+from exporters.httpauth import client_for, request_auth
 from exporters.sender import DeliveryError, check_response
 from sidecar.clock import Clock
 
@@ -43,7 +44,9 @@ class ElasticsearchBulk:
         logger: logging.Logger | None = None,
     ) -> None:
         self.cfg = cfg
-        self.http = http
+        self.http = client_for(cfg, http)
+        self.owns_http = self.http is not http
+        self._auth = request_auth(cfg)
         self.clock = clock
         self.url = cfg.url.rstrip("/") + "/_bulk"
         self.log = logger or logging.getLogger("sidecar.elasticsearch")
@@ -53,6 +56,10 @@ class ElasticsearchBulk:
             ["outcome"],
             registry=registry,
         )
+
+    async def aclose(self) -> None:
+        if self.owns_http:
+            await self.http.aclose()
 
     def body(self, docs: Sequence[AuditDoc]) -> bytes:
         lines = []
@@ -68,7 +75,7 @@ class ElasticsearchBulk:
             headers["Authorization"] = f"ApiKey {self.cfg.api_key.get_secret_value()}"
         # Transport errors propagate: the sender counts them (connect, timeout) and retries.
         resp = await self.http.post(
-            self.url, content=self.body(docs), headers=headers, timeout=self.cfg.timeout_secs
+            self.url, content=self.body(docs), headers=headers, timeout=self.cfg.timeout_secs, auth=self._auth
         )
         check_response(resp, self.clock.now(), "Elasticsearch bulk")
         try:

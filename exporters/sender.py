@@ -25,17 +25,19 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections import deque
+import re
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 
+from exporters.queues import MemoryQueue, SendQueue
 from exporters.telemetry import ExporterStats
 from sidecar.clock import Clock
 from sidecar.errors import PermanentExportError, RetryableExportError
+from sidecar.redact import mask_url
 
 __all__ = [
     "Backoff",
@@ -48,9 +50,16 @@ __all__ = [
     "Sender",
     "check_response",
     "retry_after_secs",
+    "scrub",
 ]
 
 T = TypeVar("T")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def scrub(text: str) -> str:
+    """``text`` with every URL in it masked: transport errors may quote the URL they failed on."""
+    return _URL.sub(lambda m: mask_url(m.group(0)), text)
 RETRYABLE_STATUS = frozenset({408, 429})
 
 
@@ -132,57 +141,6 @@ def check_response(
     raise RefusedError("http_5xx" if code >= 500 else "http_4xx", f"{what} answered {code}: {resp.text[:300]}")
 
 
-class SendQueue(Protocol[T]):
-    durable: bool
-
-    def __len__(self) -> int: ...
-
-    def put(self, items: Sequence[Any]) -> int:
-        """Queue items; returns how many were refused because the queue is full.
-
-        What a queue takes may differ from what it hands out (the outbox takes notices, gives rows)."""
-        ...
-
-    def head(self, n: int) -> list[T]: ...
-
-    def settle(self, batch: list[T], keep: list[T]) -> None:
-        """Remove ``batch`` (the current head) from the queue, except ``keep``, which stays at the head."""
-        ...
-
-    def clear(self) -> int: ...
-
-
-class MemoryQueue(Generic[T]):
-    """A bounded in-memory FIFO; safe for producers on other threads (deque appends are atomic)."""
-
-    durable = False
-
-    def __init__(self, max_items: int) -> None:
-        self.max_items = max_items
-        self._q: deque[T] = deque()
-
-    def __len__(self) -> int:
-        return len(self._q)
-
-    def put(self, items: Sequence[T]) -> int:
-        room = max(0, self.max_items - len(self._q))
-        self._q.extend(items[:room])
-        return max(0, len(items) - room)
-
-    def head(self, n: int) -> list[T]:
-        return [self._q[i] for i in range(min(n, len(self._q)))]
-
-    def settle(self, batch: list[T], keep: list[T]) -> None:
-        for _ in range(len(batch)):
-            self._q.popleft()
-        self._q.extendleft(reversed(keep))
-
-    def clear(self) -> int:
-        n = len(self._q)
-        self._q.clear()
-        return n
-
-
 @dataclass(frozen=True)
 class Outcome:
     kind: str  # empty | sent | rejected | retry
@@ -204,6 +162,7 @@ class Sender(Generic[T]):
         rng: random.Random | None = None,
         logger: logging.Logger | None = None,
         idle_wake_secs: float | None = None,
+        close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.name = name
         self._send = send
@@ -221,11 +180,17 @@ class Sender(Generic[T]):
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._down = False
+        self._close = close  # releases what ``send`` holds (a TLS client of its own), after the last flush
         self._inflight: tuple[asyncio.Future[Sequence[T]], list[T]] | None = None
         stats.track_queue(lambda: len(self.queue))
 
     def __len__(self) -> int:
         return len(self.queue)
+
+    @property
+    def down(self) -> bool:
+        """True from a failed attempt until the next delivery."""
+        return self._down
 
     def submit_many(self, items: Sequence[Any]) -> int:
         """Queue items; returns how many were accepted (the rest are counted as queue_full). Any thread."""
@@ -272,7 +237,7 @@ class Sender(Generic[T]):
             self.queue.settle(batch, [])
             self.stats.failed(getattr(exc, "reason", "http_4xx"))
             self.stats.dropped("permanent", len(batch))
-            self.log.warning("%s refused %d items: %s", self.name, len(batch), exc)
+            self.log.warning("%s refused %d items: %s", self.name, len(batch), scrub(str(exc)))
             return Outcome("rejected")
         if isinstance(exc, RetryableExportError):
             return self._failed(getattr(exc, "reason", "error"), str(exc), exc.retry_after_s)
@@ -281,7 +246,7 @@ class Sender(Generic[T]):
         if isinstance(exc, httpx.HTTPError):
             return self._failed("connect", repr(exc), None)
         if exc is not None:  # an encoding bug must not stop delivery of the rest
-            self.log.error("%s: send failed", self.name, exc_info=exc)
+            self.log.error("%s: send failed: %s", self.name, scrub(repr(exc)))
             return self._failed("error", repr(exc), None)
         left = list(fut.result())
         self.queue.settle(batch, left)
@@ -298,7 +263,7 @@ class Sender(Generic[T]):
         self.stats.failed(reason)
         if not self._down:
             # Once per outage, not once per retry: a backend down for an hour must not flood the log.
-            self.log.warning("%s unavailable (%s); retrying", self.name, why)
+            self.log.warning("%s unavailable (%s); retrying", self.name, scrub(why))
             self._down = True
         return Outcome("retry", retry_after)
 
@@ -360,6 +325,13 @@ class Sender(Generic[T]):
             self._task = asyncio.create_task(self._run(), name=f"sender-{self.name}")
 
     async def shutdown(self, deadline_secs: float = 5.0) -> None:
+        try:
+            await self._stop(deadline_secs)
+        finally:
+            if self._close is not None:
+                await self._close()
+
+    async def _stop(self, deadline_secs: float) -> None:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()

@@ -12,6 +12,7 @@ from exporters.telemetry import ExportTelemetry
 from sidecar.alerting.book import Alert, AlertBook
 from sidecar.component import Context
 from sidecar.naming import fingerprint
+from sidecar.redact import mask_url
 from sidecar.state.changes import ChangeLog, iso
 
 __all__ = ["build"]
@@ -36,12 +37,13 @@ def build(ctx: Context) -> list[Any]:
                 logger=log.getChild("elasticsearch"),
             )
             es = Sender(
-                "elasticsearch",
+                f"Elasticsearch {mask_url(ec.url)}",
                 bulk.send,
                 policy=RetryPolicy(**ec.retry.model_dump()),
                 queue=MemoryQueue(ec.max_queue),
                 max_batch=ec.max_batch,
                 stats=ExportTelemetry.of(ctx.registry).exporter("elasticsearch"),
+                close=bulk.aclose,
                 clock=ctx.clock,
                 logger=log.getChild("elasticsearch"),
             )
