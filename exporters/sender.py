@@ -290,6 +290,10 @@ class Sender(Generic[T]):
                     "%s gave up on %d items after %d attempts in %.0fs", self.name, len(batch), attempts, elapsed
                 )
                 return "gave_up"
+            if self.queue.durable:
+                # A durable queue is never given up on, so a Retry-After of a day would silence it for a day:
+                # the hint is honoured up to the time an in-memory queue would have retried for.
+                delay = min(delay, p.max_elapsed_secs)
             await self._sleep(delay)
 
     async def flush(self) -> None:

@@ -55,3 +55,22 @@ async def test_outbox_outlives_the_retry_budget_and_counts_in_the_shared_familie
     assert v("sidecar_export_failed_total", reason="connect") == 6
     assert v("sidecar_export_dropped_total", reason="gave_up") is None
     assert v("sidecar_export_queue_items") == 0
+
+
+async def test_a_huge_retry_after_does_not_silence_the_outbox_for_longer_than_max_elapsed(tmp_path: Path) -> None:
+    clock = FakeClock(T0)
+    slept: list[float] = []
+    answers = [httpx.Response(503, headers={"Retry-After": "86400"}), httpx.Response(200)]
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+        clock.advance(s)
+
+    am = AlertmanagerExporter(
+        AlertmanagerConfig.model_validate({"urls": [AM], "retry": {"max_elapsed_secs": 120}}),
+        registry=CollectorRegistry(), clock=clock, store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: answers.pop(0))), sleep=sleep,
+    )
+    am.enqueue([_notice("A")])
+    assert await am.senders[AM].deliver_head() == "sent"
+    assert slept == [120.0]

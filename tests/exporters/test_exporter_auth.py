@@ -127,12 +127,15 @@ def test_conflicting_or_missing_credentials_are_config_errors_naming_the_field(
 # -- TLS against a real HTTPS server with a self-signed certificate -----------------------------------------------
 
 
-@pytest.fixture
-def https_server(tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+def _self_signed(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}-key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
                     str(cert), "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
                    check=True, capture_output=True)
+    return cert, key
+
+
+def _serve(cert: Path, key: Path, client_ca: Path | None) -> tuple[ThreadingHTTPServer, list[str]]:
     got: list[str] = []
 
     class H(BaseHTTPRequestHandler):
@@ -148,8 +151,18 @@ def https_server(tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(str(cert), str(key))
+    if client_ca is not None:  # mutual TLS: only clients with a certificate this CA signed get in
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(str(client_ca))
     srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, got
+
+
+@pytest.fixture
+def https_server(tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
+    cert, key = _self_signed(tmp_path, "server")
+    srv, got = _serve(cert, key, None)
     try:
         yield f"https://localhost:{srv.server_address[1]}", cert, got
     finally:
@@ -176,3 +189,25 @@ async def test_tls_ca_file_lets_a_self_signed_alertmanager_in_and_without_it_the
     assert '"alertname":"A"' in got[0]
     await trusting.shutdown()
     assert trusting.http.is_closed  # its own client (TLS settings are per client in httpx) is closed with it
+
+
+async def test_client_certificate_gets_past_a_server_that_requires_one(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path, "server")
+    client_cert, client_key = _self_signed(tmp_path, "client")
+    srv, got = _serve(cert, key, client_ca=client_cert)
+    url = f"https://localhost:{srv.server_address[1]}"
+    store = Store(tmp_path / "s.sqlite")
+    try:
+        for tls, outcome in (({"ca_file": str(cert)}, "retry"),
+                             ({"ca_file": str(cert), "cert_file": str(client_cert), "key_file": str(client_key)},
+                              "empty")):
+            am = AlertmanagerExporter(AlertmanagerConfig.model_validate({"urls": [url], "tls": tls}),
+                                      registry=CollectorRegistry(), clock=FakeClock(T0), store=store,
+                                      http=httpx.AsyncClient())
+            am.enqueue([_notice("A")])
+            assert await am.flush_all() == {url: outcome}
+            await am.shutdown()
+        assert len(got) == 1
+    finally:
+        srv.shutdown()
+        srv.server_close()
