@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import httpx
 from prometheus_client import CollectorRegistry
 
+from exporters.config import HttpAuthConfig, split_credentials
+from exporters.httpauth import request_auth
 from exporters.otlp_encode import encode_spans
 from exporters.sender import MemoryQueue, RetryPolicy, Sender, check_response
 from exporters.telemetry import ExportTelemetry
@@ -56,7 +58,9 @@ class OtlpForwarder:
     ) -> None:
         assert cfg.endpoint is not None
         self.cfg = cfg
-        self.endpoint = cfg.endpoint
+        # A user:password in the endpoint goes as basic auth, never in the URL httpx logs at INFO.
+        self.endpoint, creds = split_credentials(cfg.endpoint)
+        self._auth = request_auth(HttpAuthConfig(basic_auth=creds))
         self.http = http
         self.clock = clock
         self.log = logger or logging.getLogger("exporters.otlp_forward")
@@ -85,7 +89,9 @@ class OtlpForwarder:
 
     async def _post(self, batch: list[Span | Record]) -> list[Span | Record]:
         body = await asyncio.to_thread(self._encode, batch)
-        resp = await self.http.post(self.endpoint, content=body, headers=self._headers, timeout=self.cfg.timeout_secs)
+        resp = await self.http.post(
+            self.endpoint, content=body, headers=self._headers, timeout=self.cfg.timeout_secs, auth=self._auth
+        )
         check_response(resp, self.clock.now(), f"OTLP endpoint {self._shown}", retryable=OTLP_RETRYABLE)
         return []
 

@@ -176,3 +176,31 @@ def test_forwarded_spans_keep_every_field_they_came_with() -> None:
     assert back[-1] == Span(odd.trace_id, odd.span_id, None, "odd", 1, 2, "svc",
                             {"n": 3, "b": True, "f": 0.5, "arr": ("a", "b"), "big": str(2**70)},
                             (SpanEvent("e", 1, {"k": "v"}),), status_code=2, status_message="boom", kind=0)
+
+
+async def test_a_password_in_the_forward_endpoint_goes_as_basic_auth_and_never_into_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import base64
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    seen: list[httpx.Request] = []
+    answers = [httpx.Response(503), httpx.Response(200)]
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        seen.append(req)
+        return answers.pop(0)
+
+    async def no_wait(s: float) -> None:
+        pass
+
+    reg = CollectorRegistry()
+    cfg = parse_config({"traces": {"forward": {"endpoint": "http://tempo:s3cr3t-pw@tempo:4318/v1/traces"}}})
+    fwd = OtlpForwarder(cfg.traces.forward, reg, http=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+                        clock=SystemClock(), sleep=no_wait)
+    fwd.offer(_spans()[:3])
+    await fwd.sender.flush()
+    assert [str(r.url) for r in seen] == ["http://tempo:4318/v1/traces"] * 2
+    assert seen[0].headers["authorization"] == "Basic " + base64.b64encode(b"tempo:s3cr3t-pw").decode()
+    assert "s3cr3t-pw" not in caplog.text and "tempo:***@tempo:4318" in caplog.text
