@@ -79,7 +79,7 @@ class AlertmanagerExporter:
         )
         self._failures = Counter(
             "sidecar_alertmanager_request_failures",
-            "Failed POSTs that will be retried, by reason (connect, timeout, http_5xx, http_429).",
+            "Failed POSTs that will be retried, by reason (connect, timeout, http_5xx, http_429, http_408).",
             [*lbl, "reason"],
             registry=registry,
         )
