@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from exporters.config import ElasticsearchConfig
 from exporters.httpauth import client_for, request_auth
-from exporters.sender import DeliveryError, check_response
+from exporters.sender import DeliveryError, Partial, check_response
 from sidecar.clock import Clock
 
 __all__ = ["AuditDoc", "ElasticsearchBulk"]
@@ -68,8 +68,9 @@ class ElasticsearchBulk:
             lines.append(orjson.dumps(d.body))
         return b"\n".join(lines) + b"\n"
 
-    async def send(self, docs: list[AuditDoc]) -> list[AuditDoc]:
-        """One bulk request; returns the documents to retry. Raises for whole-request failures."""
+    async def send(self, docs: list[AuditDoc]) -> list[AuditDoc] | Partial[AuditDoc]:
+        """One bulk request; returns the documents to retry (with the count refused for good, if any).
+        Raises for whole-request failures."""
         headers = {"Content-Type": "application/x-ndjson"}
         if self.cfg.api_key is not None:
             headers["Authorization"] = f"ApiKey {self.cfg.api_key.get_secret_value()}"
@@ -87,6 +88,7 @@ class ElasticsearchBulk:
             self._items.labels("created").inc(len(docs))
             return []
         retry: list[AuditDoc] = []
+        refused = 0
         for doc, item in zip(docs, items, strict=False):
             res = item.get("create") or item.get("index") or {}
             status = int(res.get("status", 0))
@@ -100,6 +102,7 @@ class ElasticsearchBulk:
             else:
                 err = res.get("error") or {}
                 self._items.labels("rejected").inc()
+                refused += 1
                 self.log.error(
                     "Elasticsearch refused audit event %s (%d): %s: %s",
                     doc.id,
@@ -109,4 +112,4 @@ class ElasticsearchBulk:
                 )
         # Items the answer does not cover (a truncated answer) are retried; create makes that safe.
         retry.extend(docs[len(items) :])
-        return retry
+        return Partial(retry, refused) if refused else retry

@@ -44,6 +44,7 @@ __all__ = [
     "DeliveryError",
     "MemoryQueue",
     "Outcome",
+    "Partial",
     "RefusedError",
     "RetryPolicy",
     "SendQueue",
@@ -142,6 +143,15 @@ def check_response(
 
 
 @dataclass(frozen=True)
+class Partial(Generic[T]):
+    """What ``send`` returns when the backend answered per item: the items to retry, and how many it refused
+    for good (dropped as ``permanent``; the rest of the batch counts as sent)."""
+
+    retry: Sequence[T]
+    refused: int = 0
+
+
+@dataclass(frozen=True)
 class Outcome:
     kind: str  # empty | sent | rejected | retry
     retry_after: float | None = None
@@ -151,7 +161,7 @@ class Sender(Generic[T]):
     def __init__(
         self,
         name: str,
-        send: Callable[[list[T]], Awaitable[Sequence[T]]],
+        send: Callable[[list[T]], Awaitable[Sequence[T] | Partial[T]]],
         *,
         policy: RetryPolicy,
         queue: SendQueue[T],
@@ -181,7 +191,7 @@ class Sender(Generic[T]):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._down = False
         self._close = close  # releases what ``send`` holds (a TLS client of its own), after the last flush
-        self._inflight: tuple[asyncio.Future[Sequence[T]], list[T]] | None = None
+        self._inflight: tuple[asyncio.Future[Sequence[T] | Partial[T]], list[T]] | None = None
         stats.track_queue(lambda: len(self.queue))
 
     def __len__(self) -> int:
@@ -229,7 +239,7 @@ class Sender(Generic[T]):
         self._inflight = None
         return self._settle(batch, fut)
 
-    def _settle(self, batch: list[T], fut: asyncio.Future[Sequence[T]]) -> Outcome:
+    def _settle(self, batch: list[T], fut: asyncio.Future[Sequence[T] | Partial[T]]) -> Outcome:
         if fut.cancelled():
             return Outcome("retry")
         exc = fut.exception()
@@ -248,9 +258,15 @@ class Sender(Generic[T]):
         if exc is not None:  # an encoding bug must not stop delivery of the rest
             self.log.error("%s: send failed: %s", self.name, scrub(repr(exc)))
             return self._failed("error", repr(exc), None)
-        left = list(fut.result())
+        result = fut.result()
+        refused = 0
+        if isinstance(result, Partial):
+            left, refused = list(result.retry), result.refused
+        else:
+            left = list(result)
         self.queue.settle(batch, left)
-        self.stats.sent(len(batch) - len(left))
+        self.stats.sent(len(batch) - len(left) - refused)
+        self.stats.dropped("permanent", refused)
         if left:
             self.stats.failed("partial")
             return Outcome("retry")

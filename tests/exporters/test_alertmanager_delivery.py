@@ -227,6 +227,11 @@ async def test_elasticsearch_bulk_per_item_results() -> None:
         return reg.get_sample_value("sidecar_elasticsearch_bulk_items_total", {"outcome": outcome})
 
     assert (items("created"), items("duplicate"), items("retried"), items("rejected")) == (2, 1, 1, 1)
+    # The shared families agree: the refused item is a drop, not a delivery.
+    es = {"exporter": "elasticsearch"}
+    assert reg.get_sample_value("sidecar_export_sent_total", es) == 3
+    assert reg.get_sample_value("sidecar_export_dropped_total", {**es, "reason": "permanent"}) == 1
+    assert reg.get_sample_value("sidecar_export_received_total", es) == 4
 
 
 def test_audit_log_is_idempotent_and_bounded(tmp_path: Path) -> None:
