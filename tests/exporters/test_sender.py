@@ -140,3 +140,49 @@ async def test_shutdown_during_a_request_lets_it_finish_and_never_sends_the_batc
     assert calls == [[1, 2]]
     assert _sample(reg, "sidecar_export_sent_total", exporter="t") == 2
     assert _sample(reg, "sidecar_export_dropped_total", exporter="t", reason="shutdown") is None
+
+
+ANSWERS = [200, 200, 400, 408, 429, 500, 503, "connect", "timeout", "partial"]
+
+
+@pytest.mark.parametrize("seed", range(25))
+async def test_every_item_handed_in_is_sent_dropped_or_still_queued(seed: int) -> None:
+    """received == sent + dropped (every reason) + queued, whatever the backend answers."""
+    rng = random.Random(seed)
+    reg, clock = CollectorRegistry(), FakeClock(T0)
+
+    async def send(batch: list[int]) -> list[int]:
+        a = rng.choice(ANSWERS)
+        if a == "connect":
+            raise httpx.ConnectError("refused")
+        if a == "timeout":
+            raise httpx.ReadTimeout("slow")
+        if a == "partial":
+            return batch[: rng.randrange(len(batch) + 1)]
+        check_response(httpx.Response(int(a)), clock.now(), "t")
+        return []
+
+    async def sleep(s: float) -> None:
+        clock.advance(s)
+
+    s: Sender[int] = Sender("t", send, policy=RetryPolicy(max_elapsed_secs=rng.choice([1.0, 30.0]),
+                                                          max_attempts=rng.choice([None, 2, 5])),
+                            queue=MemoryQueue(rng.randrange(1, 40)), max_batch=rng.randrange(1, 8),
+                            stats=ExportTelemetry.of(reg).exporter("t"), clock=clock, sleep=sleep, rng=rng)
+    for _ in range(rng.randrange(1, 6)):
+        s.submit_many(list(range(rng.randrange(0, 30))))
+        if rng.random() < 0.5:
+            await s.deliver_head()
+    if rng.random() < 0.5:
+        await s.flush()
+    else:
+        await s.shutdown(deadline_secs=0)
+
+    def total(name: str) -> float:
+        return sum(m.value for f in reg.collect() if f.name == name for m in f.samples
+                   if m.name == f"{name}_total" or m.name == name)
+
+    received = total("sidecar_export_received")
+    assert received == reg.get_sample_value("sidecar_export_received_total", {"exporter": "t"})
+    assert received == total("sidecar_export_sent") + total("sidecar_export_dropped") + len(s)
+    assert len(s) == 0  # flush and shutdown both leave nothing behind in memory
