@@ -35,7 +35,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-QUEUES = ("sidecar_exporter_queue_items", "sidecar_otlp_forward_queue_spans", "sidecar_alertmanager_outbox_notices",
+QUEUES = ("sidecar_export_queue_items", "sidecar_alertmanager_outbox_notices",
           "sidecar_http_inflight_requests")
 DROP_RE = re.compile(r"^(sidecar_\w*(?:dropped|refused|rejected)\w*_total)(\{[^}]*\})? (\S+)$", re.MULTILINE)
 

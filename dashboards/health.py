@@ -61,8 +61,8 @@ def board() -> Board:
                    "rejected {{encoding}}"),
                   (f"sum by (reason) (rate(sidecar_traces_spans_dropped_total{{{INST}}}[$__rate_interval]))",
                    "store dropped {{reason}}"),
-                  (f"sum by (reason) (rate(sidecar_otlp_forward_spans_dropped_total{{{INST}}}[$__rate_interval]))",
-                   "forward dropped {{reason}}")], unit="ops", needs="traces")
+                  (f"sum by (reason) (rate(sidecar_export_dropped_total{{exporter=\"otlp_forward\",{INST}}}"
+                   f"[$__rate_interval]))", "forward dropped {{reason}}")], unit="ops", needs="traces")
     b.timeseries("HTTP requests refused", "Push and admin requests refused by endpoint and reason (too_large, "
                  "overloaded, memory, unauthorized, ...). Refused pushes are the client's to retry (alert "
                  "SidecarRefusingRequests).",
@@ -84,18 +84,18 @@ def board() -> Board:
                   (f"sum by (check) (rate(sidecar_check_evaluation_errors_total{{{INST}}}[$__rate_interval]))",
                    "check {{check}}")], unit="ops", needs="errors")
     b.row("Queues and delivery")
-    b.timeseries("Exporter queue fill", "Items waiting per exporter and in the OTLP forward queue. A queue that "
-                 "only grows means its backend is down or too slow; at queue.max_items new items are dropped.",
-                 [(f"max by (exporter) (sidecar_exporter_queue_items{{{INST}}})", "{{exporter}}"),
-                  (f"max(sidecar_otlp_forward_queue_spans{{{INST}}})", "otlp forward"),
+    b.timeseries("Exporter queue fill", "Items waiting per exporter (otlp_forward: spans) and per Alertmanager "
+                 "outbox. A queue that only grows means its backend is down or too slow; at queue.max_items new "
+                 "items are dropped.",
+                 [(f"max by (exporter) (sidecar_export_queue_items{{{INST}}})", "{{exporter}}"),
                   (f"max by (alertmanager) (sidecar_alertmanager_outbox_notices{{{INST}}})",
                    "alertmanager outbox {{alertmanager}}")], unit="short", needs="alerting")
-    b.timeseries("Exporter drops and retries", "Items never delivered (queue_full, permanent, gave_up) and "
-                 "retried deliveries, per exporter (alert SidecarDroppingData).",
-                 [(f"sum by (exporter, reason) (rate(sidecar_exporter_dropped_items_total{{{INST}}}"
+    b.timeseries("Exporter drops and failed tries", "Items never delivered (queue_full, permanent, gave_up, "
+                 "shutdown) and failed delivery attempts by reason, per exporter (alert SidecarDroppingData).",
+                 [(f"sum by (exporter, reason) (rate(sidecar_export_dropped_total{{{INST}}}"
                    f"[$__rate_interval]))", "dropped {{exporter}} {{reason}}"),
-                  (f"sum by (exporter) (rate(sidecar_exporter_retries_total{{{INST}}}[$__rate_interval]))",
-                   "retries {{exporter}}")], unit="ops", needs="alerting")
+                  (f"sum by (exporter, reason) (rate(sidecar_export_failed_total{{{INST}}}[$__rate_interval]))",
+                   "failed {{exporter}} {{reason}}")], unit="ops", needs="alerting")
     b.timeseries("Alerts in the book", "The sidecar's own alerts by state (pending, firing, resolved).",
                  [(f"sum by (state) (sidecar_alerts{{{INST}}})", "{{state}}")], unit="short", needs="alerting")
     b.row("Evaluation and memory")

@@ -5,11 +5,101 @@ unchanged."""
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from sidecar.configbase import StrictModel
 
-__all__ = ["AlertmanagerConfig", "ElasticsearchConfig", "RetryConfig"]
+__all__ = ["AlertmanagerConfig", "BasicAuthConfig", "ElasticsearchConfig", "HttpAuthConfig", "RetryConfig", "TlsConfig"]
+
+
+class BasicAuthConfig(StrictModel):
+    username: str = Field(min_length=1, description="User name of HTTP basic auth.")
+    password: SecretStr = Field(
+        description="Password of HTTP basic auth; write ${env:NAME} to read it from the environment."
+    )
+
+
+class TlsConfig(StrictModel):
+    ca_file: Path | None = Field(
+        default=None, description="PEM file of the CA(s) that sign the server's certificate (default: system CAs)."
+    )
+    cert_file: Path | None = Field(default=None, description="PEM client certificate, for mutual TLS.")
+    key_file: Path | None = Field(
+        default=None, description="PEM private key of cert_file (omit when cert_file holds both)."
+    )
+
+    @field_validator("ca_file", "cert_file", "key_file")
+    @classmethod
+    def _exists(cls, v: Path | None) -> Path | None:
+        if v is not None and not v.is_file():
+            raise ValueError(f"{str(v)!r} is not a readable file")
+        return v
+
+    @model_validator(mode="after")
+    def _pair(self) -> TlsConfig:
+        if self.key_file is not None and self.cert_file is None:
+            raise ValueError("key_file needs cert_file")
+        return self
+
+
+def split_credentials(url: str) -> tuple[str, BasicAuthConfig | None]:
+    """``url`` without ``user:password@``, and those credentials (percent-decoded) when it had them."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.netloc.rpartition("@")[2]
+    clean = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    auth = BasicAuthConfig(username=unquote(parts.username or ""), password=SecretStr(unquote(parts.password or "")))
+    return clean, auth
+
+
+class HttpAuthConfig(StrictModel):
+    """Credentials and TLS of an HTTP backend. A ``user:password@`` in a URL is moved into ``basic_auth`` when
+    the config is loaded, so the URL that is logged, labelled and printed never carries it."""
+
+    basic_auth: BasicAuthConfig | None = Field(default=None, description="HTTP basic auth (username, password).")
+    bearer_token: SecretStr | None = Field(
+        default=None,
+        description="Sent as Authorization: Bearer <token>; write ${env:NAME} to read it from the environment.",
+    )
+    tls: TlsConfig | None = Field(default=None, description="TLS CA and client certificate (see TlsConfig).")
+
+    @staticmethod
+    def _move_credentials(data: Any, key: str, many: bool) -> Any:
+        if not isinstance(data, dict):
+            return data
+        raw = data.get(key)
+        urls = raw if many else [raw]
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            return data  # the field validator names the problem
+        clean, found = [], []
+        for u in urls:
+            c, auth = split_credentials(u)
+            clean.append(c)
+            if auth is not None:
+                found.append(auth)
+        if not found:
+            return data
+        given = data.get("basic_auth")
+        first = found[0]
+        for auth in found[1:]:
+            if auth != first:
+                raise ValueError(f"{key}: the URLs carry different credentials; set basic_auth instead")
+        if given is not None:
+            given_auth = BasicAuthConfig.model_validate(given) if isinstance(given, dict) else given
+            if given_auth != first:
+                raise ValueError(f"{key}: a URL carries credentials that differ from basic_auth")
+        return {**data, key: clean if many else clean[0], "basic_auth": first}
+
+    @model_validator(mode="after")
+    def _one_scheme(self) -> HttpAuthConfig:
+        if self.basic_auth is not None and self.bearer_token is not None:
+            raise ValueError("basic_auth and bearer_token exclude each other")
+        return self
 
 
 class RetryConfig(StrictModel):
@@ -17,16 +107,27 @@ class RetryConfig(StrictModel):
     max_backoff_secs: float = Field(default=30.0, gt=0, description="Longest delay between two tries.")
     multiplier: float = Field(default=2.0, ge=1, description="Backoff growth per failed try.")
     jitter: float = Field(
-        default=0.2, ge=0, le=1, description="Random +- share of each delay (spreads retries out)."
+        default=1.0,
+        ge=0,
+        le=1,
+        description="Share of each delay drawn at random below it: 1 is full jitter (uniform between 0 and "
+        "the backoff), 0 none. Spreads the retries of many sidecars out.",
     )
     max_elapsed_secs: float = Field(
         default=300.0,
         gt=0,
-        description="Give up on a batch after this long (queued exporters only; the outbox keeps it).",
+        description="Give up on a batch after this long, counted as dropped{reason=gave_up} (in-memory "
+        "queues only; the Alertmanager outbox keeps a notice until it is delivered or replaced).",
+    )
+    max_attempts: int | None = Field(
+        default=None,
+        gt=0,
+        description="Give up on a batch after this many failed tries (unset: only max_elapsed_secs "
+        "bounds it). In-memory queues only, as max_elapsed_secs.",
     )
 
 
-class AlertmanagerConfig(StrictModel):
+class AlertmanagerConfig(HttpAuthConfig):
     urls: list[str] = Field(
         default_factory=list,
         description="Every Alertmanager of the cluster (base URLs); each gets every notice.",
@@ -43,6 +144,11 @@ class AlertmanagerConfig(StrictModel):
     )
     retry: RetryConfig = Field(default_factory=RetryConfig, description="See RetryConfig.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _credentials_out_of_urls(cls, data: Any) -> Any:
+        return cls._move_credentials(data, "urls", many=True)
+
     @field_validator("urls")
     @classmethod
     def _urls(cls, v: list[str]) -> list[str]:
@@ -54,7 +160,7 @@ class AlertmanagerConfig(StrictModel):
         return [u.rstrip("/") for u in v]
 
 
-class ElasticsearchConfig(StrictModel):
+class ElasticsearchConfig(HttpAuthConfig):
     url: str = Field(description="Elasticsearch base URL.")
     index: str = Field(default="sidecar-audit", description="Index audit events are written to.")
     api_key: SecretStr | None = Field(default=None, description="API key (Authorization: ApiKey ...).")
@@ -64,3 +170,14 @@ class ElasticsearchConfig(StrictModel):
     max_batch: int = Field(default=500, gt=0, description="Documents per bulk request.")
     timeout_secs: float = Field(default=10.0, gt=0, description="Timeout of one bulk request.")
     retry: RetryConfig = Field(default_factory=RetryConfig, description="See RetryConfig.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _credentials_out_of_url(cls, data: Any) -> Any:
+        return cls._move_credentials(data, "url", many=False)
+
+    @model_validator(mode="after")
+    def _one_key(self) -> ElasticsearchConfig:
+        if self.api_key is not None and (self.basic_auth is not None or self.bearer_token is not None):
+            raise ValueError("api_key excludes basic_auth and bearer_token")
+        return self

@@ -4,7 +4,8 @@ Each document is written with ``create`` and a deterministic ``_id`` (the audit 
 a timeout or a partial failure never duplicates: Elasticsearch answers 409 for a document it already has,
 which counts as delivered. Per-item results are read: items answered 429 (or 5xx) are retried alone; items
 refused with another 4xx (a mapping error, say) are logged with their reason, counted and dropped. A 429 for
-the whole request backs off, honouring Retry-After (through ``exporters.sender.Sender``).
+the whole request backs off, honouring Retry-After (through ``exporters.sender.Sender``), as do transport
+errors, 408 and 5xx.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter
 
 from exporters.config import ElasticsearchConfig
-from exporters.sender import retry_after_secs
+from exporters.httpauth import client_for, request_auth
+from exporters.sender import DeliveryError, Partial, check_response
 from sidecar.clock import Clock
-from sidecar.errors import PermanentExportError, RetryableExportError
 
 __all__ = ["AuditDoc", "ElasticsearchBulk"]
 
@@ -43,7 +44,9 @@ class ElasticsearchBulk:
         logger: logging.Logger | None = None,
     ) -> None:
         self.cfg = cfg
-        self.http = http
+        self.http = client_for(cfg, http)
+        self.owns_http = self.http is not http
+        self._auth = request_auth(cfg)
         self.clock = clock
         self.url = cfg.url.rstrip("/") + "/_bulk"
         self.log = logger or logging.getLogger("sidecar.elasticsearch")
@@ -54,6 +57,10 @@ class ElasticsearchBulk:
             registry=registry,
         )
 
+    async def aclose(self) -> None:
+        if self.owns_http:
+            await self.http.aclose()
+
     def body(self, docs: Sequence[AuditDoc]) -> bytes:
         lines = []
         for d in docs:
@@ -61,33 +68,27 @@ class ElasticsearchBulk:
             lines.append(orjson.dumps(d.body))
         return b"\n".join(lines) + b"\n"
 
-    async def send(self, docs: list[AuditDoc]) -> list[AuditDoc]:
-        """One bulk request; returns the documents to retry. Raises for whole-request failures."""
+    async def send(self, docs: list[AuditDoc]) -> list[AuditDoc] | Partial[AuditDoc]:
+        """One bulk request; returns the documents to retry (with the count refused for good, if any).
+        Raises for whole-request failures."""
         headers = {"Content-Type": "application/x-ndjson"}
         if self.cfg.api_key is not None:
             headers["Authorization"] = f"ApiKey {self.cfg.api_key.get_secret_value()}"
-        try:
-            resp = await self.http.post(
-                self.url, content=self.body(docs), headers=headers, timeout=self.cfg.timeout_secs
-            )
-        except httpx.HTTPError as exc:
-            raise RetryableExportError(f"bulk request failed: {exc!r}") from None
-        if resp.status_code == 429 or resp.status_code >= 500:
-            raise RetryableExportError(
-                f"bulk answered {resp.status_code}",
-                retry_after_secs(resp.headers.get("retry-after"), self.clock.now()),
-            )
-        if resp.status_code >= 300:
-            raise PermanentExportError(f"bulk answered {resp.status_code}: {resp.text[:300]}")
+        # Transport errors propagate: the sender counts them (connect, timeout) and retries.
+        resp = await self.http.post(
+            self.url, content=self.body(docs), headers=headers, timeout=self.cfg.timeout_secs, auth=self._auth
+        )
+        check_response(resp, self.clock.now(), "Elasticsearch bulk")
         try:
             result = orjson.loads(resp.content)
             items = result["items"]
         except (orjson.JSONDecodeError, KeyError, TypeError):
-            raise RetryableExportError("bulk answer is not the expected JSON") from None
+            raise DeliveryError("bad_answer", "bulk answer is not the expected JSON") from None
         if not result.get("errors"):
             self._items.labels("created").inc(len(docs))
             return []
         retry: list[AuditDoc] = []
+        refused = 0
         for doc, item in zip(docs, items, strict=False):
             res = item.get("create") or item.get("index") or {}
             status = int(res.get("status", 0))
@@ -101,6 +102,7 @@ class ElasticsearchBulk:
             else:
                 err = res.get("error") or {}
                 self._items.labels("rejected").inc()
+                refused += 1
                 self.log.error(
                     "Elasticsearch refused audit event %s (%d): %s: %s",
                     doc.id,
@@ -110,4 +112,4 @@ class ElasticsearchBulk:
                 )
         # Items the answer does not cover (a truncated answer) are retried; create makes that safe.
         retry.extend(docs[len(items) :])
-        return retry
+        return Partial(retry, refused) if refused else retry

@@ -7,11 +7,13 @@ from typing import Any
 from exporters.alertmanager import AlertmanagerExporter
 from exporters.audit import AuditLog
 from exporters.elasticsearch import AuditDoc, ElasticsearchBulk
-from exporters.sender import ExporterMetrics, RetryPolicy, Sender
+from exporters.sender import MemoryQueue, RetryPolicy, Sender
+from exporters.telemetry import ExportTelemetry
 from sidecar.alerting.book import Alert, AlertBook
 from sidecar.alerting.runbook_pages import RunbookPages
 from sidecar.component import Context
 from sidecar.naming import fingerprint
+from sidecar.redact import mask_url
 from sidecar.state.changes import ChangeLog, iso
 
 __all__ = ["build"]
@@ -36,12 +38,13 @@ def build(ctx: Context) -> list[Any]:
                 logger=log.getChild("elasticsearch"),
             )
             es = Sender(
-                "elasticsearch",
+                f"Elasticsearch {mask_url(ec.url)}",
                 bulk.send,
                 policy=RetryPolicy(**ec.retry.model_dump()),
-                max_queue=ec.max_queue,
+                queue=MemoryQueue(ec.max_queue),
                 max_batch=ec.max_batch,
-                metrics=ExporterMetrics(ctx.registry),
+                stats=ExportTelemetry.of(ctx.registry).exporter("elasticsearch"),
+                close=bulk.aclose,
                 clock=ctx.clock,
                 logger=log.getChild("elasticsearch"),
             )

@@ -26,7 +26,9 @@ def build(ctx: Context) -> list[Any]:
     if cfg.forward.endpoint:
         from exporters.otlp_forward import OtlpForwarder
 
-        fwd = OtlpForwarder(cfg.forward, ctx.registry, log.getChild("forward"))
+        fwd = OtlpForwarder(
+            cfg.forward, ctx.registry, http=ctx.http, clock=ctx.clock, logger=log.getChild("forward")
+        )
         ctx.bus.subscribe("spans", fwd.name, lambda batch: fwd.offer(batch.items))
         out.append(fwd)
     if cfg.receiver_enabled:

@@ -17,7 +17,8 @@ from exporters.alertmanager import AlertmanagerExporter
 from exporters.audit import AuditLog
 from exporters.config import AlertmanagerConfig, ElasticsearchConfig
 from exporters.elasticsearch import AuditDoc, ElasticsearchBulk
-from exporters.sender import Backoff, ExporterMetrics, RetryPolicy, Sender, retry_after_secs
+from exporters.sender import Backoff, MemoryQueue, RetryPolicy, Sender, retry_after_secs
+from exporters.telemetry import ExportTelemetry
 from sidecar.clock import FakeClock
 from sidecar.errors import RetryableExportError
 from sidecar.store import Store
@@ -158,9 +159,9 @@ async def test_sender_retries_then_gives_up_after_max_elapsed_counting_every_dro
         "t",
         always_down,
         policy=RetryPolicy(0.5, 4, 2, 0.1, max_elapsed_secs=20),
-        max_queue=3,
+        queue=MemoryQueue(3),
         max_batch=10,
-        metrics=ExporterMetrics(reg),
+        stats=ExportTelemetry.of(reg).exporter("t"),
         clock=clock,
         sleep=sleep,
         rng=random.Random(1),
@@ -168,9 +169,11 @@ async def test_sender_retries_then_gives_up_after_max_elapsed_counting_every_dro
     assert [s.submit(i) for i in range(4)] == [True, True, True, False]
     await s.flush()
     assert sum(slept) <= 20 and slept[0] == 2.0
-    assert reg.get_sample_value("sidecar_exporter_dropped_items_total", {"exporter": "t", "reason": "gave_up"}) == 3
-    assert reg.get_sample_value("sidecar_exporter_dropped_items_total", {"exporter": "t", "reason": "queue_full"}) == 1
-    assert reg.get_sample_value("sidecar_exporter_retries_total", {"exporter": "t"}) == len(slept)
+    assert reg.get_sample_value("sidecar_export_dropped_total", {"exporter": "t", "reason": "gave_up"}) == 3
+    assert reg.get_sample_value("sidecar_export_dropped_total", {"exporter": "t", "reason": "queue_full"}) == 1
+    assert reg.get_sample_value("sidecar_export_received_total", {"exporter": "t"}) == 4
+    # Every try failed: one more than the waits between them (no wait after the last one).
+    assert reg.get_sample_value("sidecar_export_failed_total", {"exporter": "t", "reason": "error"}) == len(slept) + 1
 
 
 async def test_elasticsearch_bulk_per_item_results() -> None:
@@ -203,9 +206,9 @@ async def test_elasticsearch_bulk_per_item_results() -> None:
         "elasticsearch",
         bulk.send,
         policy=RetryPolicy(),
-        max_queue=10,
+        queue=MemoryQueue(10),
         max_batch=10,
-        metrics=ExporterMetrics(reg),
+        stats=ExportTelemetry.of(reg).exporter("elasticsearch"),
         clock=clock,
         sleep=sleep,
     )
@@ -224,6 +227,11 @@ async def test_elasticsearch_bulk_per_item_results() -> None:
         return reg.get_sample_value("sidecar_elasticsearch_bulk_items_total", {"outcome": outcome})
 
     assert (items("created"), items("duplicate"), items("retried"), items("rejected")) == (2, 1, 1, 1)
+    # The shared families agree: the refused item is a drop, not a delivery.
+    es = {"exporter": "elasticsearch"}
+    assert reg.get_sample_value("sidecar_export_sent_total", es) == 3
+    assert reg.get_sample_value("sidecar_export_dropped_total", {**es, "reason": "permanent"}) == 1
+    assert reg.get_sample_value("sidecar_export_received_total", es) == 4
 
 
 def test_audit_log_is_idempotent_and_bounded(tmp_path: Path) -> None:
