@@ -16,7 +16,6 @@ exporter built on that registry the same instance, so two exporters never collid
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter
@@ -25,7 +24,9 @@ from prometheus_client.registry import Collector
 
 __all__ = ["ExportTelemetry", "ExporterStats"]
 
-_BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, ExportTelemetry] = weakref.WeakKeyDictionary()
+# The instance lives on the registry it registered its families in (per Service, never module-wide), so
+# every exporter built on one registry shares it and two registries never share anything.
+_ATTR = "_sidecar_export_telemetry"
 
 
 class _QueueGauge(Collector):
@@ -69,9 +70,10 @@ class ExportTelemetry:
 
     @classmethod
     def of(cls, registry: CollectorRegistry) -> ExportTelemetry:
-        t = _BY_REGISTRY.get(registry)
-        if t is None:
-            t = _BY_REGISTRY[registry] = cls(registry)
+        t = getattr(registry, _ATTR, None)
+        if not isinstance(t, ExportTelemetry):
+            t = cls(registry)
+            setattr(registry, _ATTR, t)
         return t
 
     def exporter(self, name: str) -> ExporterStats:
