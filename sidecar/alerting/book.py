@@ -120,6 +120,11 @@ class AlertBook:
             ["op"],
             registry=registry,
         )
+        self._unqueued = Counter(
+            "sidecar_alert_notices_unqueued",
+            "Notices the delivery queue could not take (its store failed); each is retried the next round.",
+            registry=registry,
+        )
         self.store = store
         self._saved: dict[str, tuple[Any, ...]] = {}
         self._restore()
@@ -212,7 +217,7 @@ class AlertBook:
         return mono - a.mono_at
 
     def on_findings(self, findings: Sequence[Finding], now: float) -> None:
-        notices: list[dict[str, Any]] = []
+        notices: list[tuple[str, dict[str, Any]]] = []
         # Without a monotonic clock (unit tests that drive the book with explicit times) durations use ``now``.
         mono = self._mono() if self._mono is not None else now
         with self._lock:
@@ -261,7 +266,19 @@ class AlertBook:
                 self._gauge.labels(s).set(n)
             self._persist()
         if notices and self.sink is not None:
-            self.sink.enqueue(notices)
+            try:
+                self.sink.enqueue([n for _, n in notices])
+            except Exception:
+                # Not queued (the outbox's store failed): not sent either, so due again next round instead of
+                # one resend delay later; Alertmanager de-duplicates a notice that did get through.
+                self._unqueued.inc(len(notices))
+                self.log.exception("could not queue %d notices; retrying next round", len(notices))
+                with self._lock:
+                    for fp, _ in notices:
+                        a = self.alerts.get(fp)
+                        if a is not None:
+                            a.last_sent_at = a.sent_mono = None
+                    self._persist()
 
     def _count_active(self) -> int:
         return sum(1 for a in self.alerts.values() if a.state != "inactive")
@@ -281,11 +298,11 @@ class AlertBook:
             except Exception:
                 self.log.exception("transition hook failed")
 
-    def _due(self, now: float, mono: float) -> list[dict[str, Any]]:
+    def _due(self, now: float, mono: float) -> list[tuple[str, dict[str, Any]]]:
         out = []
         valid = now + 4 * max(self.eval_interval, self.cfg.resend_delay_secs)
         gen = self.sidecar_url + "/v1/alerts" if self.sidecar_url else ""
-        for a in self.alerts.values():
+        for fp, a in self.alerts.items():
             if a.state == "pending":
                 continue
             due = (
@@ -300,6 +317,6 @@ class AlertBook:
             a.sent_mono = mono
             if a.state == "firing":
                 a.valid_until = valid
-            out.append(a.notice(gen))
+            out.append((fp, a.notice(gen)))
             self._notices.labels("firing" if a.state == "firing" else "resolved").inc()
         return out
