@@ -25,7 +25,7 @@ from sidecar.state.changes_config import ChangesConfig
 from sidecar.store import Store
 from sidecar.timerange import renderable
 
-__all__ = ["AuditWriter", "ChangeLog", "as_dict", "iso"]
+__all__ = ["AuditWriter", "ChangeLog", "as_dict", "derived_id", "iso"]
 
 _TABLE = "alerting_changes"
 _COLS = "id, at, what, who, model, version, link, source"
@@ -44,6 +44,7 @@ class AuditWriter(Protocol):
 
 
 def derived_id(c: Change) -> str:
+    """The id of a change that came without one: a hash of its fields, defaults filled in, and its time."""
     raw = f"{c.what}|{c.who}|{c.at}|{c.model}|{c.version}|{c.link}"
     return hashlib.sha1(raw.encode()).hexdigest()[:20]
 
@@ -134,6 +135,16 @@ class ChangeLog:
         marks = ", ".join("?" * len(ids))
         rows = self.store.query(f"SELECT {_COLS} FROM {_TABLE} WHERE id IN ({marks})", list(ids))
         return {r[0]: _row(r) for r in rows}
+
+    def find_same(self, change: Change, since: float) -> Change | None:
+        """The newest change posted over the API with the same fields as ``change`` at a time in
+        ``[since, change.at]``: what a retry without any key is matched against."""
+        rows = self.store.query(
+            f"SELECT {_COLS} FROM {_TABLE} WHERE source = ? AND what = ? AND who = ? AND model IS ? "
+            "AND version IS ? AND link IS ? AND at BETWEEN ? AND ? ORDER BY at DESC LIMIT 1",
+            (change.source, change.what, change.who, change.model, change.version, change.link, since, change.at),
+        )
+        return _row(rows[0]) if rows else None
 
     def recent(self, model: str | None, version: str | None, since: float, limit: int = 50) -> list[Change]:
         """Up to ``limit`` changes since ``since`` concerning this model (or every model), newest first."""
