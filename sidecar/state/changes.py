@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter
 
@@ -23,12 +24,14 @@ from sidecar.component import Readiness
 from sidecar.model import Batch, Change
 from sidecar.state.changes_config import ChangesConfig
 from sidecar.store import Store
-from sidecar.timerange import renderable
+from sidecar.timerange import MAX_AT, MIN_AT, renderable
 
 __all__ = ["AuditWriter", "ChangeLog", "as_dict", "derived_id", "iso"]
 
 _TABLE = "alerting_changes"
 _COLS = "id, at, what, who, model, version, link, source"
+# Rows a read can render: a number within the date range (see sidecar/timerange.py).
+_RENDERABLE = "typeof(at) IN ('integer', 'real') AND at BETWEEN ? AND ?"
 
 
 def iso(ts: float) -> str:
@@ -156,13 +159,13 @@ class ChangeLog:
         if version is not None:
             where += " AND (version IS NULL OR version = ?)"
             params.append(version)
-        sql = f"SELECT {_COLS} FROM {_TABLE}{where} ORDER BY at DESC, id LIMIT ?"
-        out: list[Change] = []
-        for r in self.store.query(sql, [*params, limit]):
-            if not isinstance(r[1], int | float) or not renderable(float(r[1])):
-                self._unreadable.inc()
-                continue
-            out.append(_row(r))
+        # Only renderable rows count against LIMIT (skipping them after it returned fewer than asked).
+        sql = f"SELECT {_COLS} FROM {_TABLE}{where} AND {_RENDERABLE} ORDER BY at DESC, id LIMIT ?"
+        out = [_row(r) for r in self.store.query(sql, [*params, MIN_AT, MAX_AT, limit])]
+        skipped = self.store.query(f"SELECT COUNT(*) FROM {_TABLE}{where} AND NOT ({_RENDERABLE})",
+                                   [*params, MIN_AT, MAX_AT])[0][0]
+        if skipped:
+            self._unreadable.inc(int(skipped))
         return out
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -183,6 +186,8 @@ class ChangeLog:
         async def get_changes(
             model: str | None = None, version: str | None = None, since: float = 0.0, limit: int = 100
         ) -> JSONResponse:
+            if not math.isfinite(since):
+                raise HTTPException(status_code=400, detail=f"since: must be a finite Unix time, got {since!r}")
             rows = self.recent(model, version, since, max(1, min(limit, 1000)))
             return JSONResponse(content=[as_dict(c) for c in rows])
 
