@@ -8,8 +8,9 @@ with the first one's id and stores nothing; a key already used for a different c
 
 Answers 201 ``{"ids": [...]}`` once the change log has stored the request's new changes; 200 when all were
 already recorded; 400 naming the field for a body that is not one change object or a list of them; 413 for
-more than 1000; 422 for a reused key; 503 when the change log could not store them (nothing was stored: send
-it again); 401/429/503/415 from the request guard. A refused request stores nothing.
+more than 1000; 415 for a Content-Type other than JSON (none is read as JSON); 422 for a reused key; 503 when
+the change log could not store them (nothing was stored: send it again); 401/429/503/415 from the request
+guard. A refused request stores nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pydantic import Field, ValidationError, field_validator
 from sidecar.component import Context, Readiness
 from sidecar.configbase import StrictModel
 from sidecar.model import Batch, Change
+from sidecar.sources.media import JSON, media_type
 from sidecar.state.changes import derived_id
 from sidecar.timerange import check_unix_seconds
 
@@ -159,6 +161,7 @@ class ChangesEndpoint:
     async def handle(self, request: Request) -> JSONResponse:
         guard = self.ctx.guard
         guard.authorize(request, "push", ENDPOINT)
+        media_type(request, JSON, guard, ENDPOINT)
         async with guard.admit(ENDPOINT):
             parsed, is_list = self._parse(await guard.read_body(request, ENDPOINT))
             key = self._key(request)
