@@ -57,7 +57,8 @@ class ChangeIn(StrictModel):
     version: str | None = Field(None, max_length=100, description="Model version concerned.")
     link: str | None = Field(None, max_length=2000, description="A link, e.g. the pull request.")
     id: str | None = Field(
-        None, max_length=200, description="Idempotency key; default: derived from the fields."
+        None, max_length=200,
+        description="Idempotency key; default: the Idempotency-Key header, else derived from the fields."
     )
 
     @field_validator("at")
@@ -167,11 +168,14 @@ class ChangesEndpoint:
             key = self._key(request)
             now = self.ctx.clock.now()
             ids, new = self._resolve(parsed, is_list, key, now)
-            if new and self.ctx.bus.publish(Batch(kind="changes", source=SOURCE, items=tuple(new),
-                                                  received_at=now)):
+            failed = new and self.ctx.bus.publish(Batch(kind="changes", source=SOURCE, items=tuple(new),
+                                                         received_at=now))
+            if failed:
+                # A subscriber that fails stores nothing of the batch (the change log writes it in one
+                # transaction), and a retry never duplicates what others did store.
                 raise guard.refuse(ENDPOINT, "not_recorded", 503,
-                                   "the change log could not store the changes (nothing was stored); retry",
-                                   {"Retry-After": "5"})
+                                   f"{', '.join(failed)} could not store the changes (nothing was stored "
+                                   "there); retry", {"Retry-After": "5"})
             if len(ids) > len(new):
                 self._duplicates.inc(len(ids) - len(new))
         return JSONResponse(status_code=201 if new else 200, content={"ids": ids})
