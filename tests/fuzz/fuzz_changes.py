@@ -1,6 +1,7 @@
 """atheris target: POST /v1/changes's body parsing and idempotency resolution refuse bad input only with a
 4xx, store nothing of a refused body, and store only renderable times."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -38,9 +39,31 @@ def _count() -> int:
     return int(CTX.store.query("SELECT COUNT(*) FROM alerting_changes")[0][0])
 
 
+FIELDS = ("what", "who", "at", "model", "version", "link", "id", "colour")
+
+
+def _structured(data: bytes) -> bytes:
+    """A change-shaped body built from the bytes, so the fuzzer gets past the JSON decoder to every field's
+    check and to the idempotency rules (repeated texts and ids are likely: few distinct values)."""
+    fdp = atheris.FuzzedDataProvider(data)
+    items = []
+    for _ in range(fdp.ConsumeIntInRange(1, 5)):
+        item: dict[str, object] = {}
+        for _ in range(fdp.ConsumeIntInRange(0, 6)):
+            kind = fdp.ConsumeIntInRange(0, 5)
+            value: object = [None, fdp.ConsumeBool(), fdp.ConsumeInt(8), fdp.ConsumeFloat(),
+                             fdp.PickValueInList(["a", "b", "", "x" * 600]),
+                             NOW + fdp.ConsumeFloatInRange(-2e6, 2e6)][kind]
+            item[FIELDS[fdp.ConsumeIntInRange(0, len(FIELDS) - 1)]] = value
+        items.append(item)
+    return json.dumps(items if len(items) > 1 or fdp.ConsumeBool() else items[0]).encode()
+
+
 def TestOneInput(data: bytes) -> None:
     before = _count()
     key = None
+    if data[:1] == b"S":
+        data = _structured(data[1:])
     if data[:1] == b"K":  # an Idempotency-Key: the bytes up to the first newline
         head, _, data = data[1:].partition(b"\n")
         key = head.decode("latin-1")
