@@ -59,28 +59,43 @@ class AuditLog:
 
     def record(self, kind: str, event_id: str, at: float, body: Mapping[str, Any]) -> bool:
         """Record one event (idempotent on its id); False when it was already there or not written."""
-        doc = {"kind": kind, "at": at, **body}
         try:
-            n = self.store.execute(
-                f"INSERT OR IGNORE INTO {_TABLE} (id, at, kind, body) VALUES (?, ?, ?, ?)",
-                (event_id, at, kind, orjson.dumps(doc)),
-            )
+            with self.store.transaction():
+                doc = self.write(kind, event_id, at, body)
         except Exception:
             self._errors.inc()
             self.log.exception("could not record audit event %s", event_id)
             return False
-        if not n:
+        if doc is None:
             return False
-        self._recorded.labels(kind).inc()
+        self.committed(event_id, doc)
+        return True
+
+    def write(self, kind: str, event_id: str, at: float, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Insert one event inside the caller's ``store.transaction()``, so it commits or rolls back with the
+        caller's own rows (a change and its audit row are never stored one without the other). Raises on
+        failure; returns the document to pass to ``committed`` once the transaction has committed, or None
+        when the event was already there."""
+        doc = {"kind": kind, "at": at, **body}
+        n = self.store.execute(
+            f"INSERT OR IGNORE INTO {_TABLE} (id, at, kind, body) VALUES (?, ?, ?, ?)",
+            (event_id, at, kind, orjson.dumps(doc)),
+        )
+        if not n:
+            return None
         over = int(self.store.query(f"SELECT COUNT(*) FROM {_TABLE}")[0][0]) - self.max_rows
         if over > 0:
             self.store.execute(
                 f"DELETE FROM {_TABLE} WHERE id IN (SELECT id FROM {_TABLE} ORDER BY at LIMIT ?)", (over,)
             )
             self._evicted.inc(over)
+        return doc
+
+    def committed(self, event_id: str, doc: dict[str, Any]) -> None:
+        """Count an event ``write`` stored and ship it to Elasticsearch, once its transaction has committed."""
+        self._recorded.labels(str(doc["kind"])).inc()
         if self.es is not None:
             self.es.submit(AuditDoc(id=event_id, body=doc))
-        return True
 
     def events(self, kind: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         sql = f"SELECT body FROM {_TABLE}" + (" WHERE kind = ?" if kind else "") + " ORDER BY at DESC LIMIT ?"

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,25 @@ class Store:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The statements run in the block (by this thread) commit together or not at all: an exception rolls
+        all of them back and propagates. Nested blocks are savepoints. The lock is held for the whole block,
+        so keep it short and free of I/O other than the store's."""
+        with self._lock:
+            nested = self._conn.in_transaction
+            self._conn.execute("SAVEPOINT sidecar_tx" if nested else "BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if nested:
+                    self._conn.execute("ROLLBACK TO sidecar_tx")
+                    self._conn.execute("RELEASE sidecar_tx")
+                else:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("RELEASE sidecar_tx" if nested else "COMMIT")
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:

@@ -1,4 +1,4 @@
-"""Builds alerting: the audit log, Alertmanager delivery, the change log and the alert book."""
+"""Builds alerting: the audit log, Alertmanager delivery, the change log (wiring/changes.py) and the alert book."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from sidecar.alerting.runbook_pages import RunbookPages
 from sidecar.component import Context
 from sidecar.naming import fingerprint
 from sidecar.redact import mask_url
-from sidecar.state.changes import ChangeLog, iso
+from sidecar.state.changes import iso
+from sidecar.wiring.changes import build as build_changes
 
 __all__ = ["build"]
 
@@ -65,20 +66,8 @@ def build(ctx: Context) -> list[Any]:
         logger=log.getChild("alertmanager"),
     )
     out.append(am)
-    changes = ChangeLog(
-        cfg.changes,
-        registry=ctx.registry,
-        clock=ctx.clock,
-        store=ctx.store,
-        http=ctx.http,
-        guard=ctx.guard,
-        triton_http_url=ctx.config.triton.http_url,
-        audit=audit,
-        logger=log.getChild("changes"),
-    )
-    # Changes other components make (a drift reference changed in config) arrive on the bus.
-    ctx.bus.subscribe("changes", changes.name, changes.on_changes)
-    out.append(changes)
+    changes, components = build_changes(ctx, audit)
+    out.extend(components)
 
     def on_transition(what: str, alert: Alert, now: float) -> None:
         if audit is not None:

@@ -58,3 +58,27 @@ async def test_a_stored_unrenderable_change_neither_breaks_get_nor_blocks_an_ale
     assert [a.state for a in book.alerts.values()] == ["firing"]
     assert sent and "feature PR#1" in sent[0]["annotations"]["description"]
     assert _sample(reg, "sidecar_changes_unreadable_total") >= 1
+
+
+def test_recent_returns_as_many_good_changes_as_asked_despite_unrenderable_rows(tmp_path: Path) -> None:
+    reg = CollectorRegistry()
+    svc = make_service(tmp_path, CFG, clock=FakeClock(T0), registry=reg)
+    for i in range(4):  # newest-looking rows first in ORDER BY at DESC: they used to eat the LIMIT
+        svc.store.execute("INSERT INTO alerting_changes (id, at, what, who, model, version, link, source) "
+                          f"VALUES ('bad{i}', 1e18, 'deploy', '', NULL, NULL, NULL, 'api')")
+    for i in range(5):
+        svc.store.execute("INSERT INTO alerting_changes (id, at, what, who, model, version, link, source) "
+                          f"VALUES ('good{i}', {T0 - i}, 'PR#{i}', 'ci', NULL, NULL, NULL, 'api')")
+    got = svc.component("changes").recent(None, None, 0, limit=3)
+    assert [c.id for c in got] == ["good0", "good1", "good2"]
+    assert _sample(reg, "sidecar_changes_unreadable_total") == 4
+
+
+async def test_get_changes_refuses_a_since_that_is_not_a_time(tmp_path: Path) -> None:
+    svc = make_service(tmp_path, CFG, clock=FakeClock(T0))
+    app = create_app(svc, manage_lifecycle=False)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sc") as c:
+        for since in ("nan", "inf", "-inf", "1e400"):
+            r = await c.get("/v1/changes", params={"since": since})
+            assert r.status_code == 400 and r.json()["detail"].startswith("since:"), (since, r.text)
+        assert (await c.get("/v1/changes", params={"since": T0})).status_code == 200

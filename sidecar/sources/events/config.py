@@ -65,9 +65,11 @@ class EventsConfig(StrictModel):
                                                               "(all are counted).")
     default_version: str = Field("unversioned", min_length=1,
                                  description="Version given to events that carry none.")
-    max_future_skew_secs: float = Field(300.0, ge=0, description="Events timestamped further in the future "
-                                                                 "are rejected.")
-    max_age_secs: float = Field(30 * 86400.0, gt=0, description="Events older than this are rejected.")
+    max_future_skew_secs: float = Field(300.0, ge=0, le=86_400.0,
+                                        description="Events timestamped further in the future are rejected "
+                                                    "(at most a day).")
+    max_age_secs: float = Field(30 * 86400.0, gt=0, le=366 * 86400.0,
+                                description="Events older than this are rejected (at most a year).")
     jsonl: list[JsonlFileConfig] = Field(default_factory=list, description="JSON Lines files to tail.")
     triton_trace: TritonTraceConfig = Field(default_factory=TritonTraceConfig,
                                             description="Triton TENSORS trace files to map into events.")

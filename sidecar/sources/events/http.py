@@ -3,7 +3,8 @@
 Answers: 200 ``{"accepted": n, "rejected": [...]}`` when at least one event was accepted (rejected ones are
 listed with their index and field, like OTLP's partial success, so a client never re-sends the good ones);
 400 with the same body when none was; 400 for a body that is not JSON; 413 for too many events or too many
-bytes; 401/429/503/415 from the request guard.
+bytes; 415 for a Content-Type other than JSON or JSON Lines (none is read as JSON); 401/429/503/415 from the
+request guard.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sidecar.model import Batch
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.events.parse import parse_events
+from sidecar.sources.media import JSON, JSON_LINES, media_type
 
 __all__ = ["EventsEndpoint"]
 
@@ -43,10 +45,11 @@ class EventsEndpoint:
     def readiness(self) -> Readiness | None:
         return None
 
-    def _decode(self, body: bytes, content_type: str) -> list[Any]:
-        if "ndjson" in content_type or "jsonl" in content_type or "json-seq" in content_type:
+    def _decode(self, body: bytes, mtype: str) -> list[Any]:
+        if mtype in JSON_LINES:
             docs: list[Any] = []
-            for n, line in enumerate(body.splitlines(), 1):
+            for n, raw in enumerate(body.splitlines(), 1):
+                line = raw.strip().lstrip(b"\x1e")  # json-seq: each record starts with RS
                 if line.strip():
                     try:
                         docs.append(orjson.loads(line))
@@ -70,10 +73,11 @@ class EventsEndpoint:
     async def handle(self, request: Request) -> JSONResponse:
         guard = self.ctx.guard
         guard.authorize(request, "push", ENDPOINT)
+        mtype = media_type(request, JSON + JSON_LINES, guard, ENDPOINT)
         async with guard.admit(ENDPOINT):
             body = await guard.read_body(request, ENDPOINT)
             try:
-                docs = self._decode(body, request.headers.get("content-type", "application/json").lower())
+                docs = self._decode(body, mtype)
             except ValueError as exc:
                 self.m.rejected.labels("http", "not_json").inc()
                 raise guard.refuse(ENDPOINT, "bad_request", 400, str(exc)) from None

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sidecar.model import Event
 from sidecar.sources.events.config import EventsConfig
+from sidecar.timerange import check_unix_seconds
 
 __all__ = ["EventError", "Rejection", "parse_event", "parse_events"]
 
@@ -63,7 +64,10 @@ def _short_str(v: object, field: str, cfg: EventsConfig) -> str:
 def _finite(v: object, field: str) -> float:
     if not _is_number(v):
         raise EventError(field, "must be a number")
-    f = float(v)  # type: ignore[arg-type]
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except OverflowError:  # an int beyond float's range (only from a caller that is not JSON)
+        raise EventError(field, "must be finite (a number within float range)") from None
     if not math.isfinite(f):
         raise EventError(field, "must be finite")
     return f
@@ -74,15 +78,20 @@ def _timestamp(v: object, field: str, cfg: EventsConfig, now: float) -> float:
         return now
     if isinstance(v, str):
         try:
-            ts = datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-        except ValueError:
+            dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+            # Without an offset a time is UTC: never the machine's zone, so a result does not depend on it.
+            ts = (dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)).timestamp()
+        except (ValueError, OverflowError):
             raise EventError(field, "must be Unix seconds or an RFC 3339 time") from None
     else:
         ts = _finite(v, field)
     if ts > now + cfg.max_future_skew_secs:
-        raise EventError(field, f"is {ts - now:.0f}s in the future (Unix seconds expected, not ms?)")
+        raise EventError(field, f"is {ts - now:.0f}s in the future (Unix seconds expected, not milliseconds?)")
     if ts < now - cfg.max_age_secs:
         raise EventError(field, f"is older than max_age_secs ({cfg.max_age_secs:.0f}s)")
+    # Also the absolute range, whatever the clock says: a stored time outside it breaks whatever renders it.
+    if (why := check_unix_seconds(ts)) is not None:
+        raise EventError(field, why)
     return ts
 
 
@@ -114,7 +123,7 @@ def parse_event(doc: object, field: str, cfg: EventsConfig, now: float) -> Event
         if v is None:
             features[k] = None
         elif _is_number(v):
-            features[k] = float(v)
+            features[k] = _finite(v, fpath)
         elif isinstance(v, str):
             features[k] = _short_str(v, fpath, cfg)
         else:

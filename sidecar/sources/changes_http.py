@@ -1,0 +1,207 @@
+"""``POST /v1/changes``: deploys and other changes posted by CI, published on the bus (kind ``changes``).
+
+A change is recorded once. Its id (the idempotency key) is, in this order: the item's ``id``; the request's
+``Idempotency-Key`` header (item ``i`` of a list gets ``KEY#i``); with ``at`` given, a hash of the fields and
+``at``. A change with none of these is a retry of an equal one (every field) posted over the API in the last
+``idempotency_window_secs``, else new with a hash of its fields and the time received. A retry is answered 200
+with the first one's id and stores nothing; a key already used for a different change is refused (422).
+
+Answers 201 ``{"ids": [...]}`` once the change log has stored the request's new changes; 200 when all were
+already recorded; 400 naming the field for a body that is not one change object or a list of them; 413 for
+more than 1000; 415 for a Content-Type other than JSON (none is read as JSON); 422 for a reused key; 503 when
+the change log could not store them (nothing was stored: send it again); 401/429/503/415 from the request
+guard. A refused request stores nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Protocol
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from prometheus_client import Counter
+from pydantic import Field, ValidationError, field_validator
+
+from sidecar.component import Context, Readiness
+from sidecar.configbase import StrictModel
+from sidecar.model import Batch, Change
+from sidecar.sources.media import JSON, media_type
+from sidecar.state.changes import derived_id
+from sidecar.timerange import check_unix_seconds
+
+__all__ = ["ChangeIn", "ChangeLookup", "ChangesEndpoint"]
+
+ENDPOINT = "changes"
+MAX_PER_REQUEST = 1000
+MAX_KEY = 200
+SOURCE = "api"
+
+
+class ChangeLookup(Protocol):
+    """What the endpoint asks the change log (handed over by wiring) to recognise a retry."""
+
+    def get(self, ids: Sequence[str]) -> dict[str, Change]: ...
+
+    def find_same(self, change: Change, since: float) -> Change | None: ...
+
+
+class ChangeIn(StrictModel):
+    """The body of ``POST /v1/changes`` (one object, or a list of them)."""
+
+    what: str = Field(min_length=1, max_length=500, description="What changed (e.g. 'feature PR#221').")
+    who: str = Field("", max_length=200, description="Who made the change.")
+    at: float | None = Field(None, description="Unix seconds; default: when received.")
+    model: str | None = Field(None, max_length=200, description="Model concerned; none: every model.")
+    version: str | None = Field(None, max_length=100, description="Model version concerned.")
+    link: str | None = Field(None, max_length=2000, description="A link, e.g. the pull request.")
+    id: str | None = Field(
+        None, max_length=200,
+        description="Idempotency key; default: the Idempotency-Key header, else derived from the fields."
+    )
+
+    @field_validator("at")
+    @classmethod
+    def _at_in_range(cls, v: float | None) -> float | None:
+        if v is not None and (why := check_unix_seconds(v)) is not None:
+            raise ValueError(why)
+        return v
+
+
+class ChangesEndpoint:
+    name = "changes_http"
+    role = "source"
+
+    def __init__(self, ctx: Context, lookup: ChangeLookup, window_secs: float) -> None:
+        self.ctx = ctx
+        self.lookup = lookup
+        self.window_secs = window_secs
+        self._duplicates = Counter(
+            "sidecar_changes_duplicates",
+            "Changes posted again (a retry) and answered with the first one's id, not stored again.",
+            registry=ctx.registry,
+        )
+
+    async def start(self) -> None:
+        return None
+
+    async def shutdown(self) -> None:
+        return None
+
+    def readiness(self) -> Readiness | None:
+        return None
+
+    def _parse(self, body: bytes) -> tuple[list[ChangeIn], bool]:
+        guard = self.ctx.guard
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise guard.refuse(ENDPOINT, "bad_json", 400, f"body is not JSON: {exc}") from None
+        is_list = isinstance(data, list)
+        items = data if is_list else [data]
+        if len(items) > MAX_PER_REQUEST:
+            raise guard.refuse(ENDPOINT, "too_many", 413, f"at most {MAX_PER_REQUEST} changes per request")
+        parsed: list[ChangeIn] = []
+        for i, item in enumerate(items):
+            try:
+                parsed.append(ChangeIn.model_validate(item))
+            except ValidationError as exc:
+                e = exc.errors()[0]
+                where = ".".join(str(p) for p in e["loc"])
+                prefix = f"[{i}]." if is_list else ""
+                raise guard.refuse(ENDPOINT, "invalid", 400, f"{prefix}{where}: {e['msg']}") from None
+        return parsed, is_list
+
+    def _key(self, request: Request) -> str | None:
+        raw = request.headers.get("idempotency-key")
+        if raw is None:
+            return None
+        key = raw.strip().strip('"')  # a structured-field string may come quoted
+        if not 0 < len(key) <= MAX_KEY or not all(" " <= ch <= "~" for ch in key):
+            raise self.ctx.guard.refuse(ENDPOINT, "invalid", 400,
+                                        f"Idempotency-Key: must be 1 to {MAX_KEY} printable ASCII characters")
+        return key
+
+    def _resolve(self, parsed: list[ChangeIn], is_list: bool, key: str | None,
+                 now: float) -> tuple[list[str], list[Change]]:
+        """Each item's id, and the changes not recorded yet; raises 422 for a key reused for another change."""
+        keyed: list[tuple[str, str, Change]] = []  # (where the key came from, key, the change as posted)
+        for i, c in enumerate(parsed):
+            ch = Change(what=c.what, who=c.who, at=c.at if c.at is not None else now, model=c.model,
+                        version=c.version, link=c.link, source=SOURCE)
+            prefix = f"[{i}]." if is_list else ""
+            if c.id:
+                keyed.append((f"{prefix}id", c.id, _with(ch, c.id)))
+            elif key is not None:
+                k = f"{key}#{i}" if is_list else key
+                keyed.append(("Idempotency-Key", k, _with(ch, k)))
+            elif c.at is not None:
+                keyed.append(("", derived_id(ch), _with(ch, derived_id(ch))))
+            else:
+                keyed.append(("", "", ch))  # no key and no `at`: matched by content within the window
+        known = self.lookup.get([k for _, k, _ in keyed if k])
+        ids: list[str] = []
+        new: dict[str, Change] = {}
+        for (where, k, ch), c in zip(keyed, parsed, strict=True):
+            if not k:
+                first = self.lookup.find_same(ch, now - self.window_secs)
+                if first is not None:
+                    known[first.id] = first
+                k = first.id if first is not None else derived_id(ch)
+                ch = _with(ch, k)
+            prior = known.get(k) or new.get(k)
+            if prior is None:
+                new[k] = ch
+            elif not _same(prior, ch, c.at is not None):
+                raise self.ctx.guard.refuse(ENDPOINT, "idempotency_conflict", 422,
+                                            f"{where or 'id'}: {k!r} was already used for a different change")
+            ids.append(k)
+        return ids, list(new.values())
+
+    async def handle(self, request: Request) -> JSONResponse:
+        guard = self.ctx.guard
+        guard.authorize(request, "push", ENDPOINT)
+        media_type(request, JSON, guard, ENDPOINT)
+        async with guard.admit(ENDPOINT):
+            parsed, is_list = self._parse(await guard.read_body(request, ENDPOINT))
+            key = self._key(request)
+            now = self.ctx.clock.now()
+            try:
+                ids, new = self._resolve(parsed, is_list, key, now)
+            except sqlite3.Error as exc:
+                # The change log could not be read to tell a retry from a new change: nothing is stored.
+                raise guard.refuse(ENDPOINT, "store", 503, f"the store cannot be read ({exc}); nothing was "
+                                   "stored; retry", {"Retry-After": "5"}) from None
+            failed = new and self.ctx.bus.publish(Batch(kind="changes", source=SOURCE, items=tuple(new),
+                                                         received_at=now))
+            if failed:
+                # A subscriber that fails stores nothing of the batch (the change log writes it in one
+                # transaction), and a retry never duplicates what others did store.
+                raise guard.refuse(ENDPOINT, "not_recorded", 503,
+                                   f"{', '.join(failed)} could not store the changes (nothing was stored "
+                                   "there); retry", {"Retry-After": "5"})
+            if len(ids) > len(new):
+                self._duplicates.inc(len(ids) - len(new))
+        return JSONResponse(status_code=201 if new else 200, content={"ids": ids})
+
+    def routes(self) -> APIRouter:
+        router = APIRouter()
+
+        @router.post("/v1/changes", status_code=201, tags=["changes"])
+        async def post_changes(request: Request) -> JSONResponse:
+            return await self.handle(request)
+
+        return router
+
+
+def _with(c: Change, cid: str) -> Change:
+    return Change(what=c.what, who=c.who, at=c.at, model=c.model, version=c.version, link=c.link,
+                  source=c.source, id=cid)
+
+
+def _same(prior: Change, posted: Change, at_given: bool) -> bool:
+    """Whether ``posted`` is a retry of ``prior`` (its time only counts when the client gave one)."""
+    fields = ("what", "who", "model", "version", "link")
+    return all(getattr(prior, f) == getattr(posted, f) for f in fields) and (not at_given or prior.at == posted.at)
