@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,13 @@ def test_fuzz_target_survives_a_bounded_run(target: Path, tmp_path: Path) -> Non
     corpus = HERE / "corpus" / target.stem.removeprefix("fuzz_")
     args = [sys.executable, str(target), f"-runs={RUNS}", f"-max_total_time={SECS}", "-timeout=10",
             f"-artifact_prefix={tmp_path}/"]
-    seeds = [str(corpus)] if corpus.is_dir() else []
+    # libFuzzer writes new inputs into its first corpus folder: give it a copy, so a run leaves the seeds alone.
+    work = tmp_path / "corpus"
+    if corpus.is_dir():
+        shutil.copytree(corpus, work)
+    else:
+        work.mkdir()
+    seeds = [str(work)]
     proc = subprocess.run(args + seeds, capture_output=True, text=True, timeout=SECS + 120,
                           cwd=HERE.parent.parent)
     out = proc.stdout + proc.stderr
