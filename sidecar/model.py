@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 __all__ = [
@@ -96,6 +97,29 @@ class Sample:
     name: str
     labels: tuple[tuple[str, str], ...]
     value: float
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesSnapshot:
+    """One good scrape of a Prometheus target, whole (a ``samples`` batch with ``complete=True``).
+
+    ``samples`` are ``(name, raw label string, value)`` as the exposition parser yields them (label strings are
+    parsed once per distinct string, not per sample); ``parsed`` maps each raw label string of this scrape to
+    its labels. A scrape that failed is published as a complete batch with no snapshot: the target's current
+    view is unknown, so values derived from it are withdrawn until the next good one.
+    """
+
+    target: str
+    samples: tuple[tuple[str, str, float], ...]
+    parsed: Mapping[str, Mapping[str, str]]
+    types: Mapping[str, str]
+    taken_at: float  # monotonic seconds: what rates divide by
+
+    def labels(self, raw: str) -> Mapping[str, str]:
+        return self.parsed.get(raw, _NO_LABELS)
+
+
+_NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)

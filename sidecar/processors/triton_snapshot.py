@@ -8,9 +8,9 @@ unloaded in explicit mode, and those alone must not make a model.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-from sidecar.promtext import Exposition
+from typing import Protocol
 
 __all__ = ["PASSTHROUGH", "STAGES", "Key", "ModelSnapshot", "snapshot_models"]
 
@@ -64,8 +64,17 @@ class ModelSnapshot:
     summary_totals: dict[str, tuple[float, float]] = field(default_factory=dict)  # stage -> (count, sum seconds)
 
 
+class Scrape(Protocol):
+    """What grouping needs of one scrape: a parsed exposition, or its published ``SeriesSnapshot``."""
+
+    @property
+    def samples(self) -> Sequence[tuple[str, str, float]]: ...
+
+    def labels(self, raw: str) -> Mapping[str, str]: ...
+
+
 def snapshot_models(
-    expo: Exposition, max_models: int
+    expo: Scrape, max_models: int
 ) -> tuple[dict[Key, ModelSnapshot], list[tuple[str, dict[str, str], float]], int]:
     """Group one scrape by model/version; returns (models, server-level passthrough samples, models refused)."""
     models: dict[Key, ModelSnapshot] = {}
@@ -76,7 +85,7 @@ def snapshot_models(
     for name, raw, value in expo.samples:
         if not name.startswith("nv_inference_") and name not in counters:
             if name in PASSTHROUGH:
-                passthrough.append((name, labels_of(raw), value))
+                passthrough.append((name, dict(labels_of(raw)), value))
             continue
         lab = labels_of(raw)
         model = lab.get("model")

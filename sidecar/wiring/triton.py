@@ -1,20 +1,39 @@
-"""Builds the Triton metrics source."""
+"""Builds the Triton metrics source and the processor that derives SLIs from its scrapes."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from sidecar.component import Context
+import httpx
+from prometheus_client import CollectorRegistry
+
+from sidecar.clock import Clock
+from sidecar.component import Bus, Context
+from sidecar.processors.triton_series import TritonSeries
+from sidecar.sources.triton_config import TritonConfig
 from sidecar.sources.triton_metrics import TritonMetricsSource
 
-__all__ = ["build"]
+__all__ = ["build", "triton_pair"]
+
+
+def triton_pair(cfg: TritonConfig, *, registry: CollectorRegistry, clock: Clock, http: httpx.AsyncClient,
+                bus: Bus, logger: logging.Logger | None = None) -> tuple[TritonSeries, TritonMetricsSource]:
+    """The source and its deriver, connected over ``bus`` (the deriver takes only the source's scrapes)."""
+    log = logger or logging.getLogger("sidecar")
+    series = TritonSeries(registry=registry, clock=clock, ratio_window_secs=cfg.ratio_window_secs,
+                          max_models=cfg.max_models, stale_after_secs=cfg.stale_after_secs,
+                          source=TritonMetricsSource.name, logger=log.getChild("triton_series"))
+    bus.subscribe("samples", series.name, series.on_samples)
+    bus.subscribe("gpus", series.name, series.on_gpus)
+    source = TritonMetricsSource(cfg, registry=registry, clock=clock, http=http, bus=bus,
+                                 logger=log.getChild("triton"))
+    return series, source
 
 
 def build(ctx: Context) -> list[Any]:
     cfg = ctx.config.triton
     if not cfg.enabled:
         return []
-    source = TritonMetricsSource(cfg, registry=ctx.registry, clock=ctx.clock, http=ctx.http,
-                                 logger=ctx.logger.getChild("triton"))
-    ctx.bus.subscribe("gpus", source.name, source.on_gpus)
-    return [source]
+    return list(triton_pair(cfg, registry=ctx.registry, clock=ctx.clock, http=ctx.http, bus=ctx.bus,
+                            logger=ctx.logger))

@@ -1,5 +1,6 @@
-"""Triton's nv_gpu_* series are joined to the GPU sources' view through the bus (kind "gpus"), not by looking
-the GPU state up: the GPU state publishes its merged identities after every snapshot, NVML winning."""
+"""Triton's nv_gpu_* series (derived by processors/triton_series.py) are joined to the GPU sources' view
+through the bus (kind "gpus"), not by looking the GPU state up: the GPU state publishes its merged identities
+after every snapshot, NVML winning."""
 
 from __future__ import annotations
 
@@ -9,16 +10,15 @@ from prometheus_client import CollectorRegistry
 from sidecar.clock import FakeClock
 from sidecar.component import Bus
 from sidecar.sources.triton_config import TritonConfig
-from sidecar.sources.triton_metrics import TritonMetricsSource
 from sidecar.state.gpus import GpuHub, GpuIdentity
+from sidecar.wiring.triton import triton_pair
 
 
 def test_the_triton_source_learns_gpu_identities_from_the_bus() -> None:
     reg, clock = CollectorRegistry(), FakeClock()
     bus = Bus(reg)
-    triton = TritonMetricsSource(TritonConfig(), registry=reg, clock=clock,
-                                 http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(404))))
-    bus.subscribe("gpus", triton.name, triton.on_gpus)
+    triton, _ = triton_pair(TritonConfig(), registry=reg, clock=clock, bus=bus,
+                            http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(404))))
     hub = GpuHub(reg, clock, max_series=100, stale_after_secs=60, bus=bus)
     assert triton.gpu_labels() == {}
 

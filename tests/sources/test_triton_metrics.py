@@ -10,8 +10,10 @@ import pytest
 from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
 
 from sidecar.clock import FakeClock
+from sidecar.component import Bus
 from sidecar.sources.triton_config import TritonConfig
 from sidecar.sources.triton_metrics import TritonMetricsSource
+from sidecar.wiring.triton import triton_pair
 
 FIXTURE = (Path(__file__).parent.parent / "data" / "core" / "triton-2.51-metrics.txt").read_text()
 
@@ -25,8 +27,8 @@ def bump(text: str, by: int) -> str:
 def make(handler: Callable[[httpx.Request], httpx.Response], registry: CollectorRegistry, clock: FakeClock,
          **cfg: object) -> tuple[TritonMetricsSource, httpx.AsyncClient]:
     http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    src = TritonMetricsSource(TritonConfig(metrics_url="http://triton:8002/metrics", **cfg),  # type: ignore[arg-type]
-                              registry=registry, clock=clock, http=http)
+    _, src = triton_pair(TritonConfig(metrics_url="http://triton:8002/metrics", **cfg),  # type: ignore[arg-type]
+                         registry=registry, clock=clock, http=http, bus=Bus(registry))
     return src, http
 
 
@@ -150,7 +152,7 @@ async def test_a_runaway_body_is_cut_off_at_the_limit(registry: CollectorRegistr
 
     http = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, content=endless())))
     src = TritonMetricsSource(TritonConfig(metrics_url="http://triton:8002/metrics"), registry=registry,
-                              clock=clock, http=http, max_body_bytes=1_000_000)
+                              clock=clock, http=http, bus=Bus(registry), max_body_bytes=1_000_000)
     assert not await src.scrape_once()
     assert value(registry, "sidecar_triton_scrape_failures_total", reason="too_large") == 1
     await http.aclose()

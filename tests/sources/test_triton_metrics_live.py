@@ -12,10 +12,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from waiting import wait_until
 
 from sidecar.clock import FakeClock
+from sidecar.component import Bus
 from sidecar.demo.tritonserver import TritonServer, demo_model_repository
 from sidecar.promtext import parse_exposition
 from sidecar.sources.triton_config import TritonConfig
 from sidecar.sources.triton_metrics import TritonMetricsSource
+from sidecar.wiring.triton import triton_pair
 
 pytestmark = pytest.mark.triton
 
@@ -41,7 +43,7 @@ def make_source(server: TritonServer, clock: FakeClock, registry: CollectorRegis
                 ) -> tuple[TritonMetricsSource, httpx.AsyncClient]:
     http = httpx.AsyncClient()
     cfg = TritonConfig(metrics_url=server.metrics_url, http_url=server.http_url, timeout_secs=5)
-    return TritonMetricsSource(cfg, registry=registry, clock=clock, http=http), http
+    return triton_pair(cfg, registry=registry, clock=clock, http=http, bus=Bus(registry))[1], http
 
 
 def derived(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
