@@ -9,12 +9,12 @@ from typing import Any
 import httpx
 import pytest
 from drift_testutil import make_ctx
+from tracefile_helpers import tensor_source
 from waiting import wait_until
 
 from sidecar.clock import FakeClock
 from sidecar.model import Event
 from sidecar.sources.events.metrics import EventsMetrics
-from sidecar.sources.trace_tensors import TensorTraceReader
 
 pytestmark = pytest.mark.triton
 
@@ -63,11 +63,13 @@ def test_tensors_trace_files_give_the_values_sent_and_the_scores_returned(
         "enabled": True, "path": str(trace),
         "models": {"ctr": {"inputs": {"x": ["age", "income", "clicks_7d", "dwell_secs"]},
                            "score": {"tensor": "score"}}}}}})
-    reader = TensorTraceReader(ctx, ctx.config.events.triton_trace, EventsMetrics(ctx.registry))
     got: list[Event] = []
+    reader = tensor_source(ctx.config.events.triton_trace, ctx.bus, ctx.registry, clock, ctx.store,
+                           EventsMetrics(ctx.registry))
+    ctx.bus.subscribe("events", "test", lambda b: got.extend(b.items))  # type: ignore[arg-type]
     want = sum(len(rows) for _, _, rows in REQUESTS)
     # Triton writes each trace's part file shortly after the response.
-    wait_until(lambda: got.extend(reader.read_once()) or len(got) >= want, 15.0, interval_s=0.2)
+    wait_until(lambda: reader.poll_once() >= 0 and len(got) >= want, 15.0, interval_s=0.2)
     assert len(got) == want, f"{len(got)} of {want} events; files: {sorted(p.name for p in trace.parent.iterdir())}"
 
     by_rid: dict[str, list[Event]] = {}
@@ -83,4 +85,4 @@ def test_tensors_trace_files_give_the_values_sent_and_the_scores_returned(
         for e, score in zip(events, scores, strict=True):
             assert e.score is not None and e.score == pytest.approx(score, rel=1e-5, abs=1e-6)
     assert len({round(s, 4) for _, _, ss in sent.values() for s in ss}) > 3  # distinct scores, not a constant
-    assert reader.read_once() == []  # every part file is read once
+    assert reader.poll_once() == 0  # every part file is read once
