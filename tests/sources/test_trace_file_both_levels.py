@@ -91,3 +91,113 @@ def test_one_file_with_both_levels_and_delete_after_read_gives_every_span_and_te
     assert_exactly_once(run.spans, run.events)
     assert not (tmp_path / "trace.json.0").exists()  # deleted once both outputs were published
     run.close()
+
+
+def _array(recs: list[dict[str, Any]]) -> bytes:
+    return orjson.dumps(recs)
+
+
+def test_rotation_mid_request_and_mid_record_gives_every_span_and_tensor_once(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    recs = records()
+    run = Run(trace, tmp_path / "state.sqlite", MonoClock())
+    # PATH.0 closes in the middle of request 2 (after its TENSOR_QUEUE_INPUT record): Triton rotated.
+    (tmp_path / "trace.json.0").write_bytes(_array(recs[:21]))
+    run.poll()
+    # PATH.1 is still being written, cut inside a record.
+    rest = _array(recs[21:])
+    (tmp_path / "trace.json.1").write_bytes(rest[: len(rest) // 2])
+    run.poll()
+    (tmp_path / "trace.json.1").write_bytes(rest)
+    run.poll()
+    run.poll()
+    assert_exactly_once(run.spans, run.events)
+    # The request that straddles the rotation has both rows of its output tensor.
+    assert sorted(e.score for e in run.events if e.request_id == "req-2") == [0.401312, 0.999955]
+    run.close()
+
+
+def test_restart_at_any_byte_of_a_growing_file_gives_every_span_and_tensor_once(tmp_path: Path) -> None:
+    """A new Service on the same store, after the file was read up to each of many cut points (inside records,
+    between records, inside a request, between requests), takes the rest and nothing twice."""
+    data = _array(records())
+    cuts = sorted({1, 2, len(data) - 1, *range(37, len(data), 397)})
+    for cut in cuts:
+        d = tmp_path / f"cut{cut}"
+        d.mkdir()
+        trace = d / "trace.json"
+        trace.write_bytes(data[:cut])  # Triton appends to PATH while it runs (no log-frequency)
+        first = Run(trace, d / "state.sqlite", MonoClock())
+        first.poll()
+        first.close()  # stopped without a final poll: only what was committed survives
+        trace.write_bytes(data)
+        second = Run(trace, d / "state.sqlite", MonoClock())
+        second.poll()
+        second.poll()
+        spans, events = first.spans + second.spans, first.events + second.events
+        try:
+            assert_exactly_once(spans, events)
+        except AssertionError as e:
+            raise AssertionError(f"restart after byte {cut} of {len(data)}: {e}") from e
+        second.close()
+
+
+def test_restart_mid_file_with_delete_after_read_resumes_and_deletes_once(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    recs = records()
+    (tmp_path / "trace.json.0").write_bytes(_array(recs[:40]))
+    part = _array(recs[40:])
+    (tmp_path / "trace.json.1").write_bytes(part[:300])
+    first = Run(trace, tmp_path / "state.sqlite", MonoClock(), delete_after_read=True)
+    first.poll()
+    assert not (tmp_path / "trace.json.0").exists()  # closed and read: deleted, its partial request kept
+    assert (tmp_path / "trace.json.1").exists()  # still being written
+    first.close()
+    (tmp_path / "trace.json.1").write_bytes(part)
+    second = Run(trace, tmp_path / "state.sqlite", MonoClock(), delete_after_read=True)
+    second.poll()
+    second.poll()
+    assert_exactly_once(first.spans + second.spans, first.events + second.events)
+    assert not (tmp_path / "trace.json.1").exists()
+    assert second.svc.registry.get_sample_value("sidecar_trace_files_deleted_total") == 1
+    second.close()
+
+
+def test_a_record_cut_short_is_held_until_it_completes_even_past_settling(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    data = _array(records())
+    cut = data.index(b'"TENSOR_BACKEND_OUTPUT"', 1000) + 5  # inside request 2's output tensor record
+    trace.write_bytes(data[:cut])
+    clock = MonoClock()
+    run = Run(trace, tmp_path / "state.sqlite", clock)
+    run.poll()
+    assert_exactly_once(run.spans, run.events, n_requests=1)  # request 1 is whole; request 2 waits
+    clock.advance(60)  # longer than settle_secs: counted as truncated, but the cut record is still held
+    run.poll()
+    reg = run.svc.registry
+    assert reg.get_sample_value("sidecar_trace_file_errors_total", {"reason": "truncated"}) == 1
+    assert len(run.events) == 2
+    trace.write_bytes(data)
+    run.poll()
+    run.poll()
+    assert_exactly_once(run.spans, run.events)
+    assert sorted(e.score for e in run.events if e.request_id == "req-2") == [0.401312, 0.999955]
+    assert not reg.get_sample_value("sidecar_trace_file_errors_total", {"reason": "damaged"})
+    run.close()
+
+
+def test_a_subscriber_failing_keeps_the_file(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    shutil.copy(FIXTURE, tmp_path / "trace.json.0")
+    run = Run(trace, tmp_path / "state.sqlite", MonoClock(), delete_after_read=True)
+
+    def broken(batch: Any) -> None:
+        raise RuntimeError("disk full")
+
+    run.svc.bus.subscribe("events", "broken", broken)
+    run.poll()
+    run.poll()
+    assert (tmp_path / "trace.json.0").exists()  # a subscriber did not take its events: not deleted
+    assert run.svc.registry.get_sample_value("sidecar_trace_file_errors_total", {"reason": "publish"}) == 1
+    assert_exactly_once(run.spans, run.events)  # and not published again to those that took them
+    run.close()
