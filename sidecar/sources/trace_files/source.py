@@ -42,6 +42,7 @@ from sidecar.store import Store
 __all__ = ["TraceFileSource"]
 
 EVENTS_SOURCE = "triton_trace"
+_RECORD_START = re.compile(rb'\{\s*"id"\s*:')
 
 
 @dataclass
@@ -216,7 +217,7 @@ class TraceFileSource:
         if not sc.consumed and len(buf) >= self.s.max_read_bytes:
             # One record larger than a whole read: it cannot be taken, and waiting will not change that.
             self.m.errors.labels("record_too_large").inc()
-            mark.offset = st.st_size
+            mark.offset = self._next_record(key, mark.offset + buf.find(b"{") + 1, st.st_size)
             p.touched.add(key)
             return len(buf)
         if sc.consumed:
@@ -232,6 +233,23 @@ class TraceFileSource:
         self.asm.add(sc.records, grouped)
         return len(buf)
 
+    def _next_record(self, key: str, start: int, size: int) -> int:
+        """Offset of the next record start at or after ``start`` (the file's size when there is none yet)."""
+        chunk = 1 << 20
+        try:
+            with open(key, "rb") as f:
+                pos = start
+                while pos < size:
+                    f.seek(pos)
+                    buf = f.read(chunk + 16)
+                    m = _RECORD_START.search(buf)
+                    if m is not None:
+                        return pos + m.start()
+                    pos += chunk
+        except OSError:
+            self.m.errors.labels("read").inc()
+        return size
+
     def _ready(self, grouped: dict[int, Request], flush: bool, quiet: bool, mtime_ns: int, p: _Pass) -> None:
         ready, dropped = self.asm.settle(grouped, quiet)
         if dropped:
@@ -245,13 +263,15 @@ class TraceFileSource:
         self.asm.refused.clear()
         if not ready:
             return
-        offset = self._offset(ready, mtime_ns)
-        ok = [q for q in ready if plausible(q, offset)]
-        if len(ok) < len(ready):
-            self.m.refused.labels("implausible_time").inc(len(ready) - len(ok))
+        ok: list[Request] = []
+        for group, offset in self._offsets(ready, mtime_ns):
+            fine = [q for q in group if plausible(q, offset)]
+            ok += fine
+            if len(fine) < len(group):
+                self.m.refused.labels("implausible_time").inc(len(group) - len(fine))
+            if self.s.spans:
+                p.spans += records_to_spans(fine, offset, str(self.base))
         self.m.requests.inc(len(ok))
-        if self.s.spans:
-            p.spans = records_to_spans(ok, offset, str(self.base))
         if self.s.tensors is not None:
             skipped: dict[str, int] = {}
             p.events = events_from_requests(ok, self.s.tensors, self.clock.now(), self.s.max_features_per_event,
@@ -260,14 +280,21 @@ class TraceFileSource:
                 for reason, k in skipped.items():
                     self.em.rejected.labels(EVENTS_SOURCE, reason).inc(k)
 
-    def _offset(self, reqs: list[Request], mtime_ns: int) -> int:
-        offset = int(self.clock.now() * 1e9) - int(self.clock.monotonic() * 1e9)
-        last = max((max(q.stamps.values()) for q in reqs if q.stamps), default=None)
-        if last is not None and last + offset > int(self.clock.now() * 1e9) + 2_000_000_000 and mtime_ns:
-            # A request cannot end after we read it: this ns is not our monotonic clock.
+    def _offsets(self, reqs: list[Request], mtime_ns: int) -> list[tuple[list[Request], int]]:
+        """Requests grouped by the offset that maps their ``ns`` to Unix time: our monotonic clock's, or for
+        those that would end after this read (another host's clock), one anchoring their end at the mtime."""
+        now_ns = int(self.clock.now() * 1e9)
+        mono = now_ns - int(self.clock.monotonic() * 1e9)
+        ours: list[Request] = []
+        foreign: list[Request] = []
+        for q in reqs:
+            last = max(q.stamps.values(), default=0)
+            (foreign if last + mono > now_ns + 2_000_000_000 and mtime_ns else ours).append(q)
+        out = [(ours, mono)]
+        if foreign:
             self.m.fallback.inc()
-            return mtime_ns - last
-        return offset
+            out.append((foreign, mtime_ns - max(max(q.stamps.values()) for q in foreign)))
+        return out
 
     def publish(self, p: _Pass, gone: set[str]) -> int:
         """Publish a pass, commit it, then delete what was fully taken (loop thread); returns items published."""
