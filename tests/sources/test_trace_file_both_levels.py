@@ -201,3 +201,43 @@ def test_a_subscriber_failing_keeps_the_file(tmp_path: Path) -> None:
     assert run.svc.registry.get_sample_value("sidecar_trace_file_errors_total", {"reason": "publish"}) == 1
     assert_exactly_once(run.spans, run.events)  # and not published again to those that took them
     run.close()
+
+
+def test_files_the_former_tensors_reader_read_whole_are_not_read_again_after_the_upgrade(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    part = tmp_path / "trace.json.0"
+    shutil.copy(FIXTURE, part)
+    st = part.stat()
+    store = Store(tmp_path / "state.sqlite")
+    store.put("events.tensors", str(part), f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")  # what it wrote
+    store.close()
+    run = Run(trace, tmp_path / "state.sqlite", MonoClock())
+    run.poll()
+    assert run.events == [] and run.spans == []
+    run.close()
+
+
+def test_beyond_max_files_remembered_old_files_are_still_not_read_twice(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry as Registry
+    from tracefile_helpers import span_source
+
+    from sidecar.component import Bus
+
+    trace = tmp_path / "trace.json"
+    recs = records()
+    for i in range(5):  # one request per file, as log-frequency=1 writes them
+        (tmp_path / f"trace.json.{i}").write_bytes(_array(recs[15 * i:15 * (i + 1)]))
+    cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(trace), "max_files_remembered": 2}}})
+    reg = Registry()
+    bus = Bus(reg)
+    got: list[Any] = []
+    bus.subscribe("spans", "t", lambda b: got.extend(b.items))
+    store = Store(tmp_path / "state.sqlite")
+    src = span_source(cfg.traces.file, bus, reg, MonoClock(), store)
+    for _ in range(4):
+        src.poll_once()
+    assert len(got) == 15 and len({s[1] for s in got}) == 15
+    assert len(src._state().marks) <= 2
+    again = span_source(cfg.traces.file, Bus(reg := Registry()), reg, MonoClock(), store)  # a restart
+    assert again.poll_once() == 0
+    store.close()
