@@ -184,3 +184,16 @@ def test_a_record_larger_than_a_read_is_skipped_and_counted(tmp_path: Path) -> N
     assert h.reg.get_sample_value("sidecar_trace_file_errors_total", {"reason": "record_too_large"}) == 1
     assert len(h.spans) == 1  # the record after it is still taken
     h.store.close()
+
+
+@SETTINGS
+@given(st.lists(st.dictionaries(st.text(max_size=6), json_values, max_size=5) | json_values, max_size=10),
+       st.data())
+def test_the_one_call_fast_path_takes_what_the_record_by_record_path_takes(recs: list[Any],
+                                                                           data: st.DataObject) -> None:
+    body = json.dumps(recs, ensure_ascii=False, separators=(",", data.draw(st.sampled_from([":", ": "])))).encode()
+    cut = data.draw(st.integers(0, len(body)))
+    for piece in (body, body[:cut], body[cut:]):
+        fast, slow = scan(piece), scan(piece, fast=False)
+        assert (fast.records, fast.consumed, fast.closed, fast.held, fast.not_objects, fast.damaged) == (
+            slow.records, slow.consumed, slow.closed, slow.held, slow.not_objects, slow.damaged), piece

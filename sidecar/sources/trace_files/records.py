@@ -15,12 +15,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 __all__ = ["Scan", "parse_records", "scan"]
 
 _DECODER = json.JSONDecoder()
 _WS = " \t\r\n"
 # Where a record can start again after damage: every record Triton writes begins with its trace id.
 _RECORD_START = re.compile(r'\{\s*"id"\s*:')
+_LONG_DIGITS = re.compile(rb"\d{19,}")
 # A decode failure this close to the end of what was read is taken for a record still being written.
 _NEAR_END = 32
 
@@ -41,18 +44,63 @@ def _incomplete(err: Exception, text: str, pos: int) -> bool:
     return False  # an int too long to convert, nesting too deep: more bytes will not make it a record
 
 
-def scan(buf: bytes) -> Scan:
+def _fast(buf: bytes) -> Scan | None:
+    """The common cases with one orjson call: a closed array, or whole records up to the last ``}``.
+
+    ``[`` + a prefix ending at a ``}`` + ``]`` parses only if the prefix is a run of complete values (a prefix
+    ending inside a string leaves it unterminated: JSON strings cannot hold a bare quote). Anything orjson
+    refuses (NaN literals, ints beyond 64 bits, invalid UTF-8, damage) goes the slow way.
+    """
+    start = len(buf) - len(buf.lstrip(b" \t\r\n"))
+    if buf[start:start + 1] == b"[":  # the array's opening bracket (a read from the start of the file)
+        start += 1
+    start = len(buf) - len(buf[start:].lstrip(b" \t\r\n,"))
+    body = buf.rstrip(b" \t\r\n")
+    closed = body.endswith(b"]") and len(body) > start
+    end = len(body) - 1 if closed else buf.rfind(b"}") + 1
+    if end <= start or _LONG_DIGITS.search(buf) is not None:
+        return None  # orjson reads an int beyond 64 bits as a float; the slow way keeps it an int (refused)
+    try:
+        doc = orjson.loads(b"[" + buf[start:end] + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    out = Scan(consumed=len(buf) if closed else end, closed=closed)
+    for rec in doc:
+        if isinstance(rec, dict):
+            out.records.append(rec)
+        else:
+            out.not_objects += 1
+    if not closed:
+        rest = buf[end:]
+        if rest.strip(b" \t\r\n,"):
+            tail = scan(rest, fast=False)
+            out.records += tail.records
+            out.not_objects += tail.not_objects
+            out.damaged += tail.damaged
+            out.held, out.closed = tail.held, tail.closed
+            out.consumed += tail.consumed
+    return out
+
+
+def scan(buf: bytes, fast: bool = True) -> Scan:
     """The complete records in ``buf`` (read from a record boundary of a trace file)."""
+    if fast:
+        got = _fast(buf)
+        if got is not None:
+            return got
     # surrogateescape keeps every byte, even invalid UTF-8 or a character cut at the end of the read, so the
     # consumed prefix re-encodes to exactly the bytes it came from.
     text = buf.decode("utf-8", "surrogateescape")
     out = Scan()
     pos, n, consumed_chars = 0, len(text), 0
+    opening = True  # a ``[`` before anything else opens the file's array; later ones are values
     while pos < n:
         c = text[pos]
-        if c in _WS or c in ",[":
+        if c in _WS or c == "," or (c == "[" and opening):
+            opening = opening and c in _WS
             pos += 1
             continue
+        opening = False
         if c == "]":
             pos += 1
             out.closed = True
