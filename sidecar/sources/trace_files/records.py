@@ -19,11 +19,22 @@ import orjson
 
 __all__ = ["Scan", "parse_records", "scan"]
 
-_DECODER = json.JSONDecoder()
+
+
+def _int(s: str) -> int | float:
+    """An int literal as orjson reads it (the fast path), so both paths agree: beyond 64 bits it is a float,
+    and a literal too long for ``int()`` (Python's digit limit) is not an error either."""
+    if len(s) <= 20:
+        v = int(s)
+        if -(1 << 63) <= v < 1 << 64:
+            return v
+    return float(s)
+
+
+_DECODER = json.JSONDecoder(parse_int=_int)
 _WS = " \t\r\n"
 # Where a record can start again after damage: every record Triton writes begins with its trace id.
 _RECORD_START = re.compile(r'\{\s*"id"\s*:')
-_LONG_DIGITS = re.compile(rb"\d{19,}")
 # A decode failure this close to the end of what was read is taken for a record still being written.
 _NEAR_END = 32
 
@@ -58,8 +69,8 @@ def _fast(buf: bytes) -> Scan | None:
     body = buf.rstrip(b" \t\r\n")
     closed = body.endswith(b"]") and len(body) > start
     end = len(body) - 1 if closed else buf.rfind(b"}") + 1
-    if end <= start or _LONG_DIGITS.search(buf) is not None:
-        return None  # orjson reads an int beyond 64 bits as a float; the slow way keeps it an int (refused)
+    if end <= start:
+        return None
     try:
         doc = orjson.loads(b"[" + buf[start:end] + b"]")
     except orjson.JSONDecodeError:
