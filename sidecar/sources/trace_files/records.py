@@ -55,7 +55,7 @@ def _incomplete(err: Exception, text: str, pos: int) -> bool:
     return False  # an int too long to convert, nesting too deep: more bytes will not make it a record
 
 
-def _fast(buf: bytes) -> Scan | None:
+def _fast(buf: bytes, at_start: bool) -> Scan | None:
     """The common cases with one orjson call: a closed array, or whole records up to the last ``}``.
 
     ``[`` + a prefix ending at a ``}`` + ``]`` parses only if the prefix is a run of complete values (a prefix
@@ -63,7 +63,7 @@ def _fast(buf: bytes) -> Scan | None:
     refuses (NaN literals, ints beyond 64 bits, invalid UTF-8, damage) goes the slow way.
     """
     start = len(buf) - len(buf.lstrip(b" \t\r\n"))
-    if buf[start:start + 1] == b"[":  # the array's opening bracket (a read from the start of the file)
+    if at_start and buf[start:start + 1] == b"[":  # the array's opening bracket
         start += 1
     start = len(buf) - len(buf[start:].lstrip(b" \t\r\n,"))
     body = buf.rstrip(b" \t\r\n")
@@ -84,7 +84,7 @@ def _fast(buf: bytes) -> Scan | None:
     if not closed:
         rest = buf[end:]
         if rest.strip(b" \t\r\n,"):
-            tail = scan(rest, fast=False)
+            tail = scan(rest, at_start=False, fast=False)
             out.records += tail.records
             out.not_objects += tail.not_objects
             out.damaged += tail.damaged
@@ -93,10 +93,11 @@ def _fast(buf: bytes) -> Scan | None:
     return out
 
 
-def scan(buf: bytes, fast: bool = True) -> Scan:
-    """The complete records in ``buf`` (read from a record boundary of a trace file)."""
+def scan(buf: bytes, at_start: bool = True, fast: bool = True) -> Scan:
+    """The complete records in ``buf``, read from a record boundary of a trace file (``at_start``: from its
+    first byte, where the array's ``[`` opens it; anywhere else a ``[`` begins a value)."""
     if fast:
-        got = _fast(buf)
+        got = _fast(buf, at_start)
         if got is not None:
             return got
     # surrogateescape keeps every byte, even invalid UTF-8 or a character cut at the end of the read, so the
@@ -104,7 +105,7 @@ def scan(buf: bytes, fast: bool = True) -> Scan:
     text = buf.decode("utf-8", "surrogateescape")
     out = Scan()
     pos, n, consumed_chars = 0, len(text), 0
-    opening = True  # a ``[`` before anything else opens the file's array; later ones are values
+    opening = at_start  # a ``[`` before anything else opens the file's array; later ones are values
     while pos < n:
         c = text[pos]
         if c in _WS or c == "," or (c == "[" and opening):

@@ -209,7 +209,7 @@ class TraceFileSource:
         except OSError:
             self.m.errors.labels("read").inc()
             return 0
-        sc = scan(buf)
+        sc = scan(buf, at_start=mark.offset == 0)
         if sc.damaged:
             self.m.errors.labels("damaged").inc(sc.damaged)
         if sc.not_objects:
