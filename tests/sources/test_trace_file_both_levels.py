@@ -241,3 +241,22 @@ def test_beyond_max_files_remembered_old_files_are_still_not_read_twice(tmp_path
     again = span_source(cfg.traces.file, Bus(reg := Registry()), reg, MonoClock(), store)  # a restart
     assert again.poll_once() == 0
     store.close()
+
+
+def test_separators_after_the_last_record_are_not_a_record_cut_short(tmp_path: Path) -> None:
+    """Found by the fuzzer (the two decoding paths disagreed on what follows ``]``): a closed file ending in a
+    newline is finished (deleted), and an idle file ending in ``,`` is not counted as truncated."""
+    trace = tmp_path / "trace.json"
+    recs = records()
+    (tmp_path / "trace.json.0").write_bytes(_array(recs[:15]) + b"\n")
+    trace.write_bytes(_array(recs[15:])[:-1] + b",\n")  # PATH, appended to, idle after a record
+    clock = MonoClock()
+    run = Run(trace, tmp_path / "state.sqlite", clock, delete_after_read=True)
+    run.poll()
+    clock.advance(60)
+    run.poll()
+    assert not (tmp_path / "trace.json.0").exists()
+    reg = run.svc.registry
+    assert not reg.get_sample_value("sidecar_trace_file_errors_total", {"reason": "truncated"})
+    assert_exactly_once(run.spans, run.events)
+    run.close()

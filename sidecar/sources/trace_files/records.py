@@ -143,6 +143,8 @@ def scan(buf: bytes, at_start: bool = True, fast: bool = True) -> Scan:
             out.not_objects += 1
         pos = consumed_chars = end
         out.closed = False
+    if out.closed and not text[consumed_chars:].strip(_WS):
+        consumed_chars = n  # what follows the closing bracket (a newline) belongs to the closed array
     out.consumed = len(text[:consumed_chars].encode("utf-8", "surrogateescape"))
     return out
 

@@ -184,17 +184,22 @@ class TraceFileSource:
                 mark.size_seen, mark.mtime_seen, mark.changed_at, mark.lenient_counted = (
                     st.st_size, st.st_mtime_ns, now, False)
                 p.touched.add(key)
-            if st.st_size > mark.offset and budget > 0:
-                budget -= self._read(key, mark, st, min(budget, st.st_size - mark.offset), grouped, p)
-                mtime_ns = max(mtime_ns, st.st_mtime_ns)
-            held = st.st_size > mark.offset
+            starved = False  # bytes left unread for want of budget: read next poll
+            if st.st_size > mark.offset:
+                want = st.st_size - mark.offset
+                starved = want > budget
+                if budget > 0:
+                    budget -= self._read(key, mark, st, min(budget, want), grouped, p)
+                    mtime_ns = max(mtime_ns, st.st_mtime_ns)
+            # Only a record cut short is held: separators after the last record (Triton idle after "},") are not.
+            held = st.st_size > mark.offset and mark.held > 0
             settled = held and now - mark.changed_at >= self.s.settle_secs
             if settled and not mark.lenient_counted:
                 mark.lenient_counted = True
                 self.m.errors.labels("truncated" if mark.offset else "unparseable").inc()
                 self.m.files.labels("lenient").inc()
             flush = flush or n + 1 < len(files) or settled
-            quiet = quiet and (not held or settled)
+            quiet = quiet and (not held or settled) and not starved
             if mark.closed and not held:
                 p.finished.append(key)
         self._ready(grouped, flush, quiet, mtime_ns, p)
@@ -210,6 +215,7 @@ class TraceFileSource:
             self.m.errors.labels("read").inc()
             return 0
         sc = scan(buf, at_start=mark.offset == 0)
+        mark.held = sc.held
         if sc.damaged:
             self.m.errors.labels("damaged").inc(sc.damaged)
         if sc.not_objects:
@@ -218,6 +224,7 @@ class TraceFileSource:
             # One record larger than a whole read: it cannot be taken, and waiting will not change that.
             self.m.errors.labels("record_too_large").inc()
             mark.offset = self._next_record(key, mark.offset + buf.find(b"{") + 1, st.st_size)
+            mark.held = 0
             p.touched.add(key)
             return len(buf)
         if sc.consumed:

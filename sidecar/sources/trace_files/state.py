@@ -41,6 +41,7 @@ class FileMark:
     mtime_seen: int = -1
     changed_at: float = 0.0
     lenient_counted: bool = False
+    held: int = 0  # bytes of a record still being written, after the offset
 
     def to_json(self) -> list[Any]:
         return [self.ino, self.offset, self.head_len, self.head, self.closed, self.keep]
