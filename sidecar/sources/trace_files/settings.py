@@ -36,19 +36,20 @@ def merge(spans: TraceFileConfig | None, tensors: TritonTraceConfig | None,
     """
     if spans is None and tensors is None:
         raise ValueError("a trace-file source needs traces.file or events.triton_trace")
-    path = spans.path if spans is not None and spans.path else tensors.path if tensors is not None else ""
-    intervals = [c.poll_interval_secs for c in (spans, tensors) if c is not None]
-    kw: dict[str, object] = {}
-    if spans is not None:
-        kw.update(settle_secs=spans.settle_secs, max_pending_requests=spans.max_pending_requests,
-                  max_files_remembered=spans.max_files_remembered, max_read_bytes=spans.max_read_bytes,
-                  max_string_length=spans.max_string_length)
-    if tensors is not None:
-        kw["max_read_bytes"] = min(int(kw.get("max_read_bytes", tensors.max_file_bytes)),  # type: ignore[call-overload]
-                                   tensors.max_file_bytes)
+    sections = [c for c in (spans, tensors) if c is not None]
+    base = TraceFileSettings(path="")
+    reads = [c.max_read_bytes for c in sections if isinstance(c, TraceFileConfig)]
+    reads += [c.max_file_bytes for c in sections if isinstance(c, TritonTraceConfig)]
     return TraceFileSettings(
-        path=path, spans=spans is not None, tensors=dict(tensors.models) if tensors is not None else None,
-        poll_interval_secs=min(intervals), max_features_per_event=max_features_per_event,
-        delete_after_read=any(c.delete_after_read for c in (spans, tensors) if c is not None),
-        **kw,  # type: ignore[arg-type]
+        path=str(spans.path) if spans is not None and spans.path else tensors.path if tensors is not None else "",
+        spans=spans is not None,
+        tensors=dict(tensors.models) if tensors is not None else None,
+        poll_interval_secs=min(c.poll_interval_secs for c in sections),
+        settle_secs=spans.settle_secs if spans is not None else base.settle_secs,
+        max_pending_requests=spans.max_pending_requests if spans is not None else base.max_pending_requests,
+        max_files_remembered=spans.max_files_remembered if spans is not None else base.max_files_remembered,
+        max_read_bytes=min(reads),
+        max_string_length=spans.max_string_length if spans is not None else base.max_string_length,
+        max_features_per_event=max_features_per_event,
+        delete_after_read=any(c.delete_after_read for c in sections),
     )
