@@ -55,11 +55,26 @@ class TraceFileConfig(StrictModel):
     max_files_remembered: int = Field(
         default=10000,
         gt=0,
-        description="Names of fully read files remembered so they are not read twice.",
+        description="Files whose read offsets are remembered; beyond it the oldest fully read ones are "
+        "summarised by their rotation index and mtime (they are still not read twice).",
     )
     delete_after_read: bool = Field(
         default=False,
-        description="Delete a rotated file once it is fully read (Triton never deletes them itself).",
+        description="Delete a file once it is closed, fully read, and its spans and events were published "
+        "(Triton never deletes them itself). If `events.triton_trace` names the same path, either one asking "
+        "is enough: the one reader deletes only after both outputs were taken.",
+    )
+    max_read_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        gt=0,
+        description="Most bytes read from the trace files per poll (a backlog is read over several polls); "
+        "one record larger than this is skipped and counted.",
+    )
+    max_string_length: int = Field(
+        default=256,
+        gt=0,
+        description="Longest model name, version, request id or tensor name taken from a trace record; a "
+        "longer one is refused and counted (`sidecar_trace_file_records_refused_total{reason=\"string_too_long\"}`).",
     )
 
 

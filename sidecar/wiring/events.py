@@ -25,7 +25,8 @@ def build(ctx: Context) -> list[Any]:
 
         out.extend(JsonlTailer(ctx, f, cfg, metrics, i) for i, f in enumerate(cfg.jsonl))
     if cfg.triton_trace.enabled:
-        from sidecar.sources.trace_tensors import TensorTraceReader
+        # One reader per trace file: it also publishes the spans if traces.file names the same file.
+        from sidecar.wiring.trace_files import build as trace_files
 
-        out.append(TensorTraceReader(ctx, cfg.triton_trace, metrics))
+        out.extend(trace_files(ctx, metrics))
     return out

@@ -33,10 +33,11 @@ def build(ctx: Context) -> list[Any]:
         out.append(fwd)
     if cfg.receiver_enabled:
         out.append(OtlpReceiver(ctx.bus, ctx.guard, ctx.registry, ctx.clock, log.getChild("receiver")))
-    if cfg.file.path:
-        from sidecar.sources.trace_files import TraceFileTailer
+    if cfg.file.path and not ctx.config.events.triton_trace.enabled:
+        # With events.triton_trace on, wiring/events.py builds the one reader of the trace files.
+        from sidecar.wiring.trace_files import build as trace_files
 
-        out.append(TraceFileTailer(cfg.file, ctx.bus, ctx.registry, ctx.clock, log.getChild("file")))
+        out.extend(trace_files(ctx, None))
     if cfg.failure_join.metrics_url:
         from sidecar.sources.triton_failures import FailureJoin
 

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import orjson
 from prometheus_client import CollectorRegistry
+from tracefile_helpers import span_source
 from traces_helpers import DATA, sample
 
 from sidecar.clock import FakeClock
 from sidecar.component import Bus
 from sidecar.config import parse_config
-from sidecar.sources.trace_files import TraceFileTailer
+from sidecar.sources.trace_files import TraceFileSource
 from sidecar.state.trace_hub import TraceHub
 
 FIXTURE = DATA / "trace-file-triton-mode.json"
@@ -28,13 +29,13 @@ class _MonoClock(FakeClock):
         return super().monotonic() + self._base
 
 
-def _tailer(tmp_path: Path, clock: FakeClock, reg: CollectorRegistry, **file_cfg: object) -> TraceFileTailer:
+def _tailer(tmp_path: Path, clock: FakeClock, reg: CollectorRegistry, **file_cfg: object) -> TraceFileSource:
     cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}})
     assert cfg.traces.file.path is not None
     bus = Bus(reg)
     hub = TraceHub(cfg.traces, reg, clock)
     bus.subscribe("spans", hub.name, hub.on_spans)
-    return TraceFileTailer(cfg.traces.file, bus, reg, clock)
+    return span_source(cfg.traces.file, bus, reg, clock)
 
 
 def _shifted(by_ns: int) -> bytes:
@@ -72,4 +73,4 @@ def test_files_that_vanish_unread_are_forgotten(tmp_path):
     for i in range(20):
         (tmp_path / f"trace.json.{i}").unlink()
     assert tailer.poll_once() == 0
-    assert tailer._seen == {}  # the per-file state is the bounded map under test
+    assert tailer._state().marks == {}  # the per-file state is the bounded map under test

@@ -30,14 +30,19 @@ class TritonTraceConfig(StrictModel):
     enabled: bool = Field(False, description="Read Triton trace files written with level=TENSORS.")
     path: str = Field(
         "", description="The trace file Triton writes (--trace-config triton,file=PATH); PATH and its "
-                        "rotated parts PATH.0, PATH.1, ... are read once each, when complete.",
+                        "rotated parts PATH.0, PATH.1, ... are followed record by record, each record read "
+                        "once. If `traces.file.path` is the same file, one reader publishes spans and events.",
     )
     poll_interval_secs: float = Field(2.0, gt=0, description="How often to look for new trace files.")
-    max_file_bytes: int = Field(64 * 1024 * 1024, gt=0, description="Larger trace files are skipped "
-                                                                     "(counted).")
+    max_file_bytes: int = Field(64 * 1024 * 1024, gt=0, description="Most bytes read per poll (files of any "
+                                                                     "size are read over several polls); "
+                                                                     "one record larger is skipped and "
+                                                                     "counted.")
     models: dict[str, TensorMapping] = Field(default_factory=dict,
                                              description="Per model: which tensors are features and score.")
-    delete_after_read: bool = Field(False, description="Delete a rotated trace part once it has been read.")
+    delete_after_read: bool = Field(False, description="Delete a trace file once it is closed, fully read and "
+                                                       "its events (and spans, if traces.file names it too) "
+                                                       "were published.")
 
     @model_validator(mode="after")
     def _check(self) -> TritonTraceConfig:

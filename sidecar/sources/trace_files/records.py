@@ -1,0 +1,155 @@
+"""Incremental reading of one Triton trace file: the complete records after a byte offset, and where to resume.
+
+Triton writes a file as one JSON array, ``[{record},{record},...]``, appended to while it runs and closed with
+``]``. orjson has no streaming mode, so records are decoded one at a time with the standard library's
+``raw_decode`` (C-accelerated), which says where each one ends. A record cut short by the end of what has been
+written so far is *held*: it is not consumed, so the next read starts at its first byte and parses it whole once
+the rest arrives (never dropped, never parsed twice). Bytes that cannot be a record prefix (damage in the middle
+of a file) are skipped up to the next record start and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+__all__ = ["Scan", "parse_records", "scan"]
+
+
+
+def _int(s: str) -> int | float:
+    """An int literal as orjson reads it (the fast path), so both paths agree: beyond 64 bits it is a float,
+    and a literal too long for ``int()`` (Python's digit limit) is not an error either."""
+    if len(s) <= 20:
+        v = int(s)
+        if -(1 << 63) <= v < 1 << 64:
+            return v
+    return float(s)
+
+
+_DECODER = json.JSONDecoder(parse_int=_int)
+_WS = " \t\r\n"
+# Where a record can start again after damage: every record Triton writes begins with its trace id.
+_RECORD_START = re.compile(r'\{\s*"id"\s*:')
+# A decode failure this close to the end of what was read is taken for a record still being written.
+_NEAR_END = 32
+
+
+@dataclass
+class Scan:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    consumed: int = 0  # bytes of the input taken, up to the end of the last complete record or separator
+    closed: bool = False  # the last thing consumed was the array's closing ``]``
+    held: int = 0  # bytes after ``consumed`` that look like a record still being written
+    damaged: int = 0  # stretches of bytes skipped because they could not be records
+    not_objects: int = 0  # array elements that were not JSON objects (skipped)
+
+
+def _incomplete(err: Exception, text: str, pos: int) -> bool:
+    if isinstance(err, json.JSONDecodeError):
+        return err.msg.startswith("Unterminated string") or err.pos >= len(text) - _NEAR_END
+    return False  # an int too long to convert, nesting too deep: more bytes will not make it a record
+
+
+def _fast(buf: bytes, at_start: bool) -> Scan | None:
+    """The common cases with one orjson call: a closed array, or whole records up to the last ``}``.
+
+    ``[`` + a prefix ending at a ``}`` + ``]`` parses only if the prefix is a run of complete values (a prefix
+    ending inside a string leaves it unterminated: JSON strings cannot hold a bare quote). Anything orjson
+    refuses (NaN literals, ints beyond 64 bits, invalid UTF-8, damage) goes the slow way.
+    """
+    start = len(buf) - len(buf.lstrip(b" \t\r\n"))
+    if at_start and buf[start:start + 1] == b"[":  # the array's opening bracket
+        start += 1
+    start = len(buf) - len(buf[start:].lstrip(b" \t\r\n,"))
+    body = buf.rstrip(b" \t\r\n")
+    closed = body.endswith(b"]") and len(body) > start
+    end = len(body) - 1 if closed else buf.rfind(b"}") + 1
+    if end <= start:
+        return None
+    try:
+        doc = orjson.loads(b"[" + buf[start:end] + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    out = Scan(consumed=len(buf) if closed else end, closed=closed)
+    for rec in doc:
+        if isinstance(rec, dict):
+            out.records.append(rec)
+        else:
+            out.not_objects += 1
+    if not closed:
+        rest = buf[end:]
+        if rest.strip(b" \t\r\n,"):
+            tail = scan(rest, at_start=False, fast=False)
+            out.records += tail.records
+            out.not_objects += tail.not_objects
+            out.damaged += tail.damaged
+            out.held, out.closed = tail.held, tail.closed
+            out.consumed += tail.consumed
+    return out
+
+
+def scan(buf: bytes, at_start: bool = True, fast: bool = True) -> Scan:
+    """The complete records in ``buf``, read from a record boundary of a trace file (``at_start``: from its
+    first byte, where the array's ``[`` opens it; anywhere else a ``[`` begins a value)."""
+    if fast:
+        got = _fast(buf, at_start)
+        if got is not None:
+            return got
+    # surrogateescape keeps every byte, even invalid UTF-8 or a character cut at the end of the read, so the
+    # consumed prefix re-encodes to exactly the bytes it came from.
+    text = buf.decode("utf-8", "surrogateescape")
+    out = Scan()
+    pos, n, consumed_chars = 0, len(text), 0
+    opening = at_start  # a ``[`` before anything else opens the file's array; later ones are values
+    while pos < n:
+        c = text[pos]
+        if c in _WS or c == "," or (c == "[" and opening):
+            opening = opening and c in _WS
+            pos += 1
+            continue
+        opening = False
+        if c == "]":
+            pos += 1
+            out.closed = True
+            consumed_chars = pos
+            continue
+        try:
+            rec, end = _DECODER.raw_decode(text, pos)
+        except (ValueError, RecursionError) as err:
+            if _incomplete(err, text, pos):
+                out.held = len(text[pos:].encode("utf-8", "surrogateescape"))
+                break
+            nxt = _RECORD_START.search(text, pos + 1)
+            out.damaged += 1
+            if nxt is None:
+                tail = text[pos:].rstrip(_WS)
+                if tail.endswith("]"):  # damage at the very end of a closed file: nothing more will come
+                    out.closed = True
+                    consumed_chars = pos = n
+                    continue
+                out.held = len(text[pos:].encode("utf-8", "surrogateescape"))
+                break
+            pos = consumed_chars = nxt.start()
+            out.closed = False
+            continue
+        if isinstance(rec, dict):
+            out.records.append(rec)
+        else:
+            out.not_objects += 1
+        pos = consumed_chars = end
+        out.closed = False
+    if out.closed and not text[consumed_chars:].strip(_WS):
+        consumed_chars = n  # what follows the closing bracket (a newline) belongs to the closed array
+    out.consumed = len(text[:consumed_chars].encode("utf-8", "surrogateescape"))
+    return out
+
+
+def parse_records(text: bytes) -> tuple[list[dict[str, Any]], bool]:
+    """Records of a whole trace file and whether it was complete (a closed array with nothing damaged or held)."""
+    s = scan(text)
+    return s.records, s.closed and not s.held and not s.damaged and text.lstrip().startswith(b"[")

@@ -1,0 +1,164 @@
+"""Triton trace records grouped into requests: timestamps, the model record and TENSORS rows of one trace id.
+
+A request's records may straddle two reads or two rotated files, so requests are assembled across reads and
+handed on once complete. What is kept per request is bounded (timestamp names, tensor count, string length), and
+every value that would become a time, a label or an array size is range-checked here, so what follows never sees
+a value it could crash on.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Assembler", "Request", "complete", "probably_complete"]
+
+MAX_NS = (1 << 63) - 1  # Triton's steady_clock ns is an int64
+MAX_STAMPS = 64  # distinct timestamp names kept per request (Triton writes 17 at most)
+MAX_TENSORS = 64  # tensors kept per request
+MAX_STAMP_NAME = 64
+
+
+@dataclass
+class Request:
+    tid: int
+    stamps: dict[str, int] = field(default_factory=dict)
+    model: str = ""
+    version: str = ""
+    request_id: str = ""
+    parent_id: int | None = None
+    tensors: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {"data", "shape"} as written
+    has_model: bool = False
+
+    def to_json(self) -> list[Any]:
+        return [self.tid, self.stamps, self.model, self.version, self.request_id, self.parent_id, self.tensors,
+                self.has_model]
+
+    @classmethod
+    def from_json(cls, v: list[Any]) -> Request:
+        tid, stamps, model, version, request_id, parent_id, tensors, has_model = v
+        return cls(int(tid), {str(k): int(x) for k, x in stamps.items()}, str(model), str(version),
+                   str(request_id), parent_id if isinstance(parent_id, int) else None, dict(tensors),
+                   bool(has_model))
+
+
+def complete(req: Request) -> bool:
+    """Whether the request's last record is in: the model's REQUEST_END and, for a request that came over
+    HTTP or gRPC, the frontend's SEND_END (Triton writes it last or just after REQUEST_END)."""
+    s = req.stamps
+    if "REQUEST_END" not in s:
+        return False
+    if req.parent_id is not None:
+        return True  # a composing model's request: the frontend events are on its parent
+    if "HTTP_RECV_START" in s:
+        return "HTTP_SEND_END" in s
+    if "GRPC_WAITREAD_START" in s:
+        return "GRPC_SEND_END" in s
+    return True
+
+
+def probably_complete(req: Request) -> bool:
+    """Complete but for the frontend's SEND events, which some requests never get (the response was
+    complete): taken once a whole poll added nothing to the request."""
+    return "REQUEST_END" in req.stamps and "INFER_RESPONSE_COMPLETE" in req.stamps
+
+
+def _id(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_NS else None
+
+
+class Assembler:
+    """Requests seen partly, oldest first, at most ``max_pending``; counts what it refuses in ``refused``."""
+
+    def __init__(self, max_pending: int, max_string: int) -> None:
+        self.max_pending = max_pending
+        self.max_string = max_string
+        self.pending: OrderedDict[int, Request] = OrderedDict()
+        self.refused: dict[str, int] = {}
+
+    def _refuse(self, reason: str, n: int = 1) -> None:
+        self.refused[reason] = self.refused.get(reason, 0) + n
+
+    def _text(self, v: object) -> str | None:
+        s = "" if v is None else str(v)
+        if len(s) > self.max_string:
+            self._refuse("string_too_long")
+            return None
+        return s
+
+    def add(self, records: Iterable[dict[str, Any]], into: dict[int, Request]) -> None:
+        """Fold ``records`` into ``into`` (pulling requests pending from earlier reads)."""
+        for r in records:
+            tid = _id(r.get("id"))
+            if tid is None:
+                self._refuse("bad_id")
+                continue
+            req = into.get(tid)
+            if req is None:
+                req = self.pending.pop(tid, None) or Request(tid)
+                into[tid] = req
+            self._stamps(r.get("timestamps"), req)
+            if "model_name" in r:
+                model, version = self._text(r["model_name"]), self._text(r.get("model_version", ""))
+                rid = self._text(r.get("request_id") or "")
+                if model is not None and version is not None and rid is not None:
+                    req.model, req.version, req.request_id, req.has_model = model, version, rid, True
+                    if _id(r.get("parent_id")) is not None:
+                        req.parent_id = r["parent_id"]
+            tensor = r.get("tensor")
+            if isinstance(tensor, dict) and "name" in tensor:
+                name = self._text(tensor["name"])
+                if name is None:
+                    continue
+                if name not in req.tensors and len(req.tensors) >= MAX_TENSORS:
+                    self._refuse("too_many_tensors")
+                    continue
+                req.tensors[name] = {"data": tensor.get("data"), "shape": tensor.get("shape", "")}
+
+    def _stamps(self, stamps: object, req: Request) -> None:
+        if not isinstance(stamps, list):
+            return
+        for ts in stamps:
+            if not isinstance(ts, dict):
+                continue
+            ns, name = _id(ts.get("ns")), ts.get("name")
+            if ns is None or not isinstance(name, str) or len(name) > MAX_STAMP_NAME:
+                self._refuse("bad_timestamp")
+                continue
+            if name not in req.stamps and len(req.stamps) >= MAX_STAMPS:
+                self._refuse("too_many_timestamps")
+                continue
+            req.stamps[name] = ns
+
+    def settle(self, grouped: dict[int, Request], quiet: bool) -> tuple[list[Request], int]:
+        """The requests ready after a pass that added ``grouped``; the rest wait in ``pending``.
+
+        Returns (ready, dropped). Ready: complete by their timestamps; and when ``quiet`` (no file holds a
+        record still being written), requests a whole poll added nothing to that are probably complete, or
+        carry no timestamps at all (level=TENSORS alone: nothing says they ended; Triton writes a trace's
+        records together).
+        """
+        ready: list[Request] = []
+        if quiet:
+            ready = [q for q in self.pending.values() if not q.stamps or probably_complete(q)]
+            for q in ready:
+                del self.pending[q.tid]
+        dropped = 0
+        for q in grouped.values():
+            if complete(q):
+                ready.append(q)
+                continue
+            self.pending[q.tid] = q
+            if len(self.pending) > self.max_pending:
+                self.pending.popitem(last=False)
+                dropped += 1
+        return ready, dropped
+
+    def drain_old(self) -> list[Request]:
+        """When more than half full, the oldest partial requests: they will not complete (their files are done)."""
+        out: list[Request] = []
+        while len(self.pending) > self.max_pending // 2:
+            out.append(self.pending.popitem(last=False)[1])
+        return out

@@ -1,0 +1,25 @@
+"""Builds a trace-file source the way wiring does, for tests that drive it directly."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from sidecar.clock import Clock
+from sidecar.component import Bus
+from sidecar.sources.events.config import TritonTraceConfig
+from sidecar.sources.events.metrics import EventsMetrics
+from sidecar.sources.trace_files import TraceFileSource, merge
+from sidecar.sources.trace_files.metrics import TraceFileMetrics
+from sidecar.state.trace_config import TraceFileConfig
+from sidecar.store import Store
+
+
+def span_source(cfg: TraceFileConfig, bus: Bus, registry: CollectorRegistry, clock: Clock,
+                store: Store | None = None) -> TraceFileSource:
+    return TraceFileSource(merge(cfg, None), bus, TraceFileMetrics(registry), clock, store or Store(":memory:"))
+
+
+def tensor_source(cfg: TritonTraceConfig, bus: Bus, registry: CollectorRegistry, clock: Clock, store: Store,
+                  events_metrics: EventsMetrics | None = None) -> TraceFileSource:
+    return TraceFileSource(merge(None, cfg), bus, TraceFileMetrics(registry), clock, store,
+                           events_metrics or EventsMetrics(registry))
