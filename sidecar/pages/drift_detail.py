@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from sidecar.clock import Clock
@@ -82,6 +83,18 @@ def _bar_rows(detail: Any) -> tuple[list[BarRow], float, float]:
     return rows, TOP + len(rows) * (2 * BAR_H + BAR_GAP) + 24, top
 
 
+def _names(request: Request, rest: str) -> tuple[str, str, str] | None:
+    """(model, version, feature) from the still-encoded path: the router sees ``%2F`` already decoded to ``/``,
+    which would split a name with a slash in it (``detail_url`` quotes each name on its own)."""
+    raw = request.scope.get("raw_path")
+    if isinstance(raw, bytes | bytearray):
+        path = bytes(raw).decode("latin-1").split("?", 1)[0]
+        parts = path.split("/")[2:] if path.startswith("/drift/") else []
+        return (unquote(parts[0]), unquote(parts[1]), unquote(parts[2])) if len(parts) == 3 else None
+    parts = rest.split("/", 2)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
+
+
 class DriftDetailPage:
     name = "drift_detail_page"
     role = "sink"
@@ -90,7 +103,15 @@ class DriftDetailPage:
         self.clock = clock
         self.source = source
 
-    async def page(self, model: str, version: str, feature: str) -> HTMLResponse:
+    async def page(self, request: Request, rest: str) -> HTMLResponse:
+        names = _names(request, rest)
+        if names is None:
+            return HTMLResponse(render("drift_detail.html", now=self.clock.now(), model="", version="", feature="",
+                                       missing="a drift page is /drift/{model}/{version}/{feature}, each name "
+                                               "URL-encoded"), status_code=404)
+        return self._page(*names)
+
+    def _page(self, model: str, version: str, feature: str) -> HTMLResponse:
         now = self.clock.now()
         detail = self.source.detail(model, version, feature, now) if self.source is not None else None
         if detail is None:
@@ -109,8 +130,7 @@ class DriftDetailPage:
 
     def routes(self) -> APIRouter:
         r = APIRouter()
-        # ``path`` for the feature: a feature name with a slash in it still reaches its page.
-        r.add_api_route("/drift/{model}/{version}/{feature:path}", self.page, methods=["GET"],
+        r.add_api_route("/drift/{rest:path}", self.page, methods=["GET"],
                         response_class=HTMLResponse, include_in_schema=False)
         return r
 

@@ -134,22 +134,25 @@ def _cdf(e: Ecdf, x: np.ndarray, *, left: bool = False) -> np.ndarray:
 
 
 def ks_location(ref: Ecdf, cur: Ecdf) -> tuple[float, float, float, float]:
-    """(D, x, F_ref, F_cur) where |F_ref - F_cur| is largest. The supremum is reached at a current point,
-    either as the right values there or as the left limits just before it (see sidecar/checks/stats.py),
-    so both are evaluated at every current point; for exact samples this is the D scipy computes."""
-    x = cur.values
-    if x.size == 0 or _total(ref) == 0:
+    """(D, x, F_ref(x), F_cur(x)) at an x where |F_ref - F_cur| (both right-continuous) is largest.
+
+    The supremum is reached at a current point, as the right values there or as the left limits just before
+    it (see sidecar/checks/stats.py), so both are evaluated at every current point. A left limit is the right
+    value at the largest point of either sample below that current point, which is the x reported then."""
+    c = cur.values
+    if c.size == 0 or _total(ref) == 0:
         return math.nan, math.nan, math.nan, math.nan
-    right = _cdf(cur, x) - _cdf(ref, x)
-    left = _cdf(ref, x, left=True) - _cdf(cur, x, left=True)
-    i_r, i_l = int(np.argmax(np.abs(right))), int(np.argmax(np.abs(left)))
-    if abs(right[i_r]) >= abs(left[i_l]):
-        xv = float(x[i_r])
-        return (abs(float(right[i_r])), xv, float(_cdf(ref, x[i_r:i_r + 1])[0]),
-                float(_cdf(cur, x[i_r:i_r + 1])[0]))
-    xv = float(x[i_l])
-    return (abs(float(left[i_l])), xv, float(_cdf(ref, x[i_l:i_l + 1], left=True)[0]),
-            float(_cdf(cur, x[i_l:i_l + 1], left=True)[0]))
+    right = np.abs(_cdf(cur, c) - _cdf(ref, c))
+    left = np.abs(_cdf(ref, c, left=True) - _cdf(cur, c, left=True))
+    i_r, i_l = int(np.argmax(right)), int(np.argmax(left))
+    if right[i_r] >= left[i_l]:
+        x = float(c[i_r])
+    else:
+        below = [float(v[k - 1]) for v in (ref.values, c) if (k := int(np.searchsorted(v, c[i_l], "left")))]
+        x = max(below)  # not empty: a left limit of 0 - 0 never beats a right value
+    at = np.array([x])
+    f_ref, f_cur = float(_cdf(ref, at)[0]), float(_cdf(cur, at)[0])
+    return abs(f_ref - f_cur), x, f_ref, f_cur
 
 
 def _quantile(e: Ecdf, q: float) -> float:
