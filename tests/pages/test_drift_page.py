@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
+from sidecar.pages.render import ago
 from sidecar.service import Service
 from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting
@@ -113,7 +114,7 @@ def test_drift_page_lists_every_feature_with_the_checks_numbers_worst_first(tmp_
         client.__exit__(None, None, None)
     rows = table_rows(doc)
     assert set(rows) == {"ctr/x", "ctr/y", "ctr/country", "rank/z"}
-    state = {k: r["state"].find("span", cls="badge").text() for k, r in rows.items()}
+    state = {k: r["state"].find("span", cls="badge").text() for k, r in rows.items()}  # the first: the state
     # Worst first: drifting (x by KS, y by its missing values, country by PSI), then insufficient data.
     assert list(state.values()) == ["drifting", "drifting", "drifting", "insufficient data"]
     assert list(rows)[-1] == "rank/z"
@@ -128,24 +129,25 @@ def test_drift_page_lists_every_feature_with_the_checks_numbers_worst_first(tmp_
         assert r["effect / floor"].text() == f"{gauge(svc, 'sidecar_drift_effect_size', **lab):.3f} / {floor:g}"
         n = {w: int(gauge(svc, "sidecar_drift_samples", model="ctr", version="2", feature=feature, window=w))
              for w in ("current", "reference")}
-        assert r["samples current / reference"].text() == f"{n['current']} / {n['reference']}"
+        assert r["n cur / ref"].text() == f"{n['current']} / {n['reference']}"
         # The condition began at the first evaluation and has held the 600 s the check needs.
         assert r["held / needed"].text() == "10m / 10m"
-        assert r["reference"].text().startswith("pinned")
-        assert "pinned:2" in r["reference"].text()
+        # Pinned to version 2's first events; its age counts from the moment it froze (the 500th event).
+        frozen = next(d["created_at"] for d in svc.component("drift").describe_references()
+                      if d.get("feature") == feature)
+        assert r["reference"].text() == f"pinned v2 {ago(clock.now() - frozen)} old"
     miss = {w: gauge(svc, "sidecar_drift_missing_ratio", model="ctr", version="2", feature="y", window=w)
             for w in ("current", "reference")}
-    assert rows["ctr/y"]["missing current / reference"].text() == \
+    assert rows["ctr/y"]["missing cur / ref"].text() == \
         f"{miss['current'] * 100:.1f}% / {miss['reference'] * 100:.1f}%"
     unseen = gauge(svc, "sidecar_drift_unseen_ratio", model="ctr", version="2", feature="country")
     assert rows["ctr/country"]["new categories"].text() == f"xx ({unseen * 100:.1f}%)"
-    # The reference was frozen when the 500th event came in; the page states its age from that moment.
-    assert "old" in rows["ctr/x"]["reference"].text()
     # Links: the detail page of each feature, and the alert the book holds for it.
-    assert rows["ctr/x"]["links"].find("a").attrs["href"] == "/drift/ctr/2/x"
-    alert = rows["ctr/x"]["links"].find("a", cls="alert")
+    assert rows["ctr/x"]["feature"].find("a").attrs["href"] == "/drift/ctr/2/x"
+    alert = rows["ctr/x"]["state"].find("a", cls="alert")
     assert alert.attrs["href"] in ("/alerts#pending", "/alerts#firing") and "FeatureDrifting" in alert.text()
-    assert rows["rank/z"]["links"].find_all("a", cls="alert") == []
+    assert "FeatureMissingValuesHigh" in rows["ctr/y"]["state"].find("a", cls="alert").text()
+    assert rows["rank/z"]["state"].find_all("a", cls="alert") == []
     # The model filter.
     assert set(table_rows(rank)) == {"rank/z"}
     assert other.by_id("none").text() == "No drift evaluation yet for model fraud."
