@@ -8,11 +8,14 @@ from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 from pagetree import Node, parse
 from test_drift_page import PINNED, drift_service, drifted, gauge, post
 
 from sidecar.app import create_app
+from sidecar.checks.drift.view import ks_location
+from sidecar.checks.stats import Ecdf, ks_2samp_fast
 from sidecar.clock import FakeClock
 from sidecar.pages.drift_detail import LEFT, PLOT_H, PLOT_W, TOP
 
@@ -145,3 +148,19 @@ def test_unknown_series_is_a_404_with_a_message_and_every_name_is_escaped(tmp_pa
     msg = parse(unknown.text).by_id("not-found").text()
     assert msg == (f"No such drift series: the drift check monitors no feature {evil_feature!r} of model 'ctr' "
                    f"version '2'.")
+
+
+def test_the_drawn_d_is_the_checks_ks_d_for_exact_samples_and_sketches() -> None:
+    """Where the page puts D: the same D as the check's KS (exact samples, or a sketch's weighted CDF), and the
+    two curves really lie D apart at the x it reports."""
+    rng = np.random.default_rng(5)
+    ref = Ecdf.from_values(rng.normal(0, 1, 3000))
+    for cur in (Ecdf.from_values(rng.normal(0.3, 1.2, 4000)),
+                Ecdf.from_values(np.round(rng.normal(0.2, 1, 20_000), 1)),  # ties, and above scipy's exact size
+                Ecdf.from_weighted(rng.normal(0.4, 1, 400), rng.integers(1, 60, 400).astype(float), 12_000, 0.01)):
+        d, x, f_ref, f_cur = ks_location(ref, cur)
+        assert d == pytest.approx(ks_2samp_fast(ref, cur).d, abs=1e-12)
+        assert f_ref == ref.count_le(np.array([x]))[0] / ref.n
+        total = cur.n if cur.cum is None else float(cur.cum[-1])
+        assert f_cur == pytest.approx(cur.count_le(np.array([x]))[0] / total, abs=1e-15)
+        assert abs(f_ref - f_cur) == pytest.approx(d, abs=1e-12)
