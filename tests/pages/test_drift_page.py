@@ -194,3 +194,27 @@ def test_a_series_whose_condition_holds_but_not_yet_long_enough(tmp_path: Path, 
     assert rows["ctr/y"]["state"].text().strip() == "ok"
     assert rows["ctr/y"]["held / needed"].text() == "\N{EN DASH} / 15m"  # the condition does not hold
     assert next(iter(rows)) == "ctr/x"
+
+
+def test_file_and_rolling_references_are_named_with_their_age(tmp_path: Path, clock: FakeClock) -> None:
+    ref_file = tmp_path / "ctr_reference.csv"
+    rng = np.random.default_rng(2)
+    ref_file.write_text("x\n" + "\n".join(f"{v:.5f}" for v in rng.normal(0, 1, 400)) + "\n")
+    svc = drift_service(tmp_path, clock, models={
+        "ctr": {"reference": {"mode": "file", "path": str(ref_file)}},
+        "fraud": {"reference": {"mode": "rolling", "rolling_offset_secs": 86400}}})
+    loaded_at = clock.now()
+    with TestClient(create_app(svc)) as client:
+        clock.advance(7200)
+        post(client, clock, "ctr", "2", [{"x": float(v)} for v in rng.normal(0, 1, 300)])
+        post(client, clock, "fraud", "1", [{"amount": float(v)} for v in rng.normal(0, 1, 300)])
+        svc.evaluate_once(clock.now())
+        rows = table_rows(parse(client.get("/drift").text))
+        detail = parse(client.get("/drift/ctr/2/x").text)
+    # The source as the check names it (the file's name).
+    assert rows["ctr/x"]["reference"].text() == f"file {ago(clock.now() - loaded_at)} old{ref_file.name}"
+    assert rows["ctr/x"]["reference"].find(cls="src").text() == ref_file.name
+    assert rows["ctr/x"]["state"].text().strip() == "ok"
+    assert rows["fraud/amount"]["reference"].text() == "rolling 24.0h back"
+    assert rows["fraud/amount"]["state"].find(cls="reason").text() == "no traffic in the same hours last week yet"
+    assert detail.by_id("reference").text().count(f"file:{ref_file.name}") == 1
