@@ -133,7 +133,13 @@ def test_unknown_series_is_a_404_with_a_message_and_every_name_is_escaped(tmp_pa
         detail = client.get(href)
         unknown = client.get(f"/drift/ctr/2/{evil_feature}")
         other_version = client.get(f"/drift/{evil_model}/2/{evil_feature}")
-    for page in (listing.text, detail.text, unknown.text):
+        short = client.get("/drift/ctr/2")
+        filtered = client.get("/drift", params={"model": evil_model})
+    assert short.status_code == 404
+    assert "a drift page is /drift/{model}/{version}/{feature}" in parse(short.text).by_id("not-found").text()
+    assert parse(filtered.text).find("input", name="model").attrs["value"] == evil_model
+    assert len(parse(filtered.text).by_id("drift").find_all("tr", cls="feature")) == 1
+    for page in (listing.text, detail.text, unknown.text, filtered.text):
         assert "<script>" not in page and "<img" not in page
     assert len(rows) == 1
     assert rows[0].attrs["data-model"] == evil_model and rows[0].attrs["data-feature"] == evil_feature
