@@ -120,6 +120,7 @@ def test_drift_page_lists_every_feature_with_the_checks_numbers_worst_first(tmp_
     assert list(rows)[-1] == "rank/z"
     assert rows["rank/z"]["state"].find(cls="reason").text() == "reference collecting: 200 of 500 events of version 1"
     assert "missing values rose" in rows["ctr/y"]["state"].text()
+    assert rows["ctr/y"]["held / needed"].text() == "10m / 10m"  # the missing-values test's hold
     cfg = svc.config.checks.drift
     for feature, test, floor in (("x", "ks", cfg.ks_effect_floor), ("country", "chi2", cfg.psi_effect_floor)):
         r, lab = rows[f"ctr/{feature}"], {"model": "ctr", "version": "2", "feature": feature, "test": test}

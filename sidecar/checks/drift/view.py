@@ -73,7 +73,7 @@ class SeriesRow:
     effect: float | None
     floor: float | None
     psi: float | None
-    held_secs: float | None  # how long the condition has held (None: it does not hold)
+    held_secs: float | None  # how long the condition held (None: not holding); the missing test's if it marks the row
     sustained_secs: float | None  # how long it must hold
     n_cur: int | None
     n_ref: int | None
@@ -307,7 +307,9 @@ class DriftView:
             statistic=main.value if main else None, p=main.p_value if main else None,
             p_raw=_num(facts.get("p_raw")) if main else None, effect=main.effect_size if main else None,
             floor=_num(facts.get("floor")) if main else None, psi=_num(facts.get("psi")) if main else None,
-            held_secs=_num(facts.get("held_secs")) if main else None,
+            # The hold of the test that marks the row: the missing-values test's when only it holds.
+            held_secs=(_num(mf.get("held_secs")) if missing_state in ("drifting", "condition")
+                       and state == missing_state else _num(facts.get("held_secs")) if main else None),
             sustained_secs=_num(facts.get("sustained_secs")),
             n_cur=_int(facts.get("n_cur")), n_ref=_int(facts.get("n_ref")),
             missing_cur=_num(facts.get("missing_ratio")), missing_ref=_num(facts.get("ref_missing_ratio")),
