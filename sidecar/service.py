@@ -56,14 +56,15 @@ def default_factories() -> list[Factory]:
     # Imported here so that a broken optional area fails loudly at build time with its own traceback.
     from sidecar.wiring.alerting import build as alerting
     from sidecar.wiring.business import build as business
-    from sidecar.wiring.drift import build as drift
     from sidecar.wiring.events import build as events
     from sidecar.wiring.gpu import build as gpu
-    from sidecar.wiring.pages import build as pages
+    from sidecar.wiring.pages import factories as drift_and_pages
     from sidecar.wiring.traces import build as traces
     from sidecar.wiring.triton import build as triton
 
     # Build order = subscription order on the bus: the change log subscribes before the checks that publish.
+    # The pages builder is handed the drift check the drift builder made (the drift pages read it).
+    drift, pages = drift_and_pages()
     return [alerting, triton, gpu, traces, events, drift, business, pages]
 
 

@@ -111,7 +111,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shots", type=Path, help="write screenshots here and exit")
     args = ap.parse_args()
-    svc = build()
+    svc = build()  # the drift screenshots come from test_drift_in_chromium.py (a real drift check)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
     th = threading.Thread(target=server.run, daemon=True)
@@ -127,7 +127,7 @@ def main() -> None:
     time.sleep(3)  # one Triton scrape and one Alertmanager try happen in the background
     for name, path, size in (("status", "/", "1400,900"), ("alerts", "/alerts", "1400,1000"),
                              ("traces", "/traces", "1400,700"),
-                             ("changes", "/changes", "1400,500"), ("drift", "/drift", "1400,450"),
+                             ("changes", "/changes", "1400,500"),
                              ("trace-failed", f"/traces/{FAILED}", "1400,1300"),
                              ("trace-possibly-failed", f"/traces/{MAYBE}", "1400,700")):
         subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",

@@ -77,6 +77,12 @@ class DriftCheck:
         with self._lock:
             return self.refs.reference_for(model, version, feature, now)
 
+    def current_snapshot(self, model: str, version: str, feature: str) -> WindowSnapshot | None:
+        """A copy of one series' current window (read-only, for the drift pages); None when not held."""
+        with self._lock:
+            win = self.registry.windows.get((model, version, feature))
+            return None if win is None else win.snapshot()
+
     # ---- observe (event loop) --------------------------------------------------------------------
     def observe(self, batch: Batch) -> None:
         if batch.kind != "events":
