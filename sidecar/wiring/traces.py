@@ -30,7 +30,10 @@ def build(ctx: Context) -> list[Any]:
         ctx.bus.subscribe("spans", fwd.name, lambda batch: fwd.offer(batch.items))
         out.append(fwd)
     if cfg.receiver_enabled:
-        out.append(OtlpReceiver(ctx.bus, ctx.guard, ctx.registry, ctx.clock, log.getChild("receiver")))
+        from sidecar.sources.otlp.limits import SpanLimits
+
+        limits = SpanLimits(cfg.limits.max_name_chars, cfg.limits.max_value_chars)
+        out.append(OtlpReceiver(ctx.bus, ctx.guard, ctx.registry, ctx.clock, log.getChild("receiver"), limits))
     if cfg.file.path:
         from sidecar.sources.trace_files import TraceFileTailer
 

@@ -23,6 +23,15 @@ from sidecar.records import (
     enum_value,
     status_code_json,
 )
+from sidecar.sources.otlp.limits import (
+    DEFAULT_LIMITS,
+    SpanLimitError,
+    SpanLimits,
+    bound_value,
+    key_reason,
+    show,
+    truncate,
+)
 from sidecar.sources.otlp.result import DecodeResult
 
 __all__ = ["decode_json", "decode_json_doc", "json_span", "load_json"]
@@ -30,24 +39,73 @@ __all__ = ["decode_json", "decode_json_doc", "json_span", "load_json"]
 _ZERO16 = bytes(16)
 _ZERO8 = bytes(8)
 _fromhex = bytes.fromhex
+_MAX_NS = (1 << 64) - 1
 
 
-def _attrs_json(items: Any) -> tuple[tuple[str, object], ...]:
-    return tuple([(str(kv["key"]), any_json(kv.get("value") or {})) for kv in items])
+def _attrs_json(items: Any, lim: SpanLimits, out: DecodeResult, fld: str) -> tuple[tuple[str, object], ...]:
+    """Attributes as (key, value) tuples, bounded: a key (or a model/version value) over the name limit raises
+    ``SpanLimitError``, a stored value over the value limit is truncated and counted under ``fld``."""
+    res = []
+    nmax = lim.name_chars
+    vmax = lim.value_chars
+    for kv in items:
+        k = str(kv["key"])
+        v = any_json(kv.get("value") or {})
+        if len(k) > nmax:
+            raise SpanLimitError("attribute_key", f"attributes[{show(k)}]", len(k), nmax)
+        t = type(v)
+        if k in (MODEL_ATTR, VERSION_ATTR):
+            n = len(str(v))
+            if n > nmax:
+                raise SpanLimitError(key_reason(k), f"attributes[{k!r}]", n, nmax)
+        if t is str:
+            if len(v) > vmax:  # type: ignore[arg-type]
+                v = truncate(v, vmax)  # type: ignore[arg-type]
+                out.truncated(fld)
+        elif t is not int and t is not float and t is not bool and v is not None:
+            v = bound_value(v, lim, out.truncations, fld)
+        res.append((k, v))
+    return tuple(res)
 
 
-def _events_json(evs: Any) -> dict[str, int] | tuple[tuple[str, int, tuple[tuple[str, object], ...] | None], ...]:
+def _ns(v: Any) -> int:
+    """A time in ns: an integer that fits OTLP's fixed64 (anything else would break date and duration maths)."""
+    n = int(v)
+    if n < 0 or n > _MAX_NS:
+        raise ValueError(f"time {n} is outside 0..2^64-1 ns")
+    return n
+
+
+def _events_json(
+    evs: Any, lim: SpanLimits, out: DecodeResult
+) -> dict[str, int] | tuple[tuple[str, int, tuple[tuple[str, object], ...] | None], ...]:
     """A span's events: name -> ns when that says everything (no event attributes, no repeated name: Triton's
     events), which is also what stage derivation reads; otherwise (name, ns, attributes) tuples."""
     # An event with attributes (even an empty list) is left out here, so the lengths then differ.
     times = {str(e["name"]): int(e["timeUnixNano"]) for e in evs if "attributes" not in e}
     if len(times) == len(evs):
+        ns = times.values()
+        if times and (max(map(len, times)) > lim.name_chars or min(ns) < 0 or max(ns) > _MAX_NS):
+            _events_list(evs, lim, out)  # raises, naming the event
         return times
-    out = []
-    for e in evs:
+    return _events_list(evs, lim, out)
+
+
+def _events_list(
+    evs: Any, lim: SpanLimits, out: DecodeResult
+) -> tuple[tuple[str, int, tuple[tuple[str, object], ...] | None], ...]:
+    res = []
+    for i, e in enumerate(evs):
+        name = str(e["name"])
+        if len(name) > lim.name_chars:
+            raise SpanLimitError("event_name", f"events[{i}].name", len(name), lim.name_chars)
         a = e.get("attributes")
-        out.append((str(e["name"]), int(e["timeUnixNano"]), _attrs_json(a) if a else None))
-    return tuple(out)
+        try:
+            attrs = _attrs_json(a, lim, out, "event_attribute_value") if a else None
+        except SpanLimitError as exc:
+            raise exc.at(f"events[{i}]") from None
+        res.append((name, _ns(e["timeUnixNano"]), attrs))
+    return tuple(res)
 
 
 def _model_json(attrs: tuple[tuple[str, object], ...]) -> tuple[str, str] | None:
@@ -64,7 +122,7 @@ def _model_json(attrs: tuple[tuple[str, object], ...]) -> tuple[str, str] | None
 
 def _id_problem(s: Any) -> str | None:
     """Why a span's ids are unusable, or None (only asked once the fast path's checks failed)."""
-    name = s.get("name", "?")
+    name = show(str(s.get("name", "?")))
     for key, digits, zero_ok in (("traceId", 32, False), ("spanId", 16, False), ("parentSpanId", 16, True)):
         v = s.get(key)
         if zero_ok and not v:
@@ -77,7 +135,7 @@ def _id_problem(s: Any) -> str | None:
                 ok = False
         if not ok:
             zero = "" if zero_ok else ", not all zero"
-            return f"span {name!r}: {key} must be {digits} hex digits{zero}"
+            return f"span {name}: {key} must be {digits} hex digits{zero}"
     return None
 
 
@@ -89,10 +147,9 @@ def load_json(body: bytes) -> Any:
         raise ParseError(f"body is not JSON: {exc}") from None
 
 
-def json_span(s: Any, service: str, out: DecodeResult) -> Record | None:
-    """One OTLP JSON span as a record, or None after rejecting it into ``out``.
-
-    ``decode_json`` calls it for each span whose shape its inlined fast case does not read."""
+def json_span(s: Any, service: str, out: DecodeResult, lim: SpanLimits = DEFAULT_LIMITS) -> Record | None:
+    """One OTLP JSON span as a record, or None after rejecting it into ``out``; ``SpanLimitError`` when one of
+    its names is over the limit (the whole request is refused)."""
     try:
         # The common case in one go; any failure is explained by _id_problem.
         tid = s["traceId"]
@@ -115,41 +172,70 @@ def json_span(s: Any, service: str, out: DecodeResult) -> Record | None:
         out.reject(problem or "span: not an object with traceId and spanId")
         return None
     try:
+        name = str(s.get("name", ""))
+        if len(name) > lim.name_chars:
+            raise SpanLimitError("span_name", "name", len(name), lim.name_chars)
         evs = s.get("events")
         attrs = s.get("attributes")
-        attrs = _attrs_json(attrs) if attrs else None
+        attrs = _attrs_json(attrs, lim, out, "attribute_value") if attrs else None
         st = s.get("status")
         kind = s.get("kind")
+        message = str(st.get("message", "")) if st else ""
+        if len(message) > lim.value_chars:
+            message = truncate(message, lim.value_chars)
+            out.truncated("status_message")
         # Only atomic values are kept (no dicts or lists from the document): the cyclic GC then
         # ignores stored spans, which otherwise cost more than everything else at this rate.
         return (
             tid,
             sid,
             pid,
-            str(s.get("name", "")),
-            int(s["startTimeUnixNano"]),
-            int(s["endTimeUnixNano"]),
+            name,
+            _ns(s["startTimeUnixNano"]),
+            _ns(s["endTimeUnixNano"]),
             status_code_json(st.get("code")) if st else 0,
             _model_json(attrs) if attrs else None,
-            _events_json(evs) if evs else (),
+            _events_json(evs, lim, out) if evs else (),
             service,
             FMT_JSON,
             (
                 attrs,
-                str(st.get("message", "")) if st else "",
+                message,
                 kind if type(kind) is int else enum_value(kind, KIND_NAMES),
             ),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        out.reject(f"span {s.get('name', '?')!r}: {type(exc).__name__} {exc}")
+        out.reject(f"span {show(str(s.get('name', '?')))}: {type(exc).__name__} {str(exc)[:200]}")
         return None
 
 
-def decode_json(body: bytes) -> DecodeResult:
-    return decode_json_doc(load_json(body))
+def decode_json(body: bytes, lim: SpanLimits = DEFAULT_LIMITS) -> DecodeResult:
+    return decode_json_doc(load_json(body), lim)
 
 
-def decode_json_doc(doc: Any) -> DecodeResult:
+def _objects(v: Any, what: str) -> list[Any]:
+    if v is None:
+        return []
+    if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+        raise ParseError(f"{what} must be a list of objects")
+    return v
+
+
+def _service(rs: dict[str, Any], lim: SpanLimits) -> str:
+    resource = rs.get("resource") or {}
+    if not isinstance(resource, dict):
+        raise ParseError("resource must be an object")
+    service = ""
+    for kv in _objects(resource.get("attributes"), "resource.attributes"):
+        if kv.get("key") == "service.name":
+            value = kv.get("value") or {}
+            service = str(value.get("stringValue", "")) if isinstance(value, dict) else ""
+    if len(service) > lim.name_chars:
+        raise SpanLimitError("service_name", 'resource.attributes["service.name"]', len(service), lim.name_chars)
+    return service
+
+
+def decode_json_doc(doc: Any, lim: SpanLimits = DEFAULT_LIMITS) -> DecodeResult:
     if not isinstance(doc, dict):
         raise ParseError("body is not an OTLP ExportTraceServiceRequest object")
     rs_list = doc.get("resourceSpans") or []
@@ -157,17 +243,25 @@ def decode_json_doc(doc: Any) -> DecodeResult:
         raise ParseError("resourceSpans must be a list")
     out = DecodeResult()
     append = out.records.append
-    for rs in rs_list:
+    for i, rs in enumerate(rs_list):
         if not isinstance(rs, dict):
             raise ParseError("resourceSpans items must be objects")
-        service = ""
-        for kv in (rs.get("resource") or {}).get("attributes") or ():
-            if kv.get("key") == "service.name":
-                service = str((kv.get("value") or {}).get("stringValue", ""))
-        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or ():
-            for s in ss.get("spans") or ():
-                r = json_span(s, service, out)
-                if r is not None:
-                    append(r)
+        try:
+            service = _service(rs, lim)
+        except SpanLimitError as exc:
+            raise exc.at(f"resourceSpans[{i}]") from None
+        key = "scopeSpans" if rs.get("scopeSpans") else "instrumentationLibrarySpans"
+        for j, ss in enumerate(_objects(rs.get(key), key)):
+            spans = ss.get("spans") or ()
+            if not isinstance(spans, list):
+                raise ParseError(f"{key}.spans must be a list")
+            try:
+                for s in spans:
+                    r = json_span(s, service, out, lim)
+                    if r is not None:
+                        append(r)
+            except SpanLimitError as exc:
+                # Found by identity only now: keeping a span index in the loop costs every span.
+                k = next(n for n, x in enumerate(spans) if x is s)
+                raise exc.at(f"resourceSpans[{i}].{key}[{j}].spans[{k}]") from None
     return out
-

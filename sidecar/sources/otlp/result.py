@@ -15,11 +15,16 @@ class DecodeResult:
     records: list[Record] = field(default_factory=list)
     rejected: int = 0
     first_error: str = ""
+    # Stored text cut to traces.limits.max_value_chars, by field (sidecar.sources.otlp.limits).
+    truncations: dict[str, int] = field(default_factory=dict)
 
     @property
     def spans(self) -> list[Span]:
         """The accepted spans as frozen ``Span`` objects (built on each call; the hot path never asks)."""
         return [to_span(r) for r in self.records]
+
+    def truncated(self, fld: str) -> None:
+        self.truncations[fld] = self.truncations.get(fld, 0) + 1
 
     def reject(self, why: str) -> None:
         self.rejected += 1
