@@ -40,39 +40,60 @@ _ZERO16 = bytes(16)
 _ZERO8 = bytes(8)
 _fromhex = bytes.fromhex
 _MAX_NS = (1 << 64) - 1
+_MIN_I64, _MAX_I64 = -(1 << 63), (1 << 63) - 1
 
 
 def _attrs_json(items: Any, lim: SpanLimits, out: DecodeResult, fld: str) -> tuple[tuple[str, object], ...]:
     """Attributes as (key, value) tuples, bounded: a key (or a model/version value) over the name limit raises
     ``SpanLimitError``, a stored value over the value limit is truncated and counted under ``fld``."""
-    res = []
+    res = tuple([(str(kv["key"]), any_json(kv.get("value") or {})) for kv in items])
+    nmax = lim.name_chars
+    # Only a key or value longer than a name can break a limit: the common case is this one cheap pass.
+    for k, v in res:
+        t = type(v)
+        if len(k) > nmax:
+            break
+        if t is str:
+            if len(v) > nmax:  # type: ignore[arg-type]
+                break
+        elif t is int:
+            if not _MIN_I64 <= v <= _MAX_I64:  # type: ignore[operator]
+                break
+        elif t is not float and t is not bool and v is not None:
+            break
+    else:
+        return res
+    return _attrs_bounded(res, lim, out, fld)
+
+
+def _attrs_bounded(
+    res: tuple[tuple[str, object], ...], lim: SpanLimits, out: DecodeResult, fld: str
+) -> tuple[tuple[str, object], ...]:
     nmax = lim.name_chars
     vmax = lim.value_chars
-    for kv in items:
-        k = str(kv["key"])
-        v = any_json(kv.get("value") or {})
+    bounded = []
+    for k, v in res:
         if len(k) > nmax:
             raise SpanLimitError("attribute_key", f"attributes[{show(k)}]", len(k), nmax)
-        t = type(v)
         if k in (MODEL_ATTR, VERSION_ATTR):
             n = len(str(v))
             if n > nmax:
                 raise SpanLimitError(key_reason(k), f"attributes[{k!r}]", n, nmax)
-        if t is str:
-            if len(v) > vmax:  # type: ignore[arg-type]
-                v = truncate(v, vmax)  # type: ignore[arg-type]
+        if type(v) is str:
+            if len(v) > vmax:
+                v = truncate(v, vmax)
                 out.truncated(fld)
-        elif t is not int and t is not float and t is not bool and v is not None:
+        else:
             v = bound_value(v, lim, out.truncations, fld)
-        res.append((k, v))
-    return tuple(res)
+        bounded.append((k, v))
+    return tuple(bounded)
 
 
 def _ns(v: Any) -> int:
     """A time in ns: an integer that fits OTLP's fixed64 (anything else would break date and duration maths)."""
     n = int(v)
     if n < 0 or n > _MAX_NS:
-        raise ValueError(f"time {n} is outside 0..2^64-1 ns")
+        raise ValueError(f"event time {n!s:.40} is outside 0..2^64-1 ns")
     return n
 
 
@@ -184,6 +205,10 @@ def json_span(s: Any, service: str, out: DecodeResult, lim: SpanLimits = DEFAULT
         if len(message) > lim.value_chars:
             message = truncate(message, lim.value_chars)
             out.truncated("status_message")
+        start = int(s["startTimeUnixNano"])
+        end = int(s["endTimeUnixNano"])
+        if not (0 <= start <= _MAX_NS and 0 <= end <= _MAX_NS):
+            raise ValueError(f"startTimeUnixNano {start!s:.40} or endTimeUnixNano {end!s:.40} is outside 0..2^64-1")
         # Only atomic values are kept (no dicts or lists from the document): the cyclic GC then
         # ignores stored spans, which otherwise cost more than everything else at this rate.
         return (
@@ -191,8 +216,8 @@ def json_span(s: Any, service: str, out: DecodeResult, lim: SpanLimits = DEFAULT
             sid,
             pid,
             name,
-            _ns(s["startTimeUnixNano"]),
-            _ns(s["endTimeUnixNano"]),
+            start,
+            end,
             status_code_json(st.get("code")) if st else 0,
             _model_json(attrs) if attrs else None,
             _events_json(evs, lim, out) if evs else (),

@@ -270,3 +270,22 @@ def test_bound_span_refuses_a_span_object_whose_names_are_over_the_limit(kw, rea
     with pytest.raises(SpanLimitError) as ei:
         bound_span(_file_span(**kw), SpanLimits())
     assert ei.value.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [("start", "-1"), ("end", str(1 << 64)), ("event", "9" * 400), ("event", "-5")],
+)
+def test_a_time_outside_fixed64_rejects_the_span_not_the_sidecar(registry, where, value):
+    span = _span()
+    if where == "event":
+        span["events"][1]["timeUnixNano"] = value
+    else:
+        span[f"{where}TimeUnixNano"] = value
+    with _client(registry) as c:
+        r = _post(c, _json_doc([span, _span(sid="0000000000000002")]), "json")
+        assert r.status_code == 200, r.text
+        assert r.json()["partialSuccess"]["rejectedSpans"] == "1"
+        assert "2^64" in r.json()["partialSuccess"]["errorMessage"]
+        assert sample(registry, "sidecar_otlp_spans_rejected_total", {"encoding": "json"}) == 1
+        assert sample(registry, "sidecar_otlp_spans_received_total", {"encoding": "json"}) == 1
