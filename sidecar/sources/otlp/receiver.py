@@ -34,7 +34,7 @@ from sidecar.component import Bus, Readiness
 from sidecar.errors import ParseError
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch
-from sidecar.sources.otlp.decode import DecodeResult, decode_json_doc, decode_protobuf, load_json
+from sidecar.sources.otlp.decode import DecodeResult, decode_json, decode_protobuf
 from sidecar.sources.otlp.limits import DEFAULT_LIMITS, REASONS, TRUNCATED_FIELDS, SpanLimitError, SpanLimits
 
 __all__ = ["OtlpReceiver"]
@@ -156,7 +156,7 @@ class OtlpReceiver:
                 body = await self.guard.read_body(request, _ENDPOINT)
                 lim = self.limits
                 try:
-                    result = decode_json_doc(load_json(body), lim) if as_json else decode_protobuf(body, lim)
+                    result = decode_json(body, lim) if as_json else decode_protobuf(body, lim)
                 except ParseError as pe:
                     self._refused.labels(pe.reason if isinstance(pe, SpanLimitError) else "undecodable").inc()
                     raise self.guard.refuse(_ENDPOINT, "bad_request", 400, str(pe)) from None

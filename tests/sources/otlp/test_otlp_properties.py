@@ -13,11 +13,11 @@ from typing import Any
 import orjson
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client import CollectorRegistry
-from traces_helpers import make_service, sample
+from traces_helpers import DATA, make_service, sample
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
@@ -26,6 +26,7 @@ from sidecar.errors import ParseError
 from sidecar.model import Span
 from sidecar.records import to_span
 from sidecar.sources.otlp.decode import DecodeResult, decode_json_doc, decode_protobuf
+from sidecar.sources.otlp.json_fast import decode_fast
 from sidecar.sources.otlp.limits import SpanLimits
 from sidecar.state.trace_hub import TraceHub
 
@@ -332,3 +333,73 @@ def test_a_valid_protobuf_body_with_bytes_changed_decodes_to_usable_records_or_a
     except ParseError:
         return
     _usable(result)
+
+
+# ---------------------------------------------------------------- the msgspec fast path against the walk
+
+
+def _same(fast: DecodeResult, slow: DecodeResult) -> None:
+    assert fast.records == slow.records
+    assert (fast.rejected, fast.truncations) == (slow.rejected, slow.truncations) == (0, {})
+
+
+@SETTINGS
+@given(_doc)
+def test_the_fast_json_path_gives_what_the_walk_gives_wherever_it_answers(doc: Any) -> None:
+    body = json.dumps(doc).encode()
+    fast = decode_fast(body, LIMITS)
+    if fast is None:
+        return
+    try:
+        slow = decode_json_doc(orjson.loads(body), LIMITS)
+    except (ParseError, orjson.JSONDecodeError) as exc:
+        raise AssertionError(f"the fast path accepted what the walk refuses: {exc}") from None
+    _same(fast, slow)
+
+
+@SETTINGS
+@given(st.lists(_spans(), min_size=1, max_size=5))
+def test_the_fast_json_path_takes_clean_spans(spans: list[Span]) -> None:
+    body = _to_json(spans)
+    wide = SpanLimits(name_chars=64, value_chars=64)
+    fast = decode_fast(body, wide)
+    assert fast is not None
+    _same(fast, decode_json_doc(orjson.loads(body), wide))
+
+
+def test_the_fast_json_path_takes_tritons_export() -> None:
+    body = (DATA / "otlp-traces-triton.json").read_bytes()
+    fast = decode_fast(body, SpanLimits())
+    assert fast is not None and len(fast.records) == 360
+    _same(fast, decode_json_doc(orjson.loads(body), SpanLimits()))
+
+
+@SETTINGS
+@given(st.lists(_spans(), min_size=1, max_size=3), st.data())
+def test_the_fast_json_path_agrees_with_the_walk_on_a_clean_body_with_one_part_changed(
+    spans: list[Span], data: st.DataObject
+) -> None:
+    doc = orjson.loads(_to_json(spans))
+    node: Any = doc
+    # Down a random path of the document, then replace what is there with anything at all.
+    while True:
+        keys = list(range(len(node))) if isinstance(node, list) else list(node)
+        if not keys:
+            break
+        key = data.draw(st.sampled_from(keys))
+        child = node[key]
+        if not isinstance(child, (dict, list)) or data.draw(st.booleans()):
+            node[key] = data.draw(_json_any)
+            break
+        node = child
+    body = json.dumps(doc).encode()
+    wide = SpanLimits(name_chars=64, value_chars=64)
+    fast = decode_fast(body, wide)
+    event("fast path" if fast is not None else "walk")
+    if fast is None:
+        return
+    try:
+        slow = decode_json_doc(orjson.loads(body), wide)
+    except (ParseError, orjson.JSONDecodeError) as exc:
+        raise AssertionError(f"the fast path accepted what the walk refuses: {exc}") from None
+    _same(fast, slow)
