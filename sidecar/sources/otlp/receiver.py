@@ -3,7 +3,8 @@
 - ``application/x-protobuf`` and ``application/json`` bodies (optionally gzip/deflate), answered in the same
   content type: an ``ExportTraceServiceResponse`` on success, with ``partial_success`` when spans were
   rejected.
-- Errors carry a ``google.rpc.Status`` body in the request's content type: 400 undecodable, 413 too large
+- Errors carry a ``google.rpc.Status`` body in the request's content type: 400 undecodable or a name over
+  ``traces.limits`` (``limits``; stored text over them is kept truncated and counted instead), 413 too large
   (after decompression too), 415 other content types, 429/503 with Retry-After when overloaded, 401 without
   the token.
 
