@@ -1,5 +1,5 @@
-"""atheris target: the OTLP JSON decoder refuses bad input only with ParseError, and what it accepts is bounded
-and can be stored and shown."""
+"""atheris target: the OTLP JSON decoder refuses bad input only with ParseError, what it accepts is bounded and
+can be stored and shown, and its msgspec fast path agrees with the walk."""
 
 import sys
 from pathlib import Path
@@ -12,7 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 # Only the decoders (and the records they build) are instrumented for coverage, so they are imported first:
 # instrumenting the config and metrics libraries as well makes the start take a minute.
 with atheris.instrument_imports(include=["sidecar.sources.otlp", "sidecar.records"]):
-    from sidecar.sources.otlp.decode import decode_json
+    from sidecar.sources.otlp.decode import decode_json, decode_json_doc, load_json
+    from sidecar.sources.otlp.json_fast import decode_fast
     from sidecar.sources.otlp.limits import SpanLimits
 
 from prometheus_client import CollectorRegistry
@@ -31,6 +32,17 @@ def TestOneInput(data: bytes) -> None:
         result = decode_json(data, LIMITS)
     except ParseError:
         return
+    fast = decode_fast(data, LIMITS)
+    if fast is not None:
+        # The typed fast path must give exactly what the walk gives, wherever it answers at all.
+        try:
+            slow = decode_json_doc(load_json(data), LIMITS)
+        except ParseError as exc:
+            # The one known leniency of the fast path (json_fast's docstring): an unread number beyond doubles.
+            if "infinity" in str(exc):
+                return
+            raise
+        assert fast.records == slow.records and (fast.rejected, fast.truncations) == (slow.rejected, slow.truncations)
     HUB.ingest_records(result.records, "fuzz")
     for s in result.spans:
         assert len(s.name) <= LIMITS.name_chars, s.name

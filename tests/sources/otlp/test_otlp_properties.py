@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import string
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -25,7 +26,7 @@ from sidecar.config import parse_config
 from sidecar.errors import ParseError
 from sidecar.model import Span
 from sidecar.records import to_span
-from sidecar.sources.otlp.decode import DecodeResult, decode_json_doc, decode_protobuf
+from sidecar.sources.otlp.decode import DecodeResult, decode_json, decode_json_doc, decode_protobuf
 from sidecar.sources.otlp.json_fast import decode_fast
 from sidecar.sources.otlp.limits import SpanLimits
 from sidecar.state.trace_hub import TraceHub
@@ -403,3 +404,16 @@ def test_the_fast_json_path_agrees_with_the_walk_on_a_clean_body_with_one_part_c
     except (ParseError, orjson.JSONDecodeError) as exc:
         raise AssertionError(f"the fast path accepted what the walk refuses: {exc}") from None
     _same(fast, slow)
+
+
+def test_a_body_that_is_not_utf8_is_refused_even_where_only_an_unread_key_is_broken() -> None:
+    # Found by fuzz_otlp_json: msgspec skips unknown fields without checking their UTF-8, so the fast path
+    # accepted a body that orjson (the walk) refuses as not JSON.
+    seed = Path(__file__).parents[2] / "fuzz/corpus/otlp_json/regression-invalid-utf8-in-unknown-key.json"
+    body = seed.read_bytes()
+    assert decode_fast(body, SpanLimits()) is None
+    with pytest.raises(ParseError, match="not JSON"):
+        decode_json(body, SpanLimits())
+    clean = b'{"resourceSpans":[{"scopeSpans":[{"spans":[],"unread\xff":1}]}]}'
+    assert decode_fast(clean, SpanLimits()) is None
+    assert decode_fast(clean.replace(b"\xff", "é".encode()), SpanLimits()) is not None
