@@ -280,7 +280,7 @@ def decode_json_doc(doc: Any, lim: SpanLimits = DEFAULT_LIMITS) -> DecodeResult:
             raise exc.at(f"resourceSpans[{i}]") from None
         key = "scopeSpans" if rs.get("scopeSpans") else "instrumentationLibrarySpans"
         for j, ss in enumerate(_objects(rs.get(key), key)):
-            spans = ss.get("spans") or ()
+            spans = ss.get("spans") or []
             if not isinstance(spans, list):
                 raise ParseError(f"{key}.spans must be a list")
             try:
