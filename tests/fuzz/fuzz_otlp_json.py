@@ -42,7 +42,8 @@ def TestOneInput(data: bytes) -> None:
             if "infinity" in str(exc):
                 return
             raise
-        assert fast.records == slow.records and (fast.rejected, fast.truncations) == (slow.rejected, slow.truncations)
+        same = fast.records == slow.records and (fast.rejected, fast.truncations) == (slow.rejected, slow.truncations)
+        assert same, f"the two JSON paths differ on {data!r}: {fast} != {slow}"
     HUB.ingest_records(result.records, "fuzz")
     for s in result.spans:
         assert len(s.name) <= LIMITS.name_chars, s.name
