@@ -24,6 +24,7 @@ from sidecar.sources.otlp.result import DecodeResult
 __all__ = ["decode_fast"]
 
 _MAX_NS = (1 << 64) - 1
+_MIN_I64, _MAX_I64 = -(1 << 63), (1 << 63) - 1
 _ZERO16 = bytes(16)
 _ZERO8 = bytes(8)
 _fromhex = bytes.fromhex
@@ -94,6 +95,14 @@ class Request(msgspec.Struct, frozen=True):
 _decoder = msgspec.json.Decoder(Request)
 
 
+def _int64(n: int) -> int:
+    """``n`` when it fits int64. msgspec reads a longer JSON integer exactly, orjson as a float: the walk's
+    answer is the one that counts, so such a body goes there."""
+    if not _MIN_I64 <= n <= _MAX_I64:
+        raise _Slow
+    return n
+
+
 def _value(v: AnyValue | UnsetType | None) -> object:
     """``records.any_json`` of the same value (the same order of fields)."""
     if v is None or v is UNSET:
@@ -102,7 +111,7 @@ def _value(v: AnyValue | UnsetType | None) -> object:
     if v.stringValue is not UNSET:
         return v.stringValue
     if v.intValue is not UNSET:
-        return int(v.intValue)  # a ValueError sends the body to the slow path, which keeps it as text
+        return _int64(int(v.intValue))  # a ValueError sends the body to the slow path, which keeps it as text
     if v.doubleValue is not UNSET:
         return float(v.doubleValue)
     if v.boolValue is not UNSET:
@@ -178,6 +187,10 @@ def _span(s: Span, service: str, nmax: int, vmax: int) -> Record:
     if st is not None and len(st.message) > vmax:
         raise _Slow
     kind = s.kind
+    if type(kind) is int:
+        _int64(kind)
+    if st is not None and type(st.code) is int:
+        _int64(st.code)
     evs = s.events
     return (
         tid,

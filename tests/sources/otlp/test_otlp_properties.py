@@ -417,3 +417,21 @@ def test_a_body_that_is_not_utf8_is_refused_even_where_only_an_unread_key_is_bro
     clean = b'{"resourceSpans":[{"scopeSpans":[{"spans":[],"unread\xff":1}]}]}'
     assert decode_fast(clean, SpanLimits()) is None
     assert decode_fast(clean.replace(b"\xff", "é".encode()), SpanLimits()) is not None
+
+
+@pytest.mark.parametrize("field", ["kind", "code", "intValue"])
+def test_an_integer_beyond_int64_is_read_as_the_walk_reads_it(field: str) -> None:
+    # Found by fuzz_otlp_json: msgspec reads 44444444444444444444444442 exactly, orjson as a float, so the two
+    # JSON paths stored different kinds.
+    big = 44444444444444444444444442
+    span: dict[str, Any] = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+                            "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
+    if field == "kind":
+        span["kind"] = big
+    elif field == "code":
+        span["status"] = {"code": big}
+    else:
+        span["attributes"] = [{"key": "n", "value": {"intValue": big}}]
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    assert decode_fast(body, SpanLimits()) is None
+    assert decode_json(body, SpanLimits()).records == decode_json_doc(orjson.loads(body), SpanLimits()).records
