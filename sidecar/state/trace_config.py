@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from sidecar.configbase import StrictModel
 
-__all__ = ["FailureJoinConfig", "ForwardConfig", "TraceFileConfig", "TracesConfig"]
+__all__ = ["FailureJoinConfig", "ForwardConfig", "SpanLimitsConfig", "TraceFileConfig", "TracesConfig"]
 
 _DEFAULT_BUCKETS = (
     0.00005,
@@ -123,6 +123,31 @@ class FailureJoinConfig(StrictModel):
     )
 
 
+class SpanLimitsConfig(StrictModel):
+    max_name_chars: int = Field(
+        default=128,
+        ge=16,
+        le=65536,
+        description="Longest span name, model name or version, attribute key, event name or service.name; a "
+        "request with a longer one is refused with 400 naming the field (these become metric labels and keys).",
+    )
+    max_value_chars: int = Field(
+        default=4096,
+        ge=64,
+        le=1048576,
+        description="Longest stored attribute value, event attribute value or status message; longer ones are "
+        "kept cut to this length, ending with '…[truncated]', and counted.",
+    )
+
+    @model_validator(mode="after")
+    def _order(self) -> SpanLimitsConfig:
+        if self.max_value_chars < self.max_name_chars:
+            raise ValueError(
+                f"max_value_chars ({self.max_value_chars}) must be at least max_name_chars ({self.max_name_chars})"
+            )
+        return self
+
+
 class TracesConfig(StrictModel):
     enabled: bool = Field(
         default=False, description="Turn the span side on (receiver, trace files, store, pages)."
@@ -151,6 +176,9 @@ class TracesConfig(StrictModel):
     stage_buckets_secs: list[float] = Field(
         default_factory=lambda: list(_DEFAULT_BUCKETS),
         description="Upper bounds of the per-stage latency histogram buckets, in seconds, increasing (at most 64).",
+    )
+    limits: SpanLimitsConfig = Field(
+        default_factory=SpanLimitsConfig, description="Bounds on the names and text a span may carry."
     )
     list_limit: int = Field(default=200, gt=0, description="Most traces the /traces page lists.")
     file: TraceFileConfig = Field(

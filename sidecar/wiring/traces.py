@@ -32,7 +32,10 @@ def build(ctx: Context) -> list[Any]:
         ctx.bus.subscribe("spans", fwd.name, lambda batch: fwd.offer(batch.items))
         out.append(fwd)
     if cfg.receiver_enabled:
-        out.append(OtlpReceiver(ctx.bus, ctx.guard, ctx.registry, ctx.clock, log.getChild("receiver")))
+        from sidecar.sources.otlp.limits import SpanLimits
+
+        limits = SpanLimits(cfg.limits.max_name_chars, cfg.limits.max_value_chars)
+        out.append(OtlpReceiver(ctx.bus, ctx.guard, ctx.registry, ctx.clock, log.getChild("receiver"), limits))
     if cfg.file.path and not ctx.config.events.triton_trace.enabled:
         # With events.triton_trace on, wiring/events.py builds the one reader of the trace files.
         from sidecar.wiring.trace_files import build as trace_files

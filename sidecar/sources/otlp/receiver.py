@@ -3,7 +3,8 @@
 - ``application/x-protobuf`` and ``application/json`` bodies (optionally gzip/deflate), answered in the same
   content type: an ``ExportTraceServiceResponse`` on success, with ``partial_success`` when spans were
   rejected.
-- Errors carry a ``google.rpc.Status`` body in the request's content type: 400 undecodable, 413 too large
+- Errors carry a ``google.rpc.Status`` body in the request's content type: 400 undecodable or a name over
+  ``traces.limits`` (``limits``; stored text over them is kept truncated and counted instead), 413 too large
   (after decompression too), 415 other content types, 429/503 with Retry-After when overloaded, 401 without
   the token.
 
@@ -34,7 +35,8 @@ from sidecar.component import Bus, Readiness
 from sidecar.errors import ParseError
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch
-from sidecar.sources.otlp.decode import DecodeResult, decode_json_doc, decode_protobuf, load_json
+from sidecar.sources.otlp.decode import DecodeResult, decode_json, decode_protobuf
+from sidecar.sources.otlp.limits import DEFAULT_LIMITS, REASONS, TRUNCATED_FIELDS, SpanLimitError, SpanLimits
 
 __all__ = ["OtlpReceiver"]
 
@@ -93,8 +95,10 @@ class OtlpReceiver:
         registry: CollectorRegistry,
         clock: Clock,
         logger: logging.Logger | None = None,
+        limits: SpanLimits = DEFAULT_LIMITS,
     ) -> None:
         self.bus = bus
+        self.limits = limits
         self.clock = clock
         self.guard = guard
         self.log = logger or logging.getLogger("sidecar.sources.otlp.receiver")
@@ -111,6 +115,23 @@ class OtlpReceiver:
             ["encoding"],
             registry=registry,
         )
+        self._refused = Counter(
+            "sidecar_otlp_refused",
+            "Requests to POST /v1/traces refused with 400: undecodable, or a name (span, model, version, attribute "
+            "key, event, service) over traces.limits.max_name_chars.",
+            ["reason"],
+            registry=registry,
+        )
+        for r in ("undecodable", *(f"{x}_too_long" for x in REASONS)):
+            self._refused.labels(r)
+        self._truncated = Counter(
+            "sidecar_otlp_truncated",
+            "Stored span text (attribute values, event attribute values, status messages) cut to "
+            "traces.limits.max_value_chars, by field.",
+            ["field"],
+            registry=registry,
+        )
+        self._truncated_by = {f: self._truncated.labels(f) for f in TRUNCATED_FIELDS}
         self._errors = Counter(
             "sidecar_otlp_ingest_errors",
             "Batches the trace hub failed on (a bug): answered 500, so the exporter sends them again.",
@@ -134,9 +155,11 @@ class OtlpReceiver:
             self.guard.authorize(request, "push", _ENDPOINT)
             async with self.guard.admit(_ENDPOINT):
                 body = await self.guard.read_body(request, _ENDPOINT)
+                lim = self.limits
                 try:
-                    result = decode_json_doc(load_json(body)) if as_json else decode_protobuf(body)
+                    result = decode_json(body, lim) if as_json else decode_protobuf(body, lim)
                 except ParseError as pe:
+                    self._refused.labels(pe.reason if isinstance(pe, SpanLimitError) else "undecodable").inc()
                     raise self.guard.refuse(_ENDPOINT, "bad_request", 400, str(pe)) from None
                 if result.records:
                     failed = self.bus.publish(
@@ -148,6 +171,8 @@ class OtlpReceiver:
                         return _status_answer(
                             500, f"the sidecar failed to store this batch ({', '.join(failed)}); see its log", as_json
                         )
+                for fld, n in result.truncations.items():
+                    self._truncated_by[fld].inc(n)
                 if result.rejected:
                     self._rejected.labels(encoding).inc(result.rejected)
                 if result.records:

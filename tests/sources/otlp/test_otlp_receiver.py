@@ -222,3 +222,38 @@ def test_a_hub_failure_is_a_counted_500_so_the_exporter_retries(registry, monkey
         r = c.post("/v1/traces", content=_triton_json(), headers={"content-type": JS})
         assert r.status_code == 200  # the resend is taken
         assert sample(registry, "sidecar_otlp_spans_received_total", {"encoding": "json"}) == 360
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"resourceSpans": [{"scopeSpans": [5]}]},
+        {"resourceSpans": [{"resource": 5}]},
+        {"resourceSpans": [{"resource": {"attributes": [5]}}]},
+        {"resourceSpans": [{"scopeSpans": [{"spans": 5}]}]},
+        {"resourceSpans": [{"scopeSpans": [{"spans": "ab"}]}]},
+        {"resourceSpans": [{"scopeSpans": {"a": 1}}]},
+    ],
+)
+def test_a_json_body_with_a_wrong_type_at_any_level_is_refused_with_400_not_500(client, registry, doc):
+    # Each of these raised AttributeError or TypeError (answered 500) before the walker checked every level.
+    r = client.post("/v1/traces", content=orjson.dumps(doc), headers={"content-type": JS})
+    assert r.status_code == 400, r.text
+    assert "must be" in r.json()["message"]
+    assert sample(registry, "sidecar_otlp_refused_total", {"reason": "undecodable"}) == 1
+
+
+def test_a_service_name_value_that_is_not_an_object_is_read_as_no_service(client):
+    doc = {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": 5}]}}]}
+    r = client.post("/v1/traces", content=orjson.dumps(doc), headers={"content-type": JS})
+    assert r.status_code == 200
+
+
+def test_a_scope_without_spans_is_accepted(client):
+    # Found by fuzz_otlp_json's comparison of the two JSON paths: the walk refused a scope with no "spans" key.
+    doc = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "s"}}, {"spans": None}, {"spans": []}]}]}
+    r = client.post("/v1/traces", content=orjson.dumps(doc), headers={"content-type": JS})
+    assert r.status_code == 200, r.text
+    from sidecar.sources.otlp.json_decode import decode_json_doc
+
+    assert decode_json_doc(doc).records == []

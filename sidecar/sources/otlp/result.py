@@ -1,0 +1,33 @@
+"""What decoding one OTLP body gave: the accepted span records and the per-span refusals (partial success)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sidecar.model import Span
+from sidecar.records import Record, to_span
+
+__all__ = ["DecodeResult"]
+
+
+@dataclass
+class DecodeResult:
+    records: list[Record] = field(default_factory=list)
+    rejected: int = 0
+    first_error: str = ""
+    # Stored text cut to traces.limits.max_value_chars, by field (sidecar.sources.otlp.limits).
+    truncations: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def spans(self) -> list[Span]:
+        """The accepted spans as frozen ``Span`` objects (built on each call; the hot path never asks)."""
+        return [to_span(r) for r in self.records]
+
+    def truncated(self, fld: str) -> None:
+        self.truncations[fld] = self.truncations.get(fld, 0) + 1
+
+    def reject(self, why: str) -> None:
+        self.rejected += 1
+        if not self.first_error:
+            self.first_error = why
+
