@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, SecretStr, ValidationError
 from sidecar.alerting.config import AlertingConfig
 from sidecar.checks.config import ChecksConfig
 from sidecar.configbase import StrictModel
+from sidecar.diagnose.config import DiagnoseConfig
 from sidecar.errors import ConfigError
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.gpu.config import GpuConfig
@@ -83,6 +84,7 @@ class SidecarConfig(StrictModel):
     checks: ChecksConfig = ChecksConfig()
     alerting: AlertingConfig = AlertingConfig()
     gpu: GpuConfig = GpuConfig()
+    diagnose: DiagnoseConfig = DiagnoseConfig()
     dashboard_url: str | None = Field(None, description="Grafana base URL used in alert links.")
     runbook_url: str | None = Field(
         None,
