@@ -71,3 +71,21 @@ def test_no_spans_for_ten_minutes_is_a_diagnosis_until_a_span_arrives(tmp_path: 
     assert registry.get_sample_value("sidecar_diagnosis_active",
                                      {"diagnosis": "no_spans", "model": "", "version": ""}) == 0
     assert svc.component("diagnose").readiness().detail == "no problems found"
+
+
+def test_status_page_shows_the_diagnosis_line(tmp_path: Path, clock: FakeClock) -> None:
+    from sidecar.wiring.pages import build as pages_build
+
+    cfg = parse_config({"triton": {"http_url": None}, "traces": {"enabled": True}})
+    http = httpx.AsyncClient(transport=httpx.MockTransport(_Triton()))
+    svc = Service(cfg, clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"), http=http,
+                  factories=[diagnose_build, pages_build])
+    diag = svc.component("diagnose")
+    asyncio.run(diag.probe_once())
+    clock.advance(600)
+    asyncio.run(diag.probe_once())
+    svc.evaluate_once(clock.now())
+    with TestClient(create_app(svc, manage_lifecycle=False)) as client:
+        page = client.get("/").text
+    assert 'id="diagnoses"' in page
+    assert "no spans received in 10 minutes: check --trace-config" in page
