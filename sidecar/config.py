@@ -17,6 +17,7 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
+from exporters.config import WebhookConfig
 from sidecar.alerting.config import AlertingConfig
 from sidecar.checks.config import ChecksConfig
 from sidecar.configbase import StrictModel
@@ -85,6 +86,9 @@ class SidecarConfig(StrictModel):
     alerting: AlertingConfig = AlertingConfig()
     gpu: GpuConfig = GpuConfig()
     diagnose: DiagnoseConfig = DiagnoseConfig()
+    webhooks: list[WebhookConfig] = Field(
+        default_factory=list, description="Webhooks findings call (signed, retried, rate-limited): docs/webhooks.md."
+    )
     dashboard_url: str | None = Field(None, description="Grafana base URL used in alert links.")
     runbook_url: str | None = Field(
         None,
