@@ -5,7 +5,7 @@ diagnosis as a finding of kind ``diagnosis`` (so it alerts through the book with
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -29,8 +29,10 @@ class Diagnoser:
 
     def __init__(self, config: DiagnoseConfig, *, metrics_url: str, http_url: str | None, spans_expected: bool,
                  registry: CollectorRegistry, clock: Clock, http: httpx.AsyncClient,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None, on_stats: Callable[[object], None] | None = None) -> None:
         self.config = config
+        # Triton's /v2/models/stats answer is handed on each probe (GPU memory per model reads memory_usage).
+        self._on_stats = on_stats
         self.metrics_url = metrics_url
         self.http_url = http_url
         self.spans_expected = spans_expected
@@ -50,6 +52,8 @@ class Diagnoser:
                                       ["result"], registry=registry)
         self._refused = Counter("sidecar_diagnose_models_refused",
                                 "Model/version pairs a probe left out above diagnose.max_models.", registry=registry)
+        self._stats = Counter("sidecar_diagnose_stats_fetches", "Fetches of Triton's /v2/models/stats by result.",
+                              ["result"], registry=registry)
         for code in CODES:
             self._gauge.labels(code, "", "")
         for result in ("ok", "timeout", "connect", "http_status", "content_type", "too_large", "parse"):
@@ -70,7 +74,22 @@ class Diagnoser:
             self._refused.inc(probe.refused)
         # A failed probe keeps the last good one as "previous", so rates resume over the gap.
         self._probes = (cur if cur is not None and cur.ok else prev, probe)
+        if self._on_stats is not None and self.http_url is not None and probe.ok:
+            await self._fetch_stats(self.http_url, self._on_stats)
         return probe
+
+    async def _fetch_stats(self, http_url: str, on_stats: Callable[[object], None]) -> None:
+        try:
+            resp = await self.http.get(f"{http_url.rstrip('/')}/v2/models/stats", timeout=self.config.timeout_secs)
+            if resp.status_code != 200:
+                self._stats.labels("http_status").inc()
+                return
+            body = resp.json()
+        except (httpx.HTTPError, ValueError):
+            self._stats.labels("failed").inc()
+            return
+        self._stats.labels("ok").inc()
+        on_stats(body)
 
     def inputs(self) -> Inputs:
         prev, cur = self._probes
