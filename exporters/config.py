@@ -205,3 +205,21 @@ class WebhookConfig(StrictModel):
     timeout_secs: float = Field(default=10.0, gt=0, description="Timeout of one POST.")
     max_queue: int = Field(default=100, gt=0, description="Calls waiting to be delivered; more are dropped, counted.")
     retry: RetryConfig = Field(default_factory=RetryConfig, description="See RetryConfig.")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
+        return v
+
+    @staticmethod
+    def unique_names(hooks: list[WebhookConfig]) -> list[WebhookConfig]:
+        """For the list field that holds them: two webhooks of one name would share their metrics."""
+        seen: set[str] = set()
+        for i, h in enumerate(hooks):
+            if h.name in seen:
+                raise ValueError(f"[{i}].name: {h.name!r} is used twice; webhook names must be unique")
+            seen.add(h.name)
+        return hooks

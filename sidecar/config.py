@@ -12,10 +12,10 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import Annotated, Any, get_args
 
 import yaml
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, SecretStr, ValidationError
 
 from exporters.config import WebhookConfig
 from sidecar.alerting.config import AlertingConfig
@@ -86,7 +86,7 @@ class SidecarConfig(StrictModel):
     alerting: AlertingConfig = AlertingConfig()
     gpu: GpuConfig = GpuConfig()
     diagnose: DiagnoseConfig = DiagnoseConfig()
-    webhooks: list[WebhookConfig] = Field(
+    webhooks: Annotated[list[WebhookConfig], AfterValidator(WebhookConfig.unique_names)] = Field(
         default_factory=list, description="Webhooks findings call (signed, retried, rate-limited): docs/webhooks.md."
     )
     dashboard_url: str | None = Field(None, description="Grafana base URL used in alert links.")
