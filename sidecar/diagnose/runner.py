@@ -122,7 +122,8 @@ class Diagnoser:
     def _finding(self, d: Diagnosis, active: bool, now: float) -> Finding:
         return Finding(check=self.name, kind="diagnosis", labels=_labels(d.code, d.model, d.version),
                        active=active, value=1.0, evaluated_at=now, summary=d.problem,
-                       description=f"What to do: {d.action}.", facts=dict(d.facts, diagnosis=d.code))
+                       description=f"What to do: {d.action}.",
+                       facts=dict(d.facts, diagnosis=d.code, runbook="Diagnosis.md"))
 
     async def start(self) -> None:
         self._periodic.start()
@@ -141,7 +142,8 @@ class Diagnoser:
 
 
 def _labels(code: str, model: str, version: str) -> dict[str, str]:
-    labels = {"diagnosis": code}
+    # One alert name for every diagnosis (one runbook, docs/runbooks/Diagnosis.md); the code tells them apart.
+    labels = {"alertname": "Diagnosis", "diagnosis": code}
     if model:
         labels |= {"model": model, "version": version}
     return labels

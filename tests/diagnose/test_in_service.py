@@ -61,6 +61,8 @@ def test_no_spans_for_ten_minutes_is_a_diagnosis_until_a_span_arrives(tmp_path: 
     (alert,) = [a for a in alerts if a.labels.get("diagnosis") == "no_spans"]
     assert "no spans received in 10 minutes: check --trace-config" in alert.annotations["summary"]
     assert "What to do: start Triton with --trace-config" in alert.annotations["description"]
+    assert alert.labels["alertname"] == "Diagnosis"
+    assert alert.annotations["runbook_url"].endswith("/runbooks/Diagnosis.md")
     with TestClient(create_app(svc, manage_lifecycle=False)) as client:
         ready = client.get("/readyz").json()["components"]["diagnose"]
     assert "no_spans: no spans received in 10 minutes: check --trace-config" in ready

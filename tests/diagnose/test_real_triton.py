@@ -68,7 +68,7 @@ async def test_metrics_url_on_the_http_port_is_a_404_diagnosis(demo_triton: Trit
     probe = await diag.probe_once()
     assert probe.status == 404
     (f,) = diag.evaluate(0.0)
-    assert f.active and f.kind == "diagnosis" and f.labels == {"diagnosis": "metrics_404"}
+    assert f.active and f.kind == "diagnosis" and f.labels == {"alertname": "Diagnosis", "diagnosis": "metrics_404"}
     assert "answers 404: Triton started without --allow-metrics or with a different --metrics-port" in f.summary
     assert registry.get_sample_value("sidecar_diagnose_probes_total", {"result": "http_status"}) == 1
 
