@@ -40,6 +40,7 @@ class Probe:
     status: int | None = None
     models: dict[Key, ModelSnapshot] = field(default_factory=dict)
     gpu_util: dict[str, float] = field(default_factory=dict)  # gpu uuid -> 0..1
+    gpu_memory_used: dict[str, float] = field(default_factory=dict)  # gpu uuid -> bytes
     configs: dict[str, ModelConfigInfo] = field(default_factory=dict)
     refused: int = 0
 
@@ -57,7 +58,12 @@ def parse_probe(text: str, *, at: float, url: str, max_models: int,
         return Probe(at=at, url=url, error=f"malformed exposition: {exc}", reason="parse")
     models, passthrough, refused = snapshot_models(expo, max_models)
     util = {lab.get("gpu_uuid", "?"): v for name, lab, v in passthrough if name == "nv_gpu_utilization"}
-    return Probe(at=at, url=url, models=models, gpu_util=util, configs=dict(configs or {}), refused=refused)
+    used = {lab.get("gpu_uuid", "?"): v for name, lab, v in passthrough if name == "nv_gpu_memory_used_bytes"}
+    # Only configs of models still served are kept, so an unloaded model's entry does not linger.
+    present = {m for m, _ in models}
+    kept = {m: c for m, c in (configs or {}).items() if m in present}
+    return Probe(at=at, url=url, models=models, gpu_util=util, gpu_memory_used=used, configs=kept,
+                 refused=refused)
 
 
 def _config_info(body: object) -> ModelConfigInfo | None:

@@ -5,7 +5,7 @@ diagnosis as a finding of kind ``diagnosis`` (so it alerts through the book with
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -21,6 +21,9 @@ from sidecar.periodic import Periodic
 __all__ = ["Diagnoser"]
 
 _Key = tuple[str, str, str]  # (code, model, version)
+# Model configs are asked for again every this many probes: an instance_group raised and reloaded must
+# clear its diagnosis.
+_CONFIG_REFRESH_PROBES = 10
 
 
 class Diagnoser:
@@ -29,10 +32,14 @@ class Diagnoser:
 
     def __init__(self, config: DiagnoseConfig, *, metrics_url: str, http_url: str | None, spans_expected: bool,
                  registry: CollectorRegistry, clock: Clock, http: httpx.AsyncClient,
-                 logger: logging.Logger | None = None, on_stats: Callable[[object], None] | None = None) -> None:
+                 logger: logging.Logger | None = None, on_stats: Callable[[object], None] | None = None,
+                 on_gpu_memory: Callable[[Mapping[str, float]], None] | None = None) -> None:
         self.config = config
-        # Triton's /v2/models/stats answer is handed on each probe (GPU memory per model reads memory_usage).
+        # Handed on each probe to GPU memory per model: Triton's /v2/models/stats answer (memory_usage) and
+        # the memory used per GPU Triton reports (nv_gpu_memory_used_bytes, for load deltas).
         self._on_stats = on_stats
+        self._on_gpu_memory = on_gpu_memory
+        self._probe_count = 0
         self.metrics_url = metrics_url
         self.http_url = http_url
         self.spans_expected = spans_expected
@@ -65,7 +72,9 @@ class Diagnoser:
 
     async def probe_once(self) -> Probe:
         prev, cur = self._probes
-        known = cur.configs if cur is not None else {}
+        self._probe_count += 1
+        refresh = self._probe_count % _CONFIG_REFRESH_PROBES == 0
+        known = cur.configs if cur is not None and not refresh else {}
         probe = await probe_triton(self.http, metrics_url=self.metrics_url, http_url=self.http_url,
                                    at=self.clock.monotonic(), timeout_s=self.config.timeout_secs,
                                    max_models=self.config.max_models, known=known)
@@ -74,6 +83,8 @@ class Diagnoser:
             self._refused.inc(probe.refused)
         # A failed probe keeps the last good one as "previous", so rates resume over the gap.
         self._probes = (cur if cur is not None and cur.ok else prev, probe)
+        if self._on_gpu_memory is not None and probe.gpu_memory_used:
+            self._on_gpu_memory(probe.gpu_memory_used)
         if self._on_stats is not None and self.http_url is not None and probe.ok:
             await self._fetch_stats(self.http_url, self._on_stats)
         return probe

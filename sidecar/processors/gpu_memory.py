@@ -17,6 +17,7 @@ Everything is bounded by ``max_models`` model/version pairs per method (more ref
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -98,6 +99,9 @@ class GpuMemoryByModel:
 
     def __init__(self, registry: CollectorRegistry, *, max_models: int = 500) -> None:
         self.max_models = max_models
+        # Changes arrive from whichever thread publishes them, readings from the event loop, scrapes from
+        # the exposition thread.
+        self._lock = threading.Lock()
         self._figures: dict[str, dict[Key, float]] = {m: {} for m in METHODS}
         self._used: dict[str, float] = {}  # gpu uuid -> memory used at the last reading
         self._pending: list[tuple[Key, dict[str, float]]] = []  # loads waiting for the reading after them
@@ -109,7 +113,8 @@ class GpuMemoryByModel:
         registry.register(_Collect(self))
 
     def figures(self) -> dict[str, dict[Key, float]]:
-        return {m: dict(f) for m, f in self._figures.items()}
+        with self._lock:
+            return {m: dict(f) for m, f in self._figures.items()}
 
     def _set(self, method: str, figures: Mapping[Key, float]) -> None:
         kept = dict(sorted(figures.items())[: self.max_models])
@@ -125,10 +130,15 @@ class GpuMemoryByModel:
             if who is not None:
                 key = (who.model, who.version)
                 per[key] = per.get(key, 0.0) + row.used_bytes  # every instance of the version, every GPU
-        self._set("process", per)
+        with self._lock:
+            self._set("process", per)
 
     def observe_memory(self, used_by_gpu: Mapping[str, float]) -> None:
         """One reading of memory used per GPU; settles the loads that happened since the previous one."""
+        with self._lock:
+            self._settle(used_by_gpu)
+
+    def _settle(self, used_by_gpu: Mapping[str, float]) -> None:
         if self._pending:
             if len(self._pending) == 1:
                 key, before = self._pending[0]
@@ -143,6 +153,10 @@ class GpuMemoryByModel:
 
     def on_changes(self, batch: Batch) -> None:
         """The bus subscriber: versions appearing or disappearing in Triton's repository index."""
+        with self._lock:
+            self._changes(batch)
+
+    def _changes(self, batch: Batch) -> None:
         for c in batch.items:
             if not isinstance(c, Change) or c.source != "triton_repository" or not c.model or not c.version:
                 continue
@@ -156,4 +170,6 @@ class GpuMemoryByModel:
 
     def observe_stats(self, body: object) -> None:
         """One answer of Triton's ``GET /v2/models/stats``: replaces the ``triton_stats`` figures."""
-        self._set("triton_stats", stats_gpu_bytes(body))
+        figures = stats_gpu_bytes(body)
+        with self._lock:
+            self._set("triton_stats", figures)
