@@ -73,9 +73,9 @@ def metrics_404(i: Inputs, cfg: DiagnoseConfig) -> list[Diagnosis]:
 def no_spans(i: Inputs, cfg: DiagnoseConfig) -> list[Diagnosis]:
     if i.silent_secs is None or i.silent_secs < cfg.no_spans_secs:
         return []
-    served = sum(_delta(s, p, "success") for _, s, p, _ in _pairs(i))
-    # Without traffic there is nothing to trace; when Triton cannot be probed, silence is still suspicious.
-    if i.cur is not None and i.cur.ok and i.prev is not None and served <= 0:
+    # Without traffic there is nothing to trace; without two good probes there is no evidence of traffic (and
+    # a Triton that cannot be probed has diagnoses and alerts of its own).
+    if sum(_delta(s, p, "success") for _, s, p, _ in _pairs(i)) <= 0:
         return []
     return [Diagnosis(
         "no_spans",

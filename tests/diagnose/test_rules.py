@@ -75,6 +75,9 @@ def test_no_spans_needs_silence_and_traffic() -> None:
     assert ("no_spans", "") not in codes(Inputs(prev, busy, silent_secs=599.0))
     assert ("no_spans", "") not in codes(Inputs(prev, idle, silent_secs=3600.0))
     assert ("no_spans", "") not in codes(Inputs(prev, busy, silent_secs=None))
+    down = Probe(at=30.0, url="u", error="cannot reach", reason="connect")
+    assert ("no_spans", "") not in codes(Inputs(prev, down, silent_secs=3600.0))
+    assert ("no_spans", "") not in codes(Inputs(None, busy, silent_secs=3600.0))
 
 
 def test_metrics_404_only_on_404() -> None:
