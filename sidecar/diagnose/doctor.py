@@ -13,7 +13,7 @@ from sidecar.diagnose.rules import Diagnosis, Inputs, diagnose
 
 __all__ = ["CannotRun", "run_doctor"]
 
-_UNREACHABLE = ("timeout", "connect")
+_UNREACHABLE = ("timeout", "connect")  # even a 404 diagnosis needs an answer
 
 
 class CannotRun(Exception):
@@ -40,7 +40,8 @@ async def _run(cfg: SidecarConfig, wait_s: float, http: httpx.AsyncClient) -> li
     loop = asyncio.get_running_loop()
     first = await probe_triton(http, metrics_url=tc.metrics_url, http_url=tc.http_url, at=loop.time(),
                                timeout_s=dc.timeout_secs, max_models=dc.max_models)
-    if first.reason in _UNREACHABLE:
+    if first.reason in _UNREACHABLE or (not first.ok and first.status != 404):
+        # Only a 404 is a diagnosis of its own; any other failed probe leaves nothing to judge by.
         raise CannotRun(first.error)
     second = first
     if first.ok and wait_s > 0:
