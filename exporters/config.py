@@ -181,3 +181,45 @@ class ElasticsearchConfig(HttpAuthConfig):
         if self.api_key is not None and (self.basic_auth is not None or self.bearer_token is not None):
             raise ValueError("api_key excludes basic_auth and bearer_token")
         return self
+
+
+class WebhookConfig(StrictModel):
+    """One webhook a finding calls (e.g. to start a retraining pipeline when drift fires)."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$",
+                      description="Names the webhook in metrics (`webhook` label) and logs.")
+    url: str = Field(description="Where the JSON body is POSTed.")
+    secret: SecretStr = Field(
+        description="HMAC-SHA256 key: the body is signed as `X-Sidecar-Signature: sha256=<hex of "
+        "HMAC(secret, TIMESTAMP + '.' + body)>`, TIMESTAMP being the `X-Sidecar-Timestamp` header."
+    )
+    match: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels a finding must carry to call this webhook (e.g. `{check: drift}` or "
+        "`{diagnosis: no_spans}`; `kind` matches the finding's kind); empty: every finding.",
+    )
+    min_interval_secs: float = Field(
+        default=300.0, ge=0, description="At most one call per this many seconds; findings in between are "
+        "not sent and counted in sidecar_webhook_rate_limited_total.",
+    )
+    timeout_secs: float = Field(default=10.0, gt=0, description="Timeout of one POST.")
+    max_queue: int = Field(default=100, gt=0, description="Calls waiting to be delivered; more are dropped, counted.")
+    retry: RetryConfig = Field(default_factory=RetryConfig, description="See RetryConfig.")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"must be an http:// or https:// URL, got {v!r}")
+        return v
+
+    @staticmethod
+    def unique_names(hooks: list[WebhookConfig]) -> list[WebhookConfig]:
+        """For the list field that holds them: two webhooks of one name would share their metrics."""
+        seen: set[str] = set()
+        for i, h in enumerate(hooks):
+            if h.name in seen:
+                raise ValueError(f"[{i}].name: {h.name!r} is used twice; webhook names must be unique")
+            seen.add(h.name)
+        return hooks

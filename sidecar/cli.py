@@ -1,4 +1,4 @@
-"""The command line: ``sidecar run|validate|demo|drift|dashboards|rules``. The only place that exits."""
+"""The command line: ``sidecar run|validate|doctor|demo|drift|dashboards|rules``. The only place that exits."""
 
 from __future__ import annotations
 
@@ -100,6 +100,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from sidecar.config import load_config
+    from sidecar.diagnose.doctor import CannotRun, run_doctor
+
+    cfg = load_config(args.config)
+    try:
+        found = run_doctor(cfg, wait_s=args.wait_secs)
+    except CannotRun as exc:
+        print(f"cannot run: {exc}", file=sys.stderr)
+        return 2
+    for d in found:
+        print(d.line())
+    if not found:
+        print("no problems found")
+    return 1 if found else 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sidecar.demo.run import run_demo
 
@@ -149,6 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check a config file and exit non-zero naming the bad field")
     v.add_argument("--config", required=True)
     v.add_argument("--print", action="store_true", help="print the effective config (secrets masked)")
+    dr = sub.add_parser("doctor", help="diagnose the Triton beside this config; exit 0 healthy, 1 problems, "
+                        "2 cannot run")
+    dr.add_argument("--config", required=True)
+    dr.add_argument("--wait-secs", type=float, default=5.0, help="seconds between the two probes of Triton")
     d = sub.add_parser("demo", help="start a real Triton with demo models, traffic, and the sidecar")
     d.add_argument("--port", type=int, default=9500)
     d.add_argument("--duration-secs", type=float, default=None, help="stop by itself after this long")
@@ -170,7 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _setup_logging(args.log_level)
-    handlers = {"run": _cmd_run, "validate": _cmd_validate, "demo": _cmd_demo, "dashboards": _cmd_dashboards,
+    handlers = {"run": _cmd_run, "validate": _cmd_validate, "demo": _cmd_demo, "doctor": _cmd_doctor,
+                "dashboards": _cmd_dashboards,
                 "rules": _cmd_rules}
     try:
         return handlers[args.cmd](args)

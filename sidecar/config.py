@@ -12,14 +12,16 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import Annotated, Any, get_args
 
 import yaml
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, SecretStr, ValidationError
 
+from exporters.config import WebhookConfig
 from sidecar.alerting.config import AlertingConfig
 from sidecar.checks.config import ChecksConfig
 from sidecar.configbase import StrictModel
+from sidecar.diagnose.config import DiagnoseConfig
 from sidecar.errors import ConfigError
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.gpu.config import GpuConfig
@@ -83,6 +85,10 @@ class SidecarConfig(StrictModel):
     checks: ChecksConfig = ChecksConfig()
     alerting: AlertingConfig = AlertingConfig()
     gpu: GpuConfig = GpuConfig()
+    diagnose: DiagnoseConfig = DiagnoseConfig()
+    webhooks: Annotated[list[WebhookConfig], AfterValidator(WebhookConfig.unique_names)] = Field(
+        default_factory=list, description="Webhooks findings call (signed, retried, rate-limited): docs/webhooks.md."
+    )
     dashboard_url: str | None = Field(None, description="Grafana base URL used in alert links.")
     runbook_url: str | None = Field(
         None,

@@ -1,0 +1,175 @@
+"""GPU memory per model version, from three independent methods, each exported under its own ``method``:
+
+- ``process``: NVML's per-process memory for Python-backend stubs. Each model instance of the Python
+  backend is a separate ``triton_python_backend_stub`` process whose command line names the model file
+  (``.../<model>/<version>/model.py``) and the instance (``<model>_<group>_<n>``), so its memory is the
+  model's alone. Memory of the ``tritonserver`` process itself (every in-process backend) cannot be split
+  this way.
+- ``load_delta``: GPU memory used just after a version appeared in Triton's repository index minus just
+  before (``changes`` batches from the repository index), for in-process backends (TensorRT, ONNX, PyTorch).
+  A delta is only taken when exactly one load happened between the two readings; otherwise it is ambiguous
+  and counted, not guessed. An unload removes the figure.
+- ``triton_stats``: the ``memory_usage`` Triton reports in ``/v2/models/{m}/versions/{v}/stats`` (GPU
+  entries), where the backend fills it in.
+
+Everything is bounded by ``max_models`` model/version pairs per method (more refused and counted).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from sidecar.model import Batch, Change
+
+__all__ = ["GpuMemoryByModel", "ProcessRow", "StubIdentity", "parse_stub", "stats_gpu_bytes"]
+
+Key = tuple[str, str]  # (model, version)
+_STUB = "triton_python_backend_stub"
+METHODS = ("process", "load_delta", "triton_stats")
+
+
+@dataclass(frozen=True)
+class StubIdentity:
+    model: str
+    version: str
+    instance: str
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    """One NVML compute-process row joined to its command line (``cmdline`` empty when unreadable)."""
+
+    gpu_uuid: str
+    pid: int
+    used_bytes: float
+    cmdline: Sequence[str] = ()
+
+
+def parse_stub(cmdline: Sequence[str]) -> StubIdentity | None:
+    """The model version a Python-backend stub serves, from its argv; None for any other process."""
+    if len(cmdline) < 2 or PurePosixPath(cmdline[0]).name != _STUB:
+        return None
+    parts = PurePosixPath(cmdline[1]).parts
+    if len(parts) < 3 or not parts[-2].isdigit():
+        return None
+    instance = cmdline[8] if len(cmdline) > 8 else ""
+    return StubIdentity(model=parts[-3], version=parts[-2], instance=instance)
+
+
+def stats_gpu_bytes(body: object) -> dict[Key, float]:
+    """GPU bytes per model version from a Triton statistics answer (``{"model_stats": [...]}``)."""
+    out: dict[Key, float] = {}
+    stats = body.get("model_stats") if isinstance(body, dict) else None
+    for s in stats if isinstance(stats, list) else []:
+        if not isinstance(s, dict) or not isinstance(s.get("memory_usage"), list):
+            continue
+        gpu = [m for m in s["memory_usage"] if isinstance(m, dict) and m.get("type") == "GPU"]
+        if gpu:
+            key = (str(s.get("name", "")), str(s.get("version", "")))
+            out[key] = float(sum(float(m.get("byte_size", 0)) for m in gpu))
+    return out
+
+
+class _Collect(Collector):
+    def __init__(self, owner: GpuMemoryByModel) -> None:
+        self._owner = owner
+
+    def collect(self) -> Iterator[Metric]:
+        g = GaugeMetricFamily("sidecar_model_gpu_memory_bytes",
+                              "GPU memory attributed to a model version; `method` says how the figure was obtained "
+                              "(process, load_delta, triton_stats).", labels=["model", "version", "method"])
+        for method, figures in self._owner.figures().items():
+            for (model, version), value in sorted(figures.items()):
+                g.add_metric([model, version, method], value)
+        yield g
+
+    def describe(self) -> list[Metric]:
+        return []
+
+
+class GpuMemoryByModel:
+    """The attribution state; fed by whoever reads NVML and Triton (see docs/gpu.md for what is wired)."""
+
+    def __init__(self, registry: CollectorRegistry, *, max_models: int = 500) -> None:
+        self.max_models = max_models
+        # Changes arrive from whichever thread publishes them, readings from the event loop, scrapes from
+        # the exposition thread.
+        self._lock = threading.Lock()
+        self._figures: dict[str, dict[Key, float]] = {m: {} for m in METHODS}
+        self._used: dict[str, float] = {}  # gpu uuid -> memory used at the last reading
+        self._pending: list[tuple[Key, dict[str, float]]] = []  # loads waiting for the reading after them
+        self._refused = Counter("sidecar_model_gpu_memory_refused",
+                                "Figures not kept: model/version pairs over the bound, or a load delta that was "
+                                "ambiguous (several loads between two readings).", ["reason"], registry=registry)
+        for r in ("max_models", "ambiguous_delta"):
+            self._refused.labels(r)
+        registry.register(_Collect(self))
+
+    def figures(self) -> dict[str, dict[Key, float]]:
+        with self._lock:
+            return {m: dict(f) for m, f in self._figures.items()}
+
+    def _set(self, method: str, figures: Mapping[Key, float]) -> None:
+        kept = dict(sorted(figures.items())[: self.max_models])
+        if len(figures) > len(kept):
+            self._refused.labels("max_models").inc(len(figures) - len(kept))
+        self._figures[method] = kept
+
+    def observe_processes(self, rows: Iterable[ProcessRow]) -> None:
+        """One NVML snapshot of compute processes (all GPUs): replaces the ``process`` figures."""
+        per: dict[Key, float] = {}
+        for row in rows:
+            who = parse_stub(row.cmdline)
+            if who is not None:
+                key = (who.model, who.version)
+                per[key] = per.get(key, 0.0) + row.used_bytes  # every instance of the version, every GPU
+        with self._lock:
+            self._set("process", per)
+
+    def observe_memory(self, used_by_gpu: Mapping[str, float]) -> None:
+        """One reading of memory used per GPU; settles the loads that happened since the previous one."""
+        with self._lock:
+            self._settle(used_by_gpu)
+
+    def _settle(self, used_by_gpu: Mapping[str, float]) -> None:
+        if self._pending:
+            if len(self._pending) == 1:
+                key, before = self._pending[0]
+                delta = sum(used_by_gpu.get(g, 0.0) - b for g, b in before.items())
+                figures = dict(self._figures["load_delta"])
+                figures[key] = max(0.0, delta)
+                self._set("load_delta", figures)
+            else:
+                self._refused.labels("ambiguous_delta").inc(len(self._pending))
+            self._pending = []
+        self._used = dict(used_by_gpu)
+
+    def on_changes(self, batch: Batch) -> None:
+        """The bus subscriber: versions appearing or disappearing in Triton's repository index."""
+        with self._lock:
+            self._changes(batch)
+
+    def _changes(self, batch: Batch) -> None:
+        for c in batch.items:
+            if not isinstance(c, Change) or c.source != "triton_repository" or not c.model or not c.version:
+                continue
+            key = (c.model, c.version)
+            # "disappeared" ends in "appeared" too: test it first.
+            if c.what.endswith(" disappeared in Triton"):
+                for figures in self._figures.values():
+                    figures.pop(key, None)
+            elif c.what.endswith(" appeared in Triton") and self._used:
+                self._pending.append((key, dict(self._used)))
+
+    def observe_stats(self, body: object) -> None:
+        """One answer of Triton's ``GET /v2/models/stats``: replaces the ``triton_stats`` figures."""
+        figures = stats_gpu_bytes(body)
+        with self._lock:
+            self._set("triton_stats", figures)
