@@ -56,6 +56,7 @@ def default_factories() -> list[Factory]:
     # Imported here so that a broken optional area fails loudly at build time with its own traceback.
     from sidecar.wiring.alerting import build as alerting
     from sidecar.wiring.business import build as business
+    from sidecar.wiring.canary import build as canary
     from sidecar.wiring.drift import build as drift
     from sidecar.wiring.events import build as events
     from sidecar.wiring.gpu import build as gpu
@@ -64,7 +65,7 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.triton import build as triton
 
     # Build order = subscription order on the bus: the change log subscribes before the checks that publish.
-    return [alerting, triton, gpu, traces, events, drift, business, pages]
+    return [alerting, triton, gpu, traces, events, drift, business, canary, pages]
 
 
 class Service:
