@@ -7,6 +7,7 @@ from pydantic import Field
 from sidecar.checks.business_config import BusinessConfig
 from sidecar.checks.canary_config import CanaryConfig
 from sidecar.checks.drift_config import DriftConfig
+from sidecar.checks.output_sanity_config import OutputSanityConfig
 from sidecar.configbase import StrictModel
 
 __all__ = ["ChecksConfig"]
@@ -17,3 +18,4 @@ class ChecksConfig(StrictModel):
     drift: DriftConfig = DriftConfig()
     business: BusinessConfig = BusinessConfig()
     canary: CanaryConfig = CanaryConfig()
+    output_sanity: OutputSanityConfig = OutputSanityConfig()
