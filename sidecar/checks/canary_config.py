@@ -51,9 +51,6 @@ class CanaryConfig(StrictModel):
         0.10, gt=0, le=1, description="Score floor: the KS distance between the versions' scores must reach "
                                       "this to call them different.",
     )
-    bootstrap_resamples: int = Field(
-        200, ge=50, le=5000, description="Bootstrap resamples for the latency quantile tests.",
-    )
     latency_field: str = Field(
         "latency_ms", min_length=1, description="Event field (`fields.<name>`) holding the request latency in "
                                                 "milliseconds.",
