@@ -246,7 +246,7 @@ class CanaryCheck:
         n = cfg.min_samples
         source = "spans" if min(base["latency_spans"].size, cand["latency_spans"].size) >= n else "events"
         lat = f"latency_{source}"
-        aspects = quantile_tests(base[lat], cand[lat], min_samples=n)
+        aspects = quantile_tests(base[lat], cand[lat], min_samples=n, min_tail=cfg.min_tail_samples)
         aspects.append(error_test(base["errors"], cand["errors"], min_samples=n))
         aspects.append(score_test(base["scores"], cand["scores"], min_samples=n))
         for a, q in zip(aspects, benjamini_hochberg([a.p for a in aspects]), strict=True):

@@ -31,6 +31,10 @@ class CanaryConfig(StrictModel):
         200, ge=20, le=1_000_000, description="Fewer values than this on either side of an aspect: that aspect "
                                               "is not decided (insufficient data).",
     )
+    min_tail_samples: int = Field(
+        5, ge=1, le=1000, description="A latency quantile is decided only with this many values above it on each "
+                                      "side (5: p99 needs 500 values per version).",
+    )
     max_samples: int = Field(
         2000, ge=100, le=100_000, description="Values kept per version and aspect (the newest; older ones "
                                               "leave first). Bounds memory at 16 bytes x 4 aspects each.",

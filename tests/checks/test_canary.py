@@ -55,8 +55,8 @@ rng = np.random.default_rng(7)
 
 def test_a_slower_candidate_is_worse_on_p50_and_p99_with_the_numbers_in_the_alert(clock: FakeClock) -> None:
     chk, reg = make(clock)
-    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 400)))
-    chk.observe(events("ctr", "2", clock.now(), latency=rng.normal(41, 2, 400)))
+    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 500)))
+    chk.observe(events("ctr", "2", clock.now(), latency=rng.normal(41, 2, 500)))
     f = only(chk.evaluate(clock.now()))
     assert f.active and not f.insufficient_data
     assert f.labels == {"alertname": "CanaryVersionWorse", "model": "ctr", "baseline": "1", "candidate": "2"}
@@ -69,15 +69,15 @@ def test_a_slower_candidate_is_worse_on_p50_and_p99_with_the_numbers_in_the_aler
     assert 38 < p99["baseline_value"] < 42 and 44 < p99["candidate_value"] < 48  # type: ignore[operator]
     summary, description = finding_text(f)
     assert summary.startswith("ctr v2 worse on p50 by 1")
-    assert "worse on p99 by " in summary and " ms vs v1 " in summary and "n=400/400" in summary
+    assert "worse on p99 by " in summary and " ms vs v1 " in summary and "n=500/500" in summary
     assert summary.endswith("consider reverting to version 1")
     assert "error ratio: not decided (0 values for v2" in description
 
 
 def test_the_same_latency_is_healthy_and_exported_as_zero(clock: FakeClock) -> None:
     chk, reg = make(clock)
-    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 400), errors=[0] * 400))
-    chk.observe(events("ctr", "2", clock.now(), latency=rng.normal(35, 2, 400), errors=[0] * 400))
+    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 500), errors=[0] * 500))
+    chk.observe(events("ctr", "2", clock.now(), latency=rng.normal(35, 2, 500), errors=[0] * 500))
     f = only(chk.evaluate(clock.now()))
     assert not f.active and not f.insufficient_data and f.facts["verdict"] == "healthy"
     assert [verdict(reg, a) for a in ("p50", "p99", "errors")] == [0, 0, 0]
@@ -100,7 +100,7 @@ def test_a_significant_difference_below_the_floor_is_not_worse(clock: FakeClock)
 
 def test_too_few_values_is_insufficient_data_and_never_an_alert(clock: FakeClock) -> None:
     chk, reg = make(clock, min_samples=200)
-    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 400)))
+    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 500)))
     chk.observe(events("ctr", "2", clock.now(), latency=rng.normal(90, 2, 150)))  # much slower, but 150 < 200
     f = only(chk.evaluate(clock.now()))
     assert f.insufficient_data and not f.active
@@ -153,21 +153,21 @@ def test_model_spans_give_the_latency_and_compute_spans_and_unset_status_are_ign
     chk, reg = make(clock)
     t = clock.now()
     recs = []
-    for i in range(300):
+    for i in range(500):
         recs.append(_span("ctr", "1", 4 * i, t - i * 0.01, 20 + (i % 5)))
         recs.append(_span("ctr", "2", 4 * i + 2, t - i * 0.01, 30 + (i % 5)))
         recs.append(_span("ctr", "2", 4 * i + 3, t - i * 0.01, 1.0, name="compute"))  # no model attributes
     chk.observe(Batch("spans", "otlp", tuple(recs)))
     # Events with a *faster* v2: span latency wins once both sides have enough of it, never both mixed.
-    chk.observe(events("ctr", "1", t, latency=[50.0] * 300))
-    chk.observe(events("ctr", "2", t, latency=[10.0] * 300))
+    chk.observe(events("ctr", "1", t, latency=[50.0] * 500))
+    chk.observe(events("ctr", "2", t, latency=[10.0] * 500))
     f = only(chk.evaluate(t))
     assert f.facts["latency_source"] == "spans"
     assert f.facts["p50.base"] == 22 and f.facts["p50.cand"] == 32
     assert f.facts["worse"] == "p50,p99"
     assert f.facts["errors.n_base"] == 0  # Triton's spans set no status: they say nothing about errors
     assert reg.get_sample_value("sidecar_canary_samples",
-                                {"model": "ctr", "version": "2", "signal": "latency_spans"}) == 300
+                                {"model": "ctr", "version": "2", "signal": "latency_spans"}) == 500
 
 
 def test_error_status_of_spans_counts(clock: FakeClock) -> None:
@@ -183,11 +183,11 @@ def test_error_status_of_spans_counts(clock: FakeClock) -> None:
 
 def test_old_values_leave_the_window_and_a_version_gone_from_traffic_is_forgotten(clock: FakeClock) -> None:
     chk, reg = make(clock, window_secs=600)
-    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 400)))
-    chk.observe(events("ctr", "2", clock.now(), latency=rng.normal(41, 2, 400)))
+    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 500)))
+    chk.observe(events("ctr", "2", clock.now(), latency=rng.normal(41, 2, 500)))
     assert only(chk.evaluate(clock.now())).active
     clock.advance(601)
-    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 400)))
+    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 500)))
     assert list(chk.evaluate(clock.now())) == []  # v2 sent nothing for a window: no pair
     assert verdict(reg, "p99") is None
     assert set(chk.models["ctr"]) == {"1"}
@@ -233,8 +233,8 @@ def test_memory_is_bounded_by_max_samples(clock: FakeClock) -> None:
 
 def test_alert_off_keeps_the_verdict_but_makes_no_active_finding(clock: FakeClock) -> None:
     chk, reg = make(clock, alert=False)
-    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 400)))
-    chk.observe(events("ctr", "2", clock.now(), latency=rng.normal(41, 2, 400)))
+    chk.observe(events("ctr", "1", clock.now(), latency=rng.normal(35, 2, 500)))
+    chk.observe(events("ctr", "2", clock.now(), latency=rng.normal(41, 2, 500)))
     f = only(chk.evaluate(clock.now()))
     assert not f.active and f.facts["verdict"] == "worse" and verdict(reg, "p99") == 1
 

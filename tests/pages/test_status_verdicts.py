@@ -37,7 +37,7 @@ def test_status_page_shows_a_worse_canary_and_a_suspect_output_first() -> None:
     rng = np.random.default_rng(1)
     evs = [Event(model="ctr", version=v, timestamp=now, score=float(s), fields={"latency_ms": float(lat)})
            for v, loc in (("1", 30.0), ("2", 45.0))
-           for s, lat in zip(rng.random(200), rng.normal(loc, 2, 200), strict=True)]
+           for s, lat in zip(rng.random(500), rng.normal(loc, 2, 500), strict=True)]
     evs += [Event(model="rank", version="3", timestamp=now, score=0.5) for _ in range(60)]
     batch = Batch("events", "test", tuple(evs))
     svc.component("canary").observe(batch)
