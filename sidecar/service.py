@@ -56,6 +56,7 @@ def default_factories() -> list[Factory]:
     # Imported here so that a broken optional area fails loudly at build time with its own traceback.
     from sidecar.wiring.alerting import build as alerting
     from sidecar.wiring.business import build as business
+    from sidecar.wiring.canary import build as canary
     from sidecar.wiring.diagnose import build as diagnose
     from sidecar.wiring.events import build as events
     from sidecar.wiring.gpu import build as gpu
@@ -66,7 +67,7 @@ def default_factories() -> list[Factory]:
     # Build order = subscription order on the bus: the change log subscribes before the checks that publish.
     # The pages builder is handed the drift check the drift builder made (the drift pages read it).
     drift, pages = drift_and_pages()
-    return [alerting, triton, gpu, traces, events, drift, business, diagnose, pages]
+    return [alerting, triton, gpu, traces, events, drift, business, canary, diagnose, pages]
 
 
 class Service:

@@ -1,11 +1,13 @@
-"""Config of the checks: drift and business metrics each own their section's model."""
+"""Config of the checks: each check owns its section's model."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
 from sidecar.checks.business_config import BusinessConfig
+from sidecar.checks.canary_config import CanaryConfig
 from sidecar.checks.drift_config import DriftConfig
+from sidecar.checks.output_sanity_config import OutputSanityConfig
 from sidecar.configbase import StrictModel
 
 __all__ = ["ChecksConfig"]
@@ -15,3 +17,5 @@ class ChecksConfig(StrictModel):
     eval_interval_secs: float = Field(15.0, gt=0, description="How often checks evaluate their windows.")
     drift: DriftConfig = DriftConfig()
     business: BusinessConfig = BusinessConfig()
+    canary: CanaryConfig = CanaryConfig()
+    output_sanity: OutputSanityConfig = OutputSanityConfig()

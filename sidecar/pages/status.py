@@ -19,7 +19,7 @@ from sidecar.component import Readiness
 from sidecar.pages.readers import MAX_ROWS, Api, read_metrics
 from sidecar.pages.render import render, static_routes
 
-__all__ = ["AlertView", "StatusPages", "alert_views"]
+__all__ = ["AlertView", "StatusPages", "alert_views", "verdicts"]
 
 _ORDER = {"firing": 0, "pending": 1, "inactive": 2}
 
@@ -74,6 +74,35 @@ def alert_views(raw: object) -> list[AlertView]:
     return out[:MAX_ROWS]
 
 
+def verdicts(registry: CollectorRegistry) -> list[dict[str, str]]:
+    """One row per canary pair and per model version under output sanity, worst first, from their gauges."""
+    rows: dict[tuple[str, ...], dict[str, Any]] = {}
+    for family in registry.collect():
+        for s in family.samples:
+            lab = s.labels
+            if s.name in ("sidecar_canary_verdict", "sidecar_canary_insufficient_data"):
+                key: tuple[str, ...] = ("canary", lab["model"], lab["baseline"], lab["candidate"])
+                row = rows.setdefault(key, {"check": "canary", "subject": f"{lab['model']} {lab['candidate']} vs "
+                                            f"{lab['baseline']}", "bad": [], "tested": False})
+                if s.name == "sidecar_canary_verdict":
+                    row["tested"] = True
+                    if s.value == 1:
+                        row["bad"].append(lab["aspect"])
+            elif s.name == "sidecar_output_sanity_condition":
+                key = ("output", lab["model"], lab["version"])
+                row = rows.setdefault(key, {"check": "output sanity", "subject": f"{lab['model']} {lab['version']}",
+                                            "bad": [], "tested": True})
+                if s.value == 1:
+                    row["bad"].append(lab["test"])
+    out = []
+    for key in sorted(rows):
+        r = rows[key]
+        state = ("worse" if key[0] == "canary" else "suspect") if r["bad"] else ("ok" if r["tested"]
+                                                                                  else "insufficient data")
+        out.append({"check": r["check"], "subject": r["subject"], "state": state, "detail": ", ".join(r["bad"])})
+    return sorted(out, key=lambda r: r["state"] not in ("worse", "suspect"))
+
+
 class StatusPages:
     name = "status_pages"
     role = "sink"
@@ -101,6 +130,7 @@ class StatusPages:
             ready=ready if isinstance(ready, dict) else None, ready_why=ready_why,
             changes=_changes(changes), changes_why=changes_why, m=m,
             drifting=[d for d in m.drift if d.get("drifting")], runbook_url=self.runbook_url,
+            verdicts=verdicts(self.registry),
         ))
 
     async def alerts_page(self, request: Request) -> HTMLResponse:

@@ -21,9 +21,13 @@ from sidecar.checks.business_config import BusinessCheckConfig
 from sidecar.checks.business_eval import Result, to_finding
 from sidecar.checks.business_examples import EXAMPLE_BUSINESS_CHECKS
 from sidecar.checks.business_series import CheckState
+from sidecar.checks.canary import CanaryCheck
+from sidecar.checks.canary_config import CanaryConfig
 from sidecar.checks.drift import DriftCheck
+from sidecar.checks.output_sanity import TESTS, OutputSanityCheck
+from sidecar.checks.output_sanity_config import OutputSanityConfig
 from sidecar.clock import FakeClock
-from sidecar.model import Finding
+from sidecar.model import Batch, Event, Finding
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNBOOKS = ROOT / "docs" / "runbooks"
@@ -84,10 +88,27 @@ def _business_findings() -> list[Finding]:
     return out
 
 
+def _verdict_findings() -> list[Finding]:
+    """Real findings of the canary check (one pair) and of output sanity (every test)."""
+    clock = FakeClock()
+    canary = CanaryCheck(CanaryConfig.model_validate({"enabled": True, "min_samples": 20}),
+                         registry=CollectorRegistry(), clock=clock)
+    sanity = OutputSanityCheck(OutputSanityConfig.model_validate(
+        {"enabled": True, "min_samples": 1, "models": {"m": {"range": {"min": 0, "max": 1}}}}),
+        registry=CollectorRegistry(), clock=clock)
+    items = tuple(Event(model="m", version=v, timestamp=clock.now(), score=0.5, fields={"latency_ms": 1.0})
+                  for v in ("1", "2") for _ in range(20))
+    canary.observe(Batch("events", "t", items))
+    sanity.observe(Batch("events", "t", items))
+    found = [*canary.evaluate(clock.now()), *sanity.evaluate(clock.now())]
+    assert {f.labels.get("test") for f in found if f.check == "output_sanity"} == set(TESTS)
+    return found
+
+
 @pytest.fixture(scope="module")
 def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, str], str]]:
     """(labels, runbook file) of every alert the book makes from findings of each check kind."""
-    findings = _drift_findings(tmp_path_factory.mktemp("drift")) + _business_findings()
+    findings = _drift_findings(tmp_path_factory.mktemp("drift")) + _business_findings() + _verdict_findings()
     book = AlertBook(AlertingConfig.model_validate({"enabled": True}), registry=CollectorRegistry(),
                      eval_interval_secs=15, sink=None, runbook_base="http://sidecar/runbooks",
                      dashboard_base=None, sidecar_url="http://sidecar")
@@ -102,6 +123,8 @@ def test_the_book_names_drift_alerts_as_the_rules_and_runbooks_do(
     assert names[("drift", "ks")] == "FeatureDrifting"
     assert names[("drift", "missing")] == "FeatureMissingValuesHigh"
     assert names[("ctr_mean_down", "")] == "CtrMeanDown"
+    assert names[("canary", "")] == "CanaryVersionWorse"
+    assert names[("output_sanity", "collapsed")] == "ModelOutputSuspect"
 
 
 def test_each_book_alert_links_a_runbook_whose_silence_command_matches_it(

@@ -58,7 +58,8 @@ def test_pages_lay_out_without_overlap_or_overflow(url: str) -> None:
         finally:
             browser.close()
     assert header_bg == "rgb(29, 43, 58)"  # /static/pages/pages.css was served and applied
-    assert {c["id"] for c in cards} == {"triton", "alerts", "drift", "gpus", "changes", "readiness", "links"}
+    assert {c["id"] for c in cards} == {"triton", "alerts", "drift", "verdicts", "gpus", "changes", "readiness",
+                                        "links"}
     for c in cards:
         assert c["over"] <= 1, c  # nothing wider than its card
     for i, a in enumerate(cards):

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from sidecar.alerting.render import business, drift
+from sidecar.alerting.render import business, canary, drift, output_sanity
 from sidecar.model import Finding
 
 RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType({
     "business": business.render,
+    "canary": canary.render,
     "drift": drift.render,
+    "output_sanity": output_sanity.render,
 })

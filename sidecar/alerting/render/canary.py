@@ -1,0 +1,81 @@
+"""The words of a canary finding, from its ``facts`` (see ``sidecar/checks/canary.py``).
+
+Worse: ``ctr v2 worse on p99 by 18% (v2 41 ms vs v1 35 ms, n=412/398): consider reverting to version 1``;
+healthy: ``ctr v2 healthy against v1 (p50 +2%, p99 -1%, errors +0.1 pt, scores D=0.03)``; too few values:
+``ctr v2 vs v1: insufficient data``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sidecar.alerting.render import FindingText
+from sidecar.model import Finding
+from sidecar.naming import human_secs
+
+__all__ = ["render"]
+
+_ASPECTS = ("p50", "p99", "errors", "scores")
+
+
+def _num(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _v(version: str) -> str:
+    return f"v{version}" if version.isdigit() else version
+
+
+def _worse_phrase(a: str, facts: Mapping[str, object], b: str, c: str) -> str:
+    base, cand, diff = (_num(facts.get(f"{a}.{k}")) for k in ("base", "cand", "diff"))
+    n = f"n={facts.get(f'{a}.n_cand')}/{facts.get(f'{a}.n_base')}"
+    if base is None or cand is None or diff is None:
+        return f"worse on {a}"
+    if a == "errors":
+        return f"worse on errors by {diff * 100:.1f} points ({c} {cand:.1%} vs {b} {base:.1%}, {n})"
+    if a == "scores":
+        return f"scores differ (KS D={diff:.2f}, mean {c} {cand:.3g} vs {b} {base:.3g}, {n})"
+    return f"worse on {a} by {diff:.0%} ({c} {cand:.3g} ms vs {b} {base:.3g} ms, {n})"
+
+
+def _brief(a: str, facts: Mapping[str, object]) -> str | None:
+    diff = _num(facts.get(f"{a}.diff"))
+    if diff is None:
+        return None
+    if a == "errors":
+        return f"errors {diff * 100:+.1f} pt"
+    if a == "scores":
+        return f"scores D={diff:.2f}"
+    return f"{a} {diff:+.0%}"
+
+
+def _sentence(a: str, facts: Mapping[str, object], b: str, c: str, min_samples: object) -> str:
+    base, cand, q = (_num(facts.get(f"{a}.{k}")) for k in ("base", "cand", "q"))
+    nb, nc = facts.get(f"{a}.n_base"), facts.get(f"{a}.n_cand")
+    what = {"errors": "error ratio", "scores": "mean score"}.get(a, f"{a} latency")
+    if q is None or base is None or cand is None:
+        return f"{what}: not decided ({nc} values for {c}, {nb} for {b}; it needs {min_samples} each)."
+    unit = " ms" if a in ("p50", "p99") else ""
+    fmt = (lambda x: f"{x:.2%}") if a == "errors" else (lambda x: f"{x:.4g}{unit}")
+    return f"{what}: {c} {fmt(cand)} vs {b} {fmt(base)} (q={q:.2g}, n={nc}/{nb})."
+
+
+def render(f: Finding) -> FindingText:
+    facts = f.facts
+    model = f.labels.get("model", "")
+    b, c = _v(f.labels.get("baseline", "")), _v(f.labels.get("candidate", ""))
+    window = human_secs(f.window_secs)
+    details = " ".join(_sentence(a, facts, b, c, facts.get("min_samples")) for a in _ASPECTS)
+    source = f"Latency from {facts.get('latency_source', 'events')}, over the last {window}."
+    if f.insufficient_data:
+        return (f"{model} {c} vs {b}: insufficient data",
+                f"{model} {c} cannot be compared with {b} yet. {details} {source}")
+    worse = [a for a in str(facts.get("worse", "")).split(",") if a]
+    if worse:
+        phrases = "; ".join(_worse_phrase(a, facts, b, c) for a in worse)
+        base_version = f.labels.get("baseline", "")
+        summary = f"{model} {c} {phrases}: consider reverting to version {base_version}"
+        return summary, f"{model} {c} is worse than {b}. {details} {source}"
+    briefs = ", ".join(x for x in (_brief(a, facts) for a in _ASPECTS) if x)
+    return (f"{model} {c} healthy against {b} ({briefs})",
+            f"{model} {c} is not worse than {b}. {details} {source}")

@@ -1,0 +1,29 @@
+"""Builds the verdict checks (canary comparison, output sanity) and subscribes them to the bus."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sidecar.checks.canary import CanaryCheck
+from sidecar.checks.output_sanity import OutputSanityCheck
+from sidecar.component import Context
+
+__all__ = ["build"]
+
+
+def build(ctx: Context) -> list[Any]:
+    out: list[Any] = []
+    cfg = ctx.config.checks.canary
+    if cfg.enabled:
+        comp = CanaryCheck(cfg, registry=ctx.registry, clock=ctx.clock, logger=ctx.logger.getChild("canary"))
+        ctx.bus.subscribe("events", comp.name, comp.observe)
+        if cfg.spans:
+            ctx.bus.subscribe("spans", comp.name, comp.observe)
+        out.append(comp)
+    sanity_cfg = ctx.config.checks.output_sanity
+    if sanity_cfg.enabled:
+        sanity = OutputSanityCheck(sanity_cfg, registry=ctx.registry, clock=ctx.clock,
+                                   logger=ctx.logger.getChild("output_sanity"))
+        ctx.bus.subscribe("events", sanity.name, sanity.observe)
+        out.append(sanity)
+    return out

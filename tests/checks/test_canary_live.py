@@ -1,0 +1,175 @@
+"""The canary verdict against a real Triton 2.51 (CPU): v2 of a Python model sleeps and scores differently; the
+test calls both versions alternately, posts one event per call (measured latency, returned score) to the sidecar's
+/v1/events, and the verdict, its metrics and the alert the book makes say v2 is worse."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
+from waiting import wait_until
+
+from sidecar.alerting.book import AlertBook
+from sidecar.alerting.config import AlertingConfig
+from sidecar.app import create_app
+from sidecar.checks.canary import CanaryCheck
+from sidecar.clock import FakeClock, SystemClock
+from sidecar.component import Bus
+from sidecar.config import parse_config
+from sidecar.demo.tritonserver import TritonServer
+from sidecar.records import MODEL
+from sidecar.service import Service
+from sidecar.sources.trace_files import TraceFileTailer
+from sidecar.store import Store
+from sidecar.wiring.canary import build as canary_build
+from sidecar.wiring.events import build as events_build
+
+pytestmark = pytest.mark.triton
+
+_CONFIG = """name: "rollout"
+backend: "python"
+max_batch_size: 8
+version_policy: { all { } }
+input [ { name: "x", data_type: TYPE_FP32, dims: [ 4 ] } ]
+output [ { name: "score", data_type: TYPE_FP32, dims: [ 1 ] } ]
+instance_group [ { count: 1, kind: KIND_CPU } ]
+"""
+
+_MODEL = """import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+SLEEP_S = {sleep}
+BIAS = {bias}
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy().astype(np.float32)
+            if SLEEP_S:
+                time.sleep(SLEEP_S)
+            s = 1.0 / (1.0 + np.exp(-(x.sum(axis=1, keepdims=True) * 0.5 + BIAS)))
+            out.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("score", s.astype(np.float32))]))
+        return out
+"""
+
+
+def _repository(root: Path) -> Path:
+    model = root / "repo" / "rollout"
+    for version, sleep, bias in (("1", 0.0, -1.0), ("2", 0.05, 0.5)):
+        (model / version).mkdir(parents=True)
+        (model / version / "model.py").write_text(_MODEL.format(sleep=sleep, bias=bias))
+    (model / "config.pbtxt").write_text(_CONFIG)
+    return root / "repo"
+
+
+@pytest.fixture
+def rollout_triton(tmp_path: Path) -> Iterator[TritonServer]:
+    server = TritonServer(_repository(tmp_path), tmp_path / "triton", summary_latencies=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_slower_v2_that_scores_differently_is_called_worse(rollout_triton: TritonServer, tmp_path: Path) -> None:
+    clock = FakeClock()
+    cfg = parse_config({"events": {"enabled": True},
+                        "checks": {"canary": {"enabled": True, "min_samples": 200, "for_secs": 0}}})
+    svc = Service(cfg, clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),
+                  factories=[events_build, canary_build])
+    n = 500  # p99 is decided from 500 values per version (5 above it: checks.canary.min_tail_samples)
+    events = []
+    with httpx.Client(base_url=rollout_triton.http_url, timeout=30) as triton:
+        for version in ("1", "2"):  # the first call of a version loads its stub's code paths: not measured
+            warm = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.0] * 4}]}
+            assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=warm).status_code == 200
+        for i in range(n):
+            x = [float((i * 7 + k) % 5) - 2.0 for k in range(4)]
+            for version in ("1", "2"):
+                body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": x}]}
+                t0 = time.perf_counter()
+                r = triton.post(f"/v2/models/rollout/versions/{version}/infer", json=body)
+                latency_ms = (time.perf_counter() - t0) * 1000
+                assert r.status_code == 200, r.text
+                events.append({"model": "rollout", "version": version, "timestamp": clock.now(),
+                               "score": r.json()["outputs"][0]["data"][0],
+                               "fields": {"latency_ms": latency_ms, "error": 0}})
+    with TestClient(create_app(svc)) as client:
+        assert client.post("/v1/events", json=events).json()["accepted"] == 2 * n
+        findings = svc.evaluate_once(clock.now())
+    (f,) = [f for f in findings if f.check == "canary"]
+    assert f.active and f.labels["baseline"] == "1" and f.labels["candidate"] == "2"
+    assert {"p50", "p99", "scores"} <= set(str(f.facts["worse"]).split(","))
+    assert "errors" not in str(f.facts["worse"])  # no call failed: the error aspect is decided, and healthy
+    assert f.facts["errors.q"] is not None
+    assert f.facts["p50.cand"] - f.facts["p50.base"] > 40  # type: ignore[operator]  # the 50 ms sleep
+    reg = svc.registry
+    lbl = {"model": "rollout", "baseline": "1", "candidate": "2"}
+    assert reg.get_sample_value("sidecar_canary_verdict", {**lbl, "aspect": "p99"}) == 1
+    assert reg.get_sample_value("sidecar_canary_verdict", {**lbl, "aspect": "errors"}) == 0
+
+    book = AlertBook(AlertingConfig.model_validate({"enabled": True}), registry=CollectorRegistry(),
+                     eval_interval_secs=15, sink=None, runbook_base="/runbooks", dashboard_base=None,
+                     sidecar_url="http://sidecar")
+    book.on_findings([f], clock.now())
+    (alert,) = book.alerts.values()
+    assert alert.state == "firing" and alert.labels["alertname"] == "CanaryVersionWorse"
+    summary = alert.annotations["summary"]
+    assert "rollout v2 worse on p50 by " in summary and "consider reverting to version 1" in summary
+    assert alert.annotations["runbook_url"] == "/runbooks/CanaryVersionWorse.md"
+
+
+def test_span_latency_from_tritons_own_trace_files_says_v2_is_worse(tmp_path: Path) -> None:
+    """No events at all: Triton (mode=triton trace files) -> the trace file source -> spans on the bus -> canary."""
+    trace = tmp_path / "trace.json"
+    args = ["--trace-config", "mode=triton", "--trace-config", f"triton,file={trace}",
+            "--trace-config", "triton,log-frequency=10", "--trace-config", "rate=1",
+            "--trace-config", "level=TIMESTAMPS"]
+    server = TritonServer(_repository(tmp_path), tmp_path / "triton", summary_latencies=False, extra_args=args)
+    server.start()
+    n = 500
+    try:
+        with httpx.Client(base_url=server.http_url, timeout=30) as triton:
+            for version in ("1", "2"):  # traced too: one slow first call per version, as in production
+                warm = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.0] * 4}]}
+                assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=warm).status_code == 200
+            for i in range(n):
+                for version in ("1", "2"):
+                    body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
+                                        "data": [float(i % 3)] * 4}]}
+                    assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=body).status_code == 200
+        wait_until(lambda: len(list(tmp_path.glob("trace.json.*"))) >= 2 * (n + 1) // 10, 30)
+    finally:
+        server.stop()
+    clock = SystemClock()
+    reg = CollectorRegistry()
+    cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(trace), "settle_secs": 1}},
+                        "checks": {"canary": {"enabled": True}}})
+    canary = CanaryCheck(cfg.checks.canary, registry=reg, clock=clock)
+    bus = Bus(reg)
+    model_spans: list[object] = []
+    bus.subscribe("spans", "count", lambda b: model_spans.extend(r for r in b.items if r[MODEL] is not None))
+    bus.subscribe("spans", canary.name, canary.observe)
+    assert cfg.traces.file.path is not None
+    tailer = TraceFileTailer(cfg.traces.file, bus, reg, clock)
+
+    def all_read() -> bool:
+        tailer.poll_once()
+        return len(model_spans) >= 2 * (n + 1)
+
+    wait_until(all_read, 20, interval_s=0.2)
+    (f,) = canary.evaluate(clock.now())
+    assert f.facts["latency_source"] == "spans"
+    assert f.facts["p50.n_base"] == n + 1 and f.facts["p50.n_cand"] == n + 1
+    assert f.active and f.facts["worse"] == "p50,p99", str({k: v for k, v in f.facts.items() if k[:3] == "p99"})
+    assert f.facts["p50.cand"] - f.facts["p50.base"] > 40  # type: ignore[operator]  # the 50 ms sleep
+    assert f.facts["errors.n_base"] == 0  # Triton's spans carry no status: they are not counted as successes
