@@ -21,7 +21,9 @@ __all__ = [
     "Event",
     "Finding",
     "GpuIdentity",
+    "GpuSnapshot",
     "Sample",
+    "SeriesSnapshot",
     "Span",
     "SpanEvent",
     "SpanRecord",
@@ -120,6 +122,21 @@ class SeriesSnapshot:
 
 
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSnapshot:
+    """What a GPU source (NVML, dcgm-exporter) saw in one sample (a ``samples`` batch from that source).
+
+    ``sampled`` False carries only ``detail`` (a failed scrape, a source starting): readiness text changes,
+    the data the source last sent stays until it goes stale.
+    """
+
+    samples: tuple[Any, ...]  # processors.gpu_series.GpuSample
+    gpus: Mapping[str, Any]  # uuid -> state.gpus.GpuIdentity (index, name)
+    visible: int
+    detail: str = ""
+    sampled: bool = True
 
 
 @dataclass(frozen=True, slots=True)

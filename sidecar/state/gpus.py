@@ -21,7 +21,7 @@ from prometheus_client.core import Metric
 
 from sidecar.clock import Clock
 from sidecar.component import Bus, Readiness
-from sidecar.model import Batch
+from sidecar.model import Batch, GpuSnapshot
 from sidecar.model import GpuIdentity as ModelGpu
 from sidecar.processors.gpu_series import SERIES, GpuSample
 
@@ -115,7 +115,17 @@ class GpuHub:
                     parts.append(f"{src}: {st.detail}")
         return Readiness(ok=True, detail="; ".join(parts) if parts else "no GPU source enabled")
 
-    # -- what sources call -----------------------------------------------------------------------------------
+    # -- the bus subscriber (kind "samples" from the GPU sources) --------------------------------------------
+    def on_samples(self, batch: Batch) -> None:
+        for snap in batch.items:
+            if not isinstance(snap, GpuSnapshot):
+                continue  # another target's series (a Triton scrape shares the kind)
+            if snap.sampled:
+                self.publish(batch.source, snap.samples, snap.gpus, visible=snap.visible, detail=snap.detail)
+            else:
+                self.note(batch.source, snap.detail)
+
+    # -- what sources call (directly in unit tests; over the bus in the service) -----------------------------
     def register_source(self, source: str) -> None:
         with self._lock:
             self._sources.setdefault(source, _SourceState())

@@ -1,4 +1,5 @@
-"""Builds the GPU area: the GPU state (exposition; publishes GPU identities on the bus) and its sources."""
+"""Builds the GPU area: the sources (publishing GPU snapshots on the bus), and the GPU state that subscribes,
+exports them and publishes the merged GPU identities."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from sidecar.component import Context
 from sidecar.sources.gpu.dcgm import DcgmSource
 from sidecar.sources.gpu.nvml import NvmlSource
+from sidecar.sources.gpu.publisher import BusGpuSink
 from sidecar.state.gpus import GpuHub
 
 __all__ = ["build"]
@@ -21,9 +23,11 @@ def build(ctx: Context) -> list[Any]:
         ctx.registry, ctx.clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs, logger=log,
         bus=ctx.bus,
     )
+    ctx.bus.subscribe("samples", hub.name, hub.on_samples)
+    sink = BusGpuSink(ctx.bus, ctx.clock)  # the sources publish; the GPU state subscribes
     out: list[Any] = [hub]
     if cfg.nvml.enabled:
-        out.append(NvmlSource(cfg.nvml, hub, ctx.registry, ctx.clock, logger=log.getChild("nvml")))
+        out.append(NvmlSource(cfg.nvml, sink, ctx.registry, ctx.clock, logger=log.getChild("nvml")))
     if cfg.dcgm.enabled:
-        out.append(DcgmSource(cfg.dcgm, hub, ctx.registry, ctx.clock, ctx.http, logger=log.getChild("dcgm")))
+        out.append(DcgmSource(cfg.dcgm, sink, ctx.registry, ctx.clock, ctx.http, logger=log.getChild("dcgm")))
     return out

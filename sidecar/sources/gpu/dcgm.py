@@ -20,7 +20,8 @@ from sidecar.clock import Clock
 from sidecar.errors import ScrapeError
 from sidecar.processors.gpu_series import DCGM_FIELDS, GpuSample, decode_throttle_reasons, is_dcgm_blank
 from sidecar.sources.gpu.config import DcgmConfig
-from sidecar.state.gpus import GpuHub, GpuIdentity
+from sidecar.sources.gpu.publisher import GpuSink
+from sidecar.state.gpus import GpuIdentity
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
@@ -105,7 +106,7 @@ class DcgmSource:
     def __init__(
         self,
         config: DcgmConfig,
-        hub: GpuHub,
+        hub: GpuSink,
         registry: CollectorRegistry,
         clock: Clock,
         http: httpx.AsyncClient,

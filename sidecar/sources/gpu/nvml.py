@@ -27,7 +27,8 @@ from sidecar.sources.gpu.config import NvmlConfig
 from sidecar.sources.gpu.nvml_calls import NvmlCalls, Uninitialized, read_process_name, reason, text
 from sidecar.sources.gpu.nvml_device import DeviceReader
 from sidecar.sources.gpu.nvml_xid import XidEvents
-from sidecar.state.gpus import GpuHub, GpuIdentity
+from sidecar.sources.gpu.publisher import GpuSink
+from sidecar.state.gpus import GpuIdentity
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
@@ -46,7 +47,7 @@ class NvmlSource:
     def __init__(
         self,
         config: NvmlConfig,
-        hub: GpuHub,
+        hub: GpuSink,
         registry: CollectorRegistry,
         clock: Clock,
         *,
