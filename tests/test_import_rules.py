@@ -113,3 +113,12 @@ def test_the_rules_see_real_edges() -> None:
     graph = _graph()
     assert "sidecar.model" in graph["sidecar.component"]
     assert any(_within(t, "sidecar.checks") for t in graph["sidecar.wiring.drift"])
+
+
+def test_no_module_is_over_400_lines() -> None:
+    # Issue 11: a module that grows past this does more than one thing; split it before it hides the flow.
+    root = Path(__file__).resolve().parents[1]
+    big = {str(p.relative_to(root)): n for p in [*root.joinpath("sidecar").rglob("*.py"),
+                                                 *root.joinpath("exporters").rglob("*.py")]
+           if (n := len(p.read_text().splitlines())) > 400}
+    assert big == {}
