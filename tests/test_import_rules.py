@@ -27,6 +27,9 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("sidecar.state", ("sidecar.checks", "sidecar.alerting", "sidecar.sources", "exporters",
                        "sidecar.pages", "sidecar.wiring")),
     ("sidecar.pages", ("sidecar.checks", "sidecar.sources", "exporters", "sidecar.wiring")),
+    # Diagnoses probe Triton and produce findings, like a check: the same rules.
+    ("sidecar.diagnose", ("sidecar.alerting", "sidecar.sources", "exporters", "sidecar.pages",
+                          "sidecar.wiring", "sidecar.checks")),
 ]
 # The one allowed crossing: the YAML tree nests the exporters' sections under ``alerting``, so the alerting
 # config model imports the exporters' config models (``exporters/config.py``, which imports only pydantic).
