@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -18,7 +19,7 @@ from sidecar.exposition import render_metrics
 from sidecar.redact import mask_text
 from sidecar.service import Service
 
-__all__ = ["create_app"]
+__all__ = ["all_routes", "create_app"]
 
 
 def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
@@ -64,6 +65,7 @@ def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
 
     for router in service.routers():
         app.include_router(router)
+    _list_plain_routes(app)
     return app
 
 
@@ -117,3 +119,36 @@ class _ReadGate:
                 await resp(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def _list_plain_routes(app: FastAPI) -> None:
+    """Put routes that are plain Starlette ones (the OTLP receiver is an ASGI object, for speed) in the schema too,
+    so /docs lists every endpoint."""
+    from fastapi.openapi.utils import get_openapi
+    from fastapi.routing import APIRoute
+    from starlette.routing import Route
+
+    def schema() -> dict[str, object]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            paths = doc.setdefault("paths", {})
+            for r in all_routes(app.routes):
+                if isinstance(r, Route) and not isinstance(r, APIRoute) and r.path not in paths and r.methods:
+                    summary = (getattr(r.endpoint, "__doc__", "") or r.name or "").strip().splitlines()[0:1]
+                    paths[r.path] = {m.lower(): {"summary": summary[0] if summary else r.path,
+                                                 "responses": {"200": {"description": "OK"}}}
+                                     for m in sorted(r.methods) if m != "HEAD"}
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = schema  # type: ignore[method-assign]
+
+
+def all_routes(routes: list[Any]) -> list[Any]:
+    """Every route, including those of included routers (FastAPI keeps those behind a wrapper; our routers
+    have no prefix)."""
+    out: list[Any] = []
+    for r in routes:
+        inner = getattr(r, "original_router", None)
+        out.extend(all_routes(list(inner.routes)) if inner is not None else [r])
+    return out

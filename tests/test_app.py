@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -236,3 +237,21 @@ async def test_a_slow_body_gets_408_and_frees_its_slot() -> None:
     assert out[0]["status"] == 408
     assert refused(svc, "body_timeout") == 1
     assert svc.guard._inflight == 0  # the slot is free again for the next push
+
+
+def test_docs_list_every_route_of_the_full_service(tmp_path: Any) -> None:
+    from starlette.routing import Route
+
+    from sidecar.app import all_routes
+
+    cfg = parse_config({"triton": {"enabled": False}, "store": {"path": str(tmp_path / "s.sqlite")},
+                        "gpu": {"enabled": False}, "traces": {"enabled": True}, "events": {"enabled": True},
+                        "alerting": {"enabled": True}, "checks": {"drift": {"enabled": True}}})
+    app = create_app(Service(cfg, clock=FakeClock()), manage_lifecycle=False)
+    # OpenAPI writes {name:path} as {name}.
+    routes = {re.sub(r":\w+}", "}", r.path) for r in all_routes(app.routes) if isinstance(r, Route)}
+    routes -= {"/docs", "/openapi.json"}
+    routes = {p for p in routes if not p.startswith("/static/")}
+    listed = set(TestClient(app).get("/openapi.json").json()["paths"])
+    assert routes - listed == set()
+    assert {"/", "/alerts", "/traces", "/v1/traces", "/v1/events", "/v1/changes", "/v1/alerts"} <= listed

@@ -61,7 +61,7 @@ class ChangesPage:
     def routes(self) -> APIRouter:
         r = APIRouter()
         r.add_api_route("/changes", self.page, methods=["GET"], response_class=HTMLResponse,
-                        include_in_schema=False)
+                        tags=["pages"])
         return r
 
     async def start(self) -> None:

@@ -84,7 +84,7 @@ class DriftPage:
 
     def routes(self) -> APIRouter:
         r = APIRouter()
-        r.add_api_route("/drift", self.page, methods=["GET"], response_class=HTMLResponse, include_in_schema=False)
+        r.add_api_route("/drift", self.page, methods=["GET"], response_class=HTMLResponse, tags=["pages"])
         return r
 
     async def start(self) -> None:

@@ -131,7 +131,7 @@ class DriftDetailPage:
     def routes(self) -> APIRouter:
         r = APIRouter()
         r.add_api_route("/drift/{rest:path}", self.page, methods=["GET"],
-                        response_class=HTMLResponse, include_in_schema=False)
+                        response_class=HTMLResponse, tags=["pages"])
         return r
 
     async def start(self) -> None:

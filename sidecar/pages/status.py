@@ -144,9 +144,9 @@ class StatusPages:
 
     def routes(self) -> APIRouter:
         r = APIRouter()
-        r.add_api_route("/", self.index, methods=["GET"], response_class=HTMLResponse, include_in_schema=False)
+        r.add_api_route("/", self.index, methods=["GET"], response_class=HTMLResponse, tags=["pages"])
         r.add_api_route("/alerts", self.alerts_page, methods=["GET"], response_class=HTMLResponse,
-                        include_in_schema=False)
+                        tags=["pages"])
         r.include_router(static_routes())
         return r
 

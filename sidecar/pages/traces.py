@@ -87,11 +87,11 @@ class TracePages:
     def routes(self) -> APIRouter:
         r = APIRouter()
         r.add_api_route(
-            "/traces", self.list_page, methods=["GET"], response_class=HTMLResponse, include_in_schema=False
+            "/traces", self.list_page, methods=["GET"], response_class=HTMLResponse, tags=["pages"]
         )
         r.add_api_route(
             "/traces/{trace_id}", self.trace_page, methods=["GET"], response_class=HTMLResponse,
-            include_in_schema=False,
+            tags=["pages"],
         )
         # The trace pages work without the status pages (a traces-only deployment), so they bring the CSS.
         r.include_router(static_routes())
