@@ -24,7 +24,8 @@ from sidecar.config import parse_config
 from sidecar.demo.tritonserver import TritonServer
 from sidecar.records import MODEL
 from sidecar.service import Service
-from sidecar.sources.trace_files import TraceFileTailer
+from sidecar.sources.trace_files import TraceFileSource, merge
+from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.store import Store
 from sidecar.wiring.canary import build as canary_build
 from sidecar.wiring.events import build as events_build
@@ -160,7 +161,8 @@ def test_span_latency_from_tritons_own_trace_files_says_v2_is_worse(tmp_path: Pa
     bus.subscribe("spans", "count", lambda b: model_spans.extend(r for r in b.items if r[MODEL] is not None))
     bus.subscribe("spans", canary.name, canary.observe)
     assert cfg.traces.file.path is not None
-    tailer = TraceFileTailer(cfg.traces.file, bus, reg, clock)
+    tailer = TraceFileSource(merge(cfg.traces.file, None), bus, TraceFileMetrics(reg), clock,
+                             Store(tmp_path / "files.sqlite"))
 
     def all_read() -> bool:
         tailer.poll_once()
