@@ -136,6 +136,26 @@ class FeatureWindow:
         if len(b.values) >= self.exact_cap:
             self._fold(b)
 
+    def add_numbers(self, ts: float, values: np.ndarray) -> None:
+        """Many values at one timestamp (a replay or a columnar batch); the same as ``add_number`` each."""
+        b = self._bucket(ts)
+        arr = np.asarray(values, dtype=np.float64)
+        ok = np.isfinite(arr)
+        b.total += int(arr.shape[0])
+        b.missing += int(arr.shape[0] - int(ok.sum()))
+        good = arr[ok]
+        while good.shape[0]:
+            room = self.exact_cap - len(b.values)
+            b.values.frombytes(np.ascontiguousarray(good[:room]).tobytes())
+            good = good[room:]
+            if len(b.values) >= self.exact_cap:
+                self._fold(b)
+
+    def add_missing_many(self, ts: float, count: int) -> None:
+        b = self._bucket(ts)
+        b.total += count
+        b.missing += count
+
     def _fold(self, b: _Bucket) -> None:
         if b.sketch is None:
             b.sketch = new_kll(self.kll_k)

@@ -52,6 +52,21 @@ class Pinned:
         return pin
 
 
+def _centred(c: float, h: float) -> tuple[float, float]:
+    """The history buckets (of ``h`` seconds) whose union is centred nearest to the moment ``c``.
+
+    A reference that ends, or is centred, away from the block's moment carries a seasonal cycle's slope as a
+    shift (a 30-minute offset on a daily cycle of +-0.5 sd is ~0.07 sd). One bucket when ``c`` lies in its
+    middle half, else the two around the nearest boundary: the centre is then never more than h/4 away and a
+    cycle's first-order term cancels."""
+    u = c / h - math.floor(c / h)
+    if 0.25 <= u < 0.75:
+        lo = math.floor(c / h) * h
+        return lo + 1e-6 * h, lo + h - 1e-6 * h
+    b = round(c / h) * h
+    return b - h + 1e-6 * h, b + h - 1e-6 * h
+
+
 class References:
     def __init__(self, cfg: DriftConfig, store: DriftStore, log: logging.Logger) -> None:
         self.cfg = cfg
@@ -107,7 +122,7 @@ class References:
         hist = self.history.get(k)
         if hist is None:
             c = self.cfg
-            hours = math.ceil((spec.rolling_offset_secs + c.window_secs) / 3600.0) + 1
+            hours = math.ceil((spec.rolling_offset_secs + c.longest_secs) / 3600.0) + 2
             # Hourly buckets held as sketches only (exact_cap small): a week of history must stay bounded.
             hist = self.history[k] = FeatureWindow(kind, bucket_secs=3600.0, n_buckets=hours, exact_cap=256,
                                                    kll_k=c.kll_k, max_categories=c.max_categories)
@@ -133,8 +148,10 @@ class References:
                 kinds.setdefault((model, feature), ref.kind)
 
     # ---- queries ---------------------------------------------------------------------------------
-    def reference_for(self, model: str, version: str, feature: str, now: float) -> Reference | NoReference:
-        """The reference, or why there is none yet."""
+    def reference_for(self, model: str, version: str, feature: str, now: float,
+                      block: tuple[float, float] | None = None) -> Reference | NoReference:
+        """The reference, or why there is none yet. ``block`` (method 'multiscale'): the current block, whose
+        rolling reference is centred on the same moment one offset earlier (see ``_centred``)."""
         spec = self.spec_for(model)
         if spec.mode == "file":
             return self.refs.get((model, "*", feature)) or NoReference("not_in_file", {"path": spec.path})
@@ -153,8 +170,12 @@ class References:
         hist = self.history.get((model, version, feature))
         if hist is None:
             return NoReference("no_history")
-        end = now - spec.rolling_offset_secs
-        snap = hist.snapshot(end - self.cfg.window_secs, end)
+        if block is not None:
+            lo, hi = _centred((block[0] + block[1]) / 2 - spec.rolling_offset_secs, hist.bucket_secs)
+            snap = hist.snapshot(lo, hi)
+        else:
+            end = now - spec.rolling_offset_secs
+            snap = hist.snapshot(end - self.cfg.window_secs, end)
         if snap.total == 0:
             return NoReference("no_traffic_last_week")
         return Reference.from_snapshot(snap, "rolling", now)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 from prometheus_client import Counter
 
 from sidecar.checks.drift.persistence import DriftStore, key
@@ -133,6 +135,13 @@ class WindowRegistry:
     # ---- windows ---------------------------------------------------------------------------------
     def new_window(self, kind: FeatureKind) -> FeatureWindow:
         c = self.cfg
+        if c.method == "multiscale":
+            # Buckets of the smallest block; enough of them for the largest block plus the one filling now.
+            # The raw values of the whole window stay within max_exact_samples, as in method 'window'.
+            n = round(c.scales_secs[-1] / c.scales_secs[0]) + 1
+            return FeatureWindow(kind, bucket_secs=c.scales_secs[0], n_buckets=n,
+                                 exact_cap=max(1, c.max_exact_samples // n), kll_k=c.kll_k,
+                                 max_categories=c.max_categories)
         return FeatureWindow(kind, bucket_secs=c.window_secs / c.bucket_count, n_buckets=c.bucket_count,
                              exact_cap=max(1, c.max_exact_samples // c.bucket_count), kll_k=c.kll_k,
                              max_categories=c.max_categories)
@@ -160,6 +169,14 @@ class WindowRegistry:
             if counted:
                 self.dropped.labels("type_mismatch").inc()
             win.add_missing(ts)
+
+    def add_many(self, win: FeatureWindow, kind: FeatureKind, ts: float, values: Any) -> None:
+        """A column of values at one timestamp; numeric columns go in as one array."""
+        if kind == "numeric" and isinstance(values, np.ndarray) and values.dtype.kind in "fiu":
+            win.add_numbers(ts, values)
+            return
+        for v in values:
+            self.add(win, kind, ts, v, counted=True)
 
     def persist_rows(self, force: bool) -> list[tuple[str, str, bytes]]:
         keys = list(self.windows) if force else list(self.dirty)
