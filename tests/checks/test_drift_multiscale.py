@@ -1,0 +1,138 @@
+"""Method 'multiscale': minutes to detect, a stated budget, no alarm on a seasonal cycle or a trivial shift."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from drift_testutil import make_ctx
+
+from sidecar.checks.drift import DriftCheck
+from sidecar.checks.drift.multiscale import look_level
+from sidecar.checks.drift_config import DriftConfig
+from sidecar.clock import FakeClock
+from sidecar.errors import ConfigError
+from sidecar.model import Event
+
+
+def _check(tmp_path: Path, clock: FakeClock, **drift: Any) -> DriftCheck:
+    cfg = {"enabled": True, "method": "multiscale", "eval_threads": 1,
+           "reference": {"mode": "pinned", "pinned_events": 5000}, **drift}
+    ctx = make_ctx(tmp_path / "s.sqlite", clock, {"checks": {"drift": cfg}})
+    return DriftCheck(ctx, ctx.config.checks.drift)
+
+
+def _run(check: DriftCheck, clock: FakeClock, rng: np.random.Generator, secs: float, rate: int,
+         shift: float = 0.0, batch: float = 10.0) -> float | None:
+    """Feeds features a, b (b shifted by ``shift`` sd), evaluating every 60 s; the first active time."""
+    start = clock.now()
+    while clock.now() - start < secs:
+        n = int(rate * batch)
+        check.observe_columns("m", "1", clock.now(), {"a": rng.normal(size=n), "b": rng.normal(shift, 1, n)})
+        clock.advance(batch)
+        if clock.now() % 60 == 0:
+            active = [f for f in check.evaluate(clock.now()) if f.active]
+            if active:
+                assert {f.labels["feature"] for f in active} == {"b"}
+                return clock.now() - start
+    return None
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_02_sd_shift_is_flagged_within_five_minutes(tmp_path: Path, seed: int) -> None:
+    clock = FakeClock(start=1_700_000_000.0 - 1_700_000_000.0 % 60)
+    check = _check(tmp_path, clock)
+    rng = np.random.default_rng(seed)
+    assert _run(check, clock, rng, 600, 100) is None  # the reference (first 5000 events) and no drift
+    clock.advance(20)  # the shift starts mid-block: the first block after it is diluted
+    delay = _run(check, clock, rng, 900, 100, shift=0.2)
+    assert delay is not None and delay <= 300
+
+
+def test_a_005_sd_shift_never_alerts(tmp_path: Path) -> None:
+    clock = FakeClock(start=1_700_000_000.0 - 1_700_000_000.0 % 60)
+    check = _check(tmp_path, clock)
+    rng = np.random.default_rng(7)
+    assert _run(check, clock, rng, 3 * 3600, 100, shift=0.05) is None
+
+
+def test_a_daily_cycle_with_the_same_hours_last_week_never_alerts(tmp_path: Path) -> None:
+    """+-0.5 sd over the day: an hour-old or off-centre reference would carry ~0.07-0.13 sd of it."""
+    clock = FakeClock(start=1_700_000_000.0 - 1_700_000_000.0 % 3600)
+    check = _check(tmp_path, clock, reference={"mode": "rolling"})
+    rng = np.random.default_rng(3)
+    rate, batch, week = 20, 60.0, 7 * 86400
+    start = clock.now()
+    found: list[float] = []
+    looked = 0
+    while clock.now() - start < week + 4 * 3600:
+        t = clock.now() - start
+        batch = 600.0 if t < week - 3600 else 60.0  # the history week in bulk, the tested hours per minute
+        n = int(rate * batch)
+        mean = 0.5 * math.sin(2 * math.pi * (t + batch / 2) / 86400)
+        check.observe_columns("m", "1", clock.now(), {"c": rng.normal(mean, 1, n)})
+        clock.advance(batch)
+        # The steepest part of the cycle (t = 0 and 12 h of each day) comes in the first hours after a week.
+        if clock.now() - start > week:
+            fs = check.evaluate(clock.now())
+            looked += sum(1 for f in fs if f.labels["test"] == "ks" and not f.insufficient_data)
+            found += [clock.now() for f in fs if f.active]
+    assert looked >= 200  # the reference was there: the test ran
+    assert found == []
+
+
+def test_bulk_columns_fill_the_same_windows_as_events(tmp_path: Path) -> None:
+    clock = FakeClock(start=1_700_000_000.0)
+    a, b = _check(tmp_path / "a", clock), _check(tmp_path / "b", clock)
+    vals = np.random.default_rng(0).normal(size=300)
+    vals[1::7] = np.nan  # not the first: a missing first value cannot tell an event's feature kind
+    a.observe_columns("m", "1", clock.now(), {"x": vals, "k": ["u" if v > 0 else None for v in vals]})
+    from sidecar.model import Batch
+    b.observe(Batch("events", "t", tuple(
+        Event("m", "1", clock.now(), {"x": float(v), "k": "u" if v > 0 else None}) for v in vals)))
+    for f in ("x", "k"):
+        sa = a.registry.windows[("m", "1", f)].snapshot()
+        sb = b.registry.windows[("m", "1", f)].snapshot()
+        assert (sa.total, sa.missing, sa.counts) == (sb.total, sb.missing, sb.counts)
+        if f == "x":
+            assert np.array_equal(np.sort(sa.raw), np.sort(sb.raw))  # type: ignore[arg-type]
+    assert a.refs.pinned[("m", "1")].events == b.refs.pinned[("m", "1")].events == 300
+
+
+def test_the_per_look_levels_spend_exactly_the_budget() -> None:
+    cfg = DriftConfig(method="multiscale", false_alarms_per_day=0.02)  # no level capped by p_threshold
+    k, n = cfg.sustained_looks, cfg.sustained_of
+    spent = sum(86400 / s * math.comb(n - 1, k - 1) * look_level(cfg, s) ** k for s in cfg.scales_secs)
+    assert spent == pytest.approx(0.02)
+    assert look_level(cfg, 60) < look_level(cfg, 300) < look_level(cfg, 1800) <= cfg.p_threshold
+
+
+def test_the_evidence_count_survives_a_restart(tmp_path: Path) -> None:
+    clock = FakeClock(start=1_700_000_000.0 - 1_700_000_000.0 % 60)
+    check = _check(tmp_path, clock)
+    rng = np.random.default_rng(5)
+    _run(check, clock, rng, 600, 100)
+    # One drifting 1-minute block, then a restart: the next drifting block must complete 2 of 3.
+    check.observe_columns("m", "1", clock.now(), {"a": rng.normal(size=6000), "b": rng.normal(1, 1, 6000)})
+    clock.advance(60)
+    assert not [f for f in check.evaluate(clock.now()) if f.active]
+    check.persist(force=True)
+    check.ctx.store.close()
+    again = _check(tmp_path, clock)  # a fresh process: same store file, new registry
+    again.observe_columns("m", "1", clock.now(), {"a": rng.normal(size=6000), "b": rng.normal(1, 1, 6000)})
+    clock.advance(60)
+    active = [f for f in again.evaluate(clock.now()) if f.active]
+    assert {(f.labels["feature"], f.facts["scale_secs"], f.facts["looks_drifting"]) for f in active} == {
+        ("b", 60.0, 2)}
+
+
+@pytest.mark.parametrize(("bad", "field"), [
+    ({"scales_secs": [300, 60]}, "scales_secs"), ({"scales_secs": [60, 90]}, "scales_secs"),
+    ({"sustained_looks": 4, "sustained_of": 3}, "sustained_looks"), ({"method": "cusum"}, "method")])
+def test_bad_multiscale_config_names_the_field(bad: dict[str, Any], field: str) -> None:
+    from sidecar.config import parse_config
+    with pytest.raises((ConfigError, ValueError), match=field):
+        parse_config({"checks": {"drift": bad}})
