@@ -144,12 +144,25 @@ class FeatureWindow:
         b.total += int(arr.shape[0])
         b.missing += int(arr.shape[0] - int(ok.sum()))
         good = arr[ok]
-        while good.shape[0]:
-            room = self.exact_cap - len(b.values)
-            b.values.frombytes(np.ascontiguousarray(good[:room]).tobytes())
-            good = good[room:]
+        if good.shape[0]:
+            # One fold for the whole batch: a KLL update of an array equals its values' updates one by one.
+            b.values.frombytes(np.ascontiguousarray(good).tobytes())
             if len(b.values) >= self.exact_cap:
                 self._fold(b)
+
+    def add_categories(self, ts: float, counts: dict[str, int], missing: int) -> int:
+        """Counted categories at one timestamp; returns how many values went under ``__other__``."""
+        b = self._bucket(ts)
+        b.total += sum(counts.values()) + missing
+        b.missing += missing
+        other = 0
+        for value, c in counts.items():
+            if value not in b.counts and len(b.counts) >= self.max_categories:
+                b.counts[OTHER] = b.counts.get(OTHER, 0) + c
+                other += c
+            else:
+                b.counts[value] = b.counts.get(value, 0) + c
+        return other
 
     def add_missing_many(self, ts: float, count: int) -> None:
         b = self._bucket(ts)

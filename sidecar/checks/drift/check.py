@@ -174,7 +174,7 @@ class DriftCheck:
                 if not win.accepts(ts, now):
                     self.metrics.c_dropped.labels("late").inc()
                     continue
-                reg.add_many(win, kind, ts, col)
+                reg.add_many(win, kind, ts, col, counted=True)
                 reg.dirty.add(key)
                 if pin is not None and take:
                     reg.add_many(refs.pin_window(pin, feature, kind), kind, 0.0, col[:take])

@@ -76,6 +76,9 @@ class References:
         self.pinned: dict[ModelKey, Pinned] = {}
         self.history: dict[SeriesKey, FeatureWindow] = {}
         self.overrides: dict[str, ReferenceConfig] = {}
+        # The latest rolling reference built per series and the bucket span it came from: a block's centred
+        # span stays the same for many blocks in a row, and week-old buckets no longer change.
+        self._built: dict[SeriesKey, tuple[tuple[float, float], Reference]] = {}
 
     def spec_for(self, model: str) -> ReferenceConfig:
         if model in self.overrides:
@@ -171,8 +174,17 @@ class References:
         if hist is None:
             return NoReference("no_history")
         if block is not None:
-            lo, hi = _centred((block[0] + block[1]) / 2 - spec.rolling_offset_secs, hist.bucket_secs)
-            snap = hist.snapshot(lo, hi)
+            span = _centred((block[0] + block[1]) / 2 - spec.rolling_offset_secs, hist.bucket_secs)
+            k = (model, version, feature)
+            built = self._built.get(k)
+            if built is not None and built[0] == span:
+                return built[1]
+            snap = hist.snapshot(*span)
+            if snap.total == 0:
+                return NoReference("no_traffic_last_week")
+            ref = Reference.from_snapshot(snap, "rolling", now)
+            self._built[k] = (span, ref)
+            return ref
         else:
             end = now - spec.rolling_offset_secs
             snap = hist.snapshot(end - self.cfg.window_secs, end)
@@ -193,6 +205,8 @@ class References:
 
     def reset_model(self, model: str) -> None:
         """Drops a model's references and collectors (its reference spec changed)."""
+        for bk in [bk for bk in self._built if bk[0] == model]:
+            del self._built[bk]
         for k in [k for k in self.refs if k[0] == model]:
             del self.refs[k]
             self.store.delete("drift.ref", key(*k))
@@ -201,6 +215,7 @@ class References:
             self.store.delete("drift.pinned", key(*pk))
 
     def drop_history(self, k: SeriesKey) -> None:
+        self._built.pop(k, None)
         if self.history.pop(k, None) is not None:
             self.store.delete("drift.history", key(*k))
 
