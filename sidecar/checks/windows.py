@@ -2,7 +2,7 @@
 
 A window is a ring of time buckets (``bucket_secs`` each, keyed by the event timestamp). A numeric bucket
 keeps up to ``exact_cap`` raw values; past that its values are folded into a KLL sketch, so memory per bucket
-is at most ``8 * exact_cap`` bytes plus one sketch (~5 KB at k=200) whatever the traffic. A categorical
+is at most ``8 * exact_cap`` bytes plus one sketch (~5 KB at k=400, float items) whatever the traffic. A categorical
 bucket keeps
 counts for at most ``max_categories`` names; the rest are counted under ``__other__``. Missing values (None,
 NaN, wrong type) are counted per bucket and never enter a statistic.
@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 
-from sidecar.checks.sketch import kll_from_bytes, kll_to_ecdf, new_kll
+from sidecar.checks.sketch import ITEMS, kll_from_bytes, kll_to_ecdf, kll_update, new_kll
 from sidecar.checks.stats import Ecdf
 
 __all__ = ["OTHER", "FeatureKind", "FeatureWindow", "WindowSnapshot", "pack", "unpack"]
@@ -97,7 +97,7 @@ class FeatureWindow:
     """Not thread-safe on its own: the drift check serialises access with its lock."""
 
     def __init__(self, kind: FeatureKind, *, bucket_secs: float, n_buckets: int, exact_cap: int,
-                 kll_k: int = 200, max_categories: int = 100) -> None:
+                 kll_k: int = 400, max_categories: int = 100) -> None:
         self.kind = kind
         self.bucket_secs = float(bucket_secs)
         self.n_buckets = int(n_buckets)
@@ -172,7 +172,7 @@ class FeatureWindow:
     def _fold(self, b: _Bucket) -> None:
         if b.sketch is None:
             b.sketch = new_kll(self.kll_k)
-        b.sketch.update(np.frombuffer(b.values, dtype=np.float64))  # type: ignore[attr-defined]
+        kll_update(b.sketch, np.frombuffer(b.values, dtype=np.float64))
         b.values = array("d")
 
     def add_category(self, ts: float, value: str) -> bool:
@@ -210,7 +210,7 @@ class FeatureWindow:
             if b.sketch is not None:
                 merged.merge(b.sketch)
             if len(b.values):
-                merged.update(np.frombuffer(b.values, dtype=np.float64))
+                kll_update(merged, np.frombuffer(b.values, dtype=np.float64))
         return WindowSnapshot(self.kind, total, missing, ecdf=kll_to_ecdf(merged))
 
     def memory_bytes(self) -> int:
@@ -227,7 +227,7 @@ class FeatureWindow:
         header: dict[str, object] = {
             "kind": self.kind, "bucket_secs": self.bucket_secs, "n_buckets": self.n_buckets,
             "exact_cap": self.exact_cap, "kll_k": self.kll_k, "max_categories": self.max_categories,
-            "buckets": [],
+            "kll_items": ITEMS, "buckets": [],
         }
         blobs: list[bytes] = []
         rows: list[dict[str, object]] = []
@@ -253,6 +253,6 @@ class FeatureWindow:
             b.values = array("d")
             b.values.frombytes(blobs[row["v"]])
             if "s" in row:
-                b.sketch = kll_from_bytes(blobs[row["s"]])
+                b.sketch = kll_from_bytes(blobs[row["s"]], str(h.get("kll_items", "f64")))
             w._buckets[b.index] = b
         return w

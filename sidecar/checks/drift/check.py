@@ -322,7 +322,7 @@ class DriftCheck:
                 self.multiscale.load((parts[0], parts[1], parts[2], parts[3]), v)
             elif ns == "drift.override":
                 refs.overrides[k] = ReferenceConfig.model_validate_json(v)
-        except (ValueError, KeyError, TypeError, ValidationError, RuntimeError):
+        except (ValueError, KeyError, TypeError, IndexError, ValidationError, RuntimeError):
             self.metrics.c_store_errors.labels("decode").inc()
             self._log.warning("dropping unreadable drift state %s/%s", ns, k)
 
