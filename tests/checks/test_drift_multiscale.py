@@ -136,3 +136,16 @@ def test_bad_multiscale_config_names_the_field(bad: dict[str, Any], field: str) 
     from sidecar.config import parse_config
     with pytest.raises((ConfigError, ValueError), match=field):
         parse_config({"checks": {"drift": bad}})
+
+
+def test_a_multiscale_finding_says_how_many_blocks_drifted(tmp_path: Path) -> None:
+    from sidecar.alerting.render.drift import render
+    clock = FakeClock(start=1_700_000_000.0 - 1_700_000_000.0 % 60)
+    check = _check(tmp_path, clock)
+    rng = np.random.default_rng(2)
+    _run(check, clock, rng, 600, 100)
+    _run(check, clock, rng, 600, 100, shift=0.5)
+    b = next(f for f in check.evaluate(clock.now()) if f.labels["feature"] == "b" and f.labels["test"] == "ks")
+    summary, _ = render(b)
+    assert b.active and b.facts["method"] in ("asymp", "sketch", "exact")  # the KS method, not overwritten
+    assert "of the last 3 60s blocks drifted (active at 2 of 3" in summary, summary

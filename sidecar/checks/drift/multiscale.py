@@ -154,7 +154,7 @@ class MultiScale:
             "effect": num(r.effect), "floor": floor, "psi": num(r.psi), "unseen_ratio": num(r.unseen_ratio),
             "n_cur": r.n_cur, "n_ref": r.n_ref, "missing_ratio": num(r.missing_ratio),
             "ref_missing_ratio": num(r.ref_missing_ratio), "held_secs": None,
-            "method": "multiscale", "scale_secs": scale, "block_end": lk.end, "level": self.levels[scale],
+            "decision": "multiscale", "scale_secs": scale, "block_end": lk.end, "level": self.levels[scale],
             "looks_drifting": int(sum(lk.bits)), "looks": len(lk.bits),
             "sustained_looks": self.cfg.sustained_looks, "sustained_of": self.cfg.sustained_of,
             "insufficient": r.insufficient or None, **r.extra,
