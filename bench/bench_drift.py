@@ -245,7 +245,7 @@ def speed(n_features: int, n_ref: int, n_cur: int, seed: int, repeat: int, with_
     t_scipy = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    refs = [Ecdf.from_values(ref[j]) for j in range(n_features)]
+    refs = [Ecdf.from_values(ref[j], in_place=True) for j in range(n_features)]  # no second copy held
     t_sort = time.perf_counter() - t0
     # "ours" starts from the unsorted current rows, as the live check does: sorting them is part of the work.
     curs = [cur[j] for j in range(n_features)]
