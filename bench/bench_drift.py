@@ -312,6 +312,8 @@ def main() -> None:
                    help="the rolling reference's offset, replayed first as history (quality)")
     p.add_argument("--seeds", type=int, default=9, help="seeds of each detection-delay row (quality)")
     p.add_argument("--no-false-alarms", action="store_true", help="skip the days of no-drift traffic (quality)")
+    p.add_argument("--no-delays", action="store_true", help="skip the detection-delay rows (quality)")
+    p.add_argument("--method", choices=("window", "multiscale"), help="only this method (quality)")
     p.add_argument("--repeat", type=int, default=3, help="timed runs of ours (speed; the median is shown)")
     p.add_argument("--window-secs", type=float, default=1800.0)
     p.add_argument("--sustained-secs", type=float, default=600.0)
@@ -334,7 +336,7 @@ def main() -> None:
     if a.section in ("quality", "all"):
         from drift_quality import quality
         quality(0.25 if a.quick else a.days, 1.0 if a.quick else a.offset_days, a.seed, 2 if a.quick else a.seeds,
-                a.window_secs, a.sustained_secs, a.no_false_alarms)
+                a.window_secs, a.sustained_secs, a.no_false_alarms, a.no_delays, a.method)
 
 
 if __name__ == "__main__":

@@ -52,8 +52,14 @@ class Change:
     nan: float = 0.0
 
 
+# Windows are saved hourly, not every minute: durability is not what this measures, and serialising every
+# window each minute was a large part of a replayed day.
+PERSIST = 3600.0
+
+
 def _check(d: str, cfg: dict[str, Any], reference: dict[str, Any]) -> DriftCheck:
-    full = {"checks": {"drift": {"enabled": True, "eval_threads": 1, "reference": reference, **cfg}}}
+    full = {"checks": {"drift": {"enabled": True, "eval_threads": 1, "persist_interval_secs": PERSIST,
+                                 "reference": reference, **cfg}}}
     ctx = make_ctx(Path(d) / "s.sqlite", FakeClock(T0), full, registry=CollectorRegistry())
     return DriftCheck(ctx, ctx.config.checks.drift)
 
@@ -109,7 +115,7 @@ def _fmt(ds: list[tuple[float | None, bool]]) -> str:
             f"named right {named}/{len(found)}")
 
 
-def delays(seeds: int, seed: int, window_secs: float, sustained_secs: float) -> None:
+def delays(seeds: int, seed: int, window_secs: float, sustained_secs: float, only: str | None = None) -> None:
     cfgs = method_cfgs(window_secs, sustained_secs)
     max_secs = 2 * window_secs + sustained_secs + 1200
     rows: list[tuple[str, float, Change]] = [
@@ -129,13 +135,16 @@ def delays(seeds: int, seed: int, window_secs: float, sustained_secs: float) -> 
     print(f"{'change':22s} {'events/s':>8s}  {'method':52s} {'median':>8s} {'max':>8s}")
     for label, rate, ch in rows:
         for mname, cfg in cfgs.items():
+            if only is not None and cfg["method"] != only:
+                continue
             t0 = time.perf_counter()
             ds = [delay(cfg, seed + k, rate, ch, max_secs) for k in range(seeds)]
             print(f"{label:22s} {rate:8.0f}  {mname:52s} {_fmt(ds)}  ({time.perf_counter() - t0:.0f}s wall)",
                   flush=True)
 
 
-def false_alarms(days: float, offset_days: float, seed: int, window_secs: float, sustained_secs: float) -> None:
+def false_alarms(days: float, offset_days: float, seed: int, window_secs: float, sustained_secs: float,
+                 only: str | None = None) -> None:
     """No-drift traffic: model m (pinned reference) with a normal, a discrete (tied) feature and a 0.05-sd
     shift; model c (rolling reference, the same hours ``offset_days`` earlier) with a +-0.5-sd daily cycle
     and a discrete daily cycle. ``offset_days`` of history are replayed first (model c only, not evaluated)."""
@@ -145,6 +154,8 @@ def false_alarms(days: float, offset_days: float, seed: int, window_secs: float,
           f"the pin (a trivial shift that must not alert), cat 3 categories; model c (rolling reference "
           f"{offset_days:g} days back): cyc ~ N(0.5 sin(2 pi t/day), 1), tcyc ~ Poisson(3 + sin(2 pi t/day)) --")
     for mname, cfg in method_cfgs(window_secs, sustained_secs).items():
+        if only is not None and cfg["method"] != only:
+            continue
         rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as d:
@@ -154,7 +165,7 @@ def false_alarms(days: float, offset_days: float, seed: int, window_secs: float,
             assert isinstance(clock, FakeClock)
             cfg_c = dict(cfg)
             rolling_ctx = make_ctx(Path(d) / "c.sqlite", clock, {"checks": {"drift": {
-                "enabled": True, "eval_threads": 1, **cfg_c,
+                "enabled": True, "eval_threads": 1, "persist_interval_secs": PERSIST, **cfg_c,
                 "reference": {"mode": "rolling", "rolling_offset_secs": offset_days * 86400}}}},
                 registry=CollectorRegistry())
             rolling = DriftCheck(rolling_ctx, rolling_ctx.config.checks.drift)
@@ -217,7 +228,7 @@ def false_alarms(days: float, offset_days: float, seed: int, window_secs: float,
 
 
 def quality(days: float, offset_days: float, seed: int, seeds: int, window_secs: float, sustained_secs: float,
-            skip_false_alarms: bool = False) -> None:
+            skip_false_alarms: bool = False, skip_delays: bool = False, only: str | None = None) -> None:
     dc = DriftConfig(method="multiscale")
     print(f"== quality: the real DriftCheck on a fake clock, traffic replayed in bulk (observe_columns, 10-s "
           f"batches for delays, 60-s for the days of false-alarm traffic), evaluated every {EVAL_SECS:.0f}s ==")
@@ -226,6 +237,7 @@ def quality(days: float, offset_days: float, seed: int, seeds: int, window_secs:
           + ", ".join(f"{s:.0f}s: {look_level(dc, s):.2e}" for s in dc.scales_secs)
           + f"; effect floors KS D >= {dc.ks_effect_floor}, PSI >= {dc.psi_effect_floor}, "
             f"missing +{dc.missing_ratio_increase}")
-    delays(seeds, seed, window_secs, sustained_secs)
+    if not skip_delays:
+        delays(seeds, seed, window_secs, sustained_secs, only)
     if not skip_false_alarms:
-        false_alarms(days, offset_days, seed, window_secs, sustained_secs)
+        false_alarms(days, offset_days, seed, window_secs, sustained_secs, only)
