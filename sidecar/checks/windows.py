@@ -185,6 +185,11 @@ class FeatureWindow:
         b.counts[value] = b.counts.get(value, 0) + 1
         return True
 
+    def covers(self, start: float, end: float) -> bool:
+        """Whether every bucket overlapping [start, end) took at least one value."""
+        lo, hi = math.floor(start / self.bucket_secs), math.ceil(end / self.bucket_secs)
+        return all(i in self._buckets and self._buckets[i].total for i in range(lo, hi))
+
     def snapshot(self, start: float | None = None, end: float | None = None) -> WindowSnapshot:
         """The merged distribution of the buckets that overlap [start, end) (all buckets when omitted).
 

@@ -152,3 +152,23 @@ def test_a_multiscale_finding_says_how_many_blocks_drifted(tmp_path: Path) -> No
     summary, _ = render(b)
     assert b.active and b.facts["method"] in ("asymp", "sketch", "exact")  # the KS method, not overwritten
     assert "of the last 3 60s blocks drifted (active at 2 of 3" in summary, summary
+
+
+def test_a_block_whose_centred_hours_are_half_missing_has_no_rolling_reference(tmp_path: Path) -> None:
+    """At 10 minutes past an hour the centred reference is the hour before and the hour after, a week ago;
+    with only the latter in the history, using it alone would be 30 minutes off-centre."""
+    clock = FakeClock(start=1_700_000_000.0 - 1_700_000_000.0 % 3600)
+    check = _check(tmp_path, clock, reference={"mode": "rolling"})
+    start = clock.now()
+    rng = np.random.default_rng(0)
+    while clock.now() - start < 7 * 86400 + 660:
+        check.observe_columns("m", "1", clock.now(), {"c": rng.normal(size=600)})
+        clock.advance(600.0 if clock.now() - start < 7 * 86400 - 600 else 60.0)
+    ref = check.reference_for("m", "1", "c", clock.now())  # the 'window' form still answers
+    assert ref is not None
+    from sidecar.checks.drift.refs import NoReference
+    half = check.refs.reference_for("m", "1", "c", clock.now(), (start + 7 * 86400 + 540, start + 7 * 86400 + 600))
+    assert isinstance(half, NoReference) and half.reason == "no_traffic_last_week"
+    whole = check.refs.reference_for("m", "1", "c", clock.now(),
+                                     (start + 7 * 86400 + 1740, start + 7 * 86400 + 1800))
+    assert not isinstance(whole, NoReference)

@@ -179,9 +179,10 @@ class References:
             built = self._built.get(k)
             if built is not None and built[0] == span:
                 return built[1]
-            snap = hist.snapshot(*span)
-            if snap.total == 0:
+            # Both hours or none: one side alone is off-centre again (the first hour after history began).
+            if not hist.covers(*span):
                 return NoReference("no_traffic_last_week")
+            snap = hist.snapshot(*span)
             ref = Reference.from_snapshot(snap, "rolling", now)
             self._built[k] = (span, ref)
             return ref
