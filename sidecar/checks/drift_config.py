@@ -51,6 +51,29 @@ class ModelDriftConfig(StrictModel):
 
 class DriftConfig(StrictModel):
     enabled: bool = Field(False, description="Run the drift check on events from the events sources.")
+    method: Literal["multiscale", "window"] = Field(
+        "window",
+        description="'multiscale': every feature is tested on non-overlapping blocks of each of `scales_secs`, "
+                    "a finding is active once `sustained_looks` of the last `sustained_of` blocks of one scale "
+                    "drift, and the per-look level is derived from `false_alarms_per_day` (docs/drift.md). "
+                    "'window' (the former method): one sliding `window_secs` window, `p_threshold` and "
+                    "`sustained_secs` of wall time.",
+    )
+    scales_secs: list[float] = Field(
+        default_factory=lambda: [60.0, 300.0, 1800.0],
+        description="Method 'multiscale': block lengths tested together, ascending, each a multiple of the "
+                    "first (1 to 6 of them).",
+    )
+    sustained_looks: int = Field(2, ge=1, le=10, description="Method 'multiscale': drifting blocks needed "
+                                                             "among the last `sustained_of` of one scale.")
+    sustained_of: int = Field(3, ge=1, le=10, description="Method 'multiscale': how many of a scale's latest "
+                                                          "blocks `sustained_looks` counts in.")
+    false_alarms_per_day: float = Field(
+        1 / 30, gt=0, le=24, description="Method 'multiscale': the false-alarm budget of one model/version "
+                                         "(expected false alarms per day under no drift), spent equally "
+                                         "across the scales; it sets each scale's per-look level, never above "
+                                         "`p_threshold`.",
+    )
     window_secs: float = Field(1800.0, gt=0, description="Length of the current window compared with the "
                                                           "reference.")
     bucket_count: int = Field(6, ge=1, le=1000, description="Time buckets the current window is split into "
@@ -73,8 +96,9 @@ class DriftConfig(StrictModel):
         20_000, ge=100, description="Raw values kept per feature per current window; beyond it buckets fold "
                                     "into KLL sketches (bounded memory, error in docs/drift.md).",
     )
-    kll_k: int = Field(200, ge=8, le=65535,
-                       description="KLL sketch size parameter (rank error ~1.33% at 200).")
+    kll_k: int = Field(400, ge=8, le=65535,
+                       description="KLL sketch size parameter (float32 items; rank error ~0.68% at 400, "
+                                   "~5 KB per sketch of 1M values).")
     max_reference_samples: int = Field(200_000, ge=100, description="Largest numeric reference kept per "
                                                                     "feature (files are subsampled, seeded).")
     max_series: int = Field(1000, gt=0, description="Most model/version/feature series; new ones are refused "
@@ -107,8 +131,24 @@ class DriftConfig(StrictModel):
     models: dict[str, ModelDriftConfig] = Field(default_factory=dict,
                                                 description="Per-model feature kinds and references.")
 
+    @property
+    def longest_secs(self) -> float:
+        """The longest span of current data a test looks at (the window, or the largest block)."""
+        return self.scales_secs[-1] if self.method == "multiscale" else self.window_secs
+
     @model_validator(mode="after")
     def _check(self) -> DriftConfig:
         if self.max_exact_samples < self.bucket_count:
             raise ValueError("max_exact_samples: must be at least bucket_count")
+        sc = self.scales_secs
+        if not 1 <= len(sc) <= 6:
+            raise ValueError("scales_secs: give 1 to 6 block lengths")
+        if any(s <= 0 for s in sc) or sorted(set(sc)) != sc:
+            raise ValueError("scales_secs: block lengths must be positive, distinct and ascending")
+        if any(abs(s / sc[0] - round(s / sc[0])) > 1e-9 for s in sc):
+            raise ValueError("scales_secs: every block length must be a multiple of the first")
+        if round(sc[-1] / sc[0]) + 1 > 1000:
+            raise ValueError("scales_secs: the largest may be at most 999 times the smallest")
+        if self.sustained_looks > self.sustained_of:
+            raise ValueError("sustained_looks: must be at most sustained_of")
         return self

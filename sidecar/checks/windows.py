@@ -2,7 +2,7 @@
 
 A window is a ring of time buckets (``bucket_secs`` each, keyed by the event timestamp). A numeric bucket
 keeps up to ``exact_cap`` raw values; past that its values are folded into a KLL sketch, so memory per bucket
-is at most ``8 * exact_cap`` bytes plus one sketch (~5 KB at k=200) whatever the traffic. A categorical
+is at most ``8 * exact_cap`` bytes plus one sketch (~5 KB at k=400, float items) whatever the traffic. A categorical
 bucket keeps
 counts for at most ``max_categories`` names; the rest are counted under ``__other__``. Missing values (None,
 NaN, wrong type) are counted per bucket and never enter a statistic.
@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 
-from sidecar.checks.sketch import kll_from_bytes, kll_to_ecdf, new_kll
+from sidecar.checks.sketch import ITEMS, kll_from_bytes, kll_to_ecdf, kll_update, new_kll
 from sidecar.checks.stats import Ecdf
 
 __all__ = ["OTHER", "FeatureKind", "FeatureWindow", "WindowSnapshot", "pack", "unpack"]
@@ -97,7 +97,7 @@ class FeatureWindow:
     """Not thread-safe on its own: the drift check serialises access with its lock."""
 
     def __init__(self, kind: FeatureKind, *, bucket_secs: float, n_buckets: int, exact_cap: int,
-                 kll_k: int = 200, max_categories: int = 100) -> None:
+                 kll_k: int = 400, max_categories: int = 100) -> None:
         self.kind = kind
         self.bucket_secs = float(bucket_secs)
         self.n_buckets = int(n_buckets)
@@ -136,10 +136,43 @@ class FeatureWindow:
         if len(b.values) >= self.exact_cap:
             self._fold(b)
 
+    def add_numbers(self, ts: float, values: np.ndarray) -> None:
+        """Many values at one timestamp (a replay or a columnar batch); the same as ``add_number`` each."""
+        b = self._bucket(ts)
+        arr = np.asarray(values, dtype=np.float64)
+        ok = np.isfinite(arr)
+        b.total += int(arr.shape[0])
+        b.missing += int(arr.shape[0] - int(ok.sum()))
+        good = arr[ok]
+        if good.shape[0]:
+            # One fold for the whole batch: a KLL update of an array equals its values' updates one by one.
+            b.values.frombytes(np.ascontiguousarray(good).tobytes())
+            if len(b.values) >= self.exact_cap:
+                self._fold(b)
+
+    def add_categories(self, ts: float, counts: dict[str, int], missing: int) -> int:
+        """Counted categories at one timestamp; returns how many values went under ``__other__``."""
+        b = self._bucket(ts)
+        b.total += sum(counts.values()) + missing
+        b.missing += missing
+        other = 0
+        for value, c in counts.items():
+            if value not in b.counts and len(b.counts) >= self.max_categories:
+                b.counts[OTHER] = b.counts.get(OTHER, 0) + c
+                other += c
+            else:
+                b.counts[value] = b.counts.get(value, 0) + c
+        return other
+
+    def add_missing_many(self, ts: float, count: int) -> None:
+        b = self._bucket(ts)
+        b.total += count
+        b.missing += count
+
     def _fold(self, b: _Bucket) -> None:
         if b.sketch is None:
             b.sketch = new_kll(self.kll_k)
-        b.sketch.update(np.frombuffer(b.values, dtype=np.float64))  # type: ignore[attr-defined]
+        kll_update(b.sketch, np.frombuffer(b.values, dtype=np.float64))
         b.values = array("d")
 
     def add_category(self, ts: float, value: str) -> bool:
@@ -151,6 +184,11 @@ class FeatureWindow:
             return False
         b.counts[value] = b.counts.get(value, 0) + 1
         return True
+
+    def covers(self, start: float, end: float) -> bool:
+        """Whether every bucket overlapping [start, end) took at least one value."""
+        lo, hi = math.floor(start / self.bucket_secs), math.ceil(end / self.bucket_secs)
+        return all(i in self._buckets and self._buckets[i].total for i in range(lo, hi))
 
     def snapshot(self, start: float | None = None, end: float | None = None) -> WindowSnapshot:
         """The merged distribution of the buckets that overlap [start, end) (all buckets when omitted).
@@ -177,7 +215,7 @@ class FeatureWindow:
             if b.sketch is not None:
                 merged.merge(b.sketch)
             if len(b.values):
-                merged.update(np.frombuffer(b.values, dtype=np.float64))
+                kll_update(merged, np.frombuffer(b.values, dtype=np.float64))
         return WindowSnapshot(self.kind, total, missing, ecdf=kll_to_ecdf(merged))
 
     def memory_bytes(self) -> int:
@@ -194,7 +232,7 @@ class FeatureWindow:
         header: dict[str, object] = {
             "kind": self.kind, "bucket_secs": self.bucket_secs, "n_buckets": self.n_buckets,
             "exact_cap": self.exact_cap, "kll_k": self.kll_k, "max_categories": self.max_categories,
-            "buckets": [],
+            "kll_items": ITEMS, "buckets": [],
         }
         blobs: list[bytes] = []
         rows: list[dict[str, object]] = []
@@ -220,6 +258,6 @@ class FeatureWindow:
             b.values = array("d")
             b.values.frombytes(blobs[row["v"]])
             if "s" in row:
-                b.sketch = kll_from_bytes(blobs[row["s"]])
+                b.sketch = kll_from_bytes(blobs[row["s"]], str(h.get("kll_items", "f64")))
             w._buckets[b.index] = b
         return w

@@ -130,3 +130,13 @@ def test_ks_many_in_threads_on_unsorted_current_matches_scipy() -> None:
         single = sps.ks_2samp(r, c)
         assert m.n_cur == len(c)
         assert abs(m.d - float(single.statistic)) <= 1e-9 and abs(m.p - float(single.pvalue)) <= 1e-9
+
+
+def test_a_reference_handed_over_is_sorted_where_it_lies_and_otherwise_copied() -> None:
+    data = np.random.default_rng(0).normal(size=(2, 1000))
+    before = data[1].copy()
+    taken = Ecdf.from_values(data[0], in_place=True)
+    assert np.shares_memory(taken.values, data) and np.all(np.diff(data[0]) >= 0)  # no second copy held
+    copied = Ecdf.from_values(data[1])
+    assert not np.shares_memory(copied.values, data) and np.array_equal(data[1], before)
+    assert np.array_equal(copied.values, np.sort(before))

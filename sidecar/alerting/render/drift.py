@@ -46,6 +46,10 @@ def _reason(facts: Facts) -> str:
 
 
 def _held(facts: Facts) -> str:
+    if facts.get("decision") == "multiscale":
+        return (f"; {facts.get('looks_drifting')} of the last {facts.get('looks')} "
+                f"{_num(facts, 'scale_secs'):.0f}s blocks drifted (active at {facts.get('sustained_looks')} of "
+                f"{facts.get('sustained_of')}, level {_num(facts, 'level'):.2g})")
     held = facts.get("held_secs")
     if not isinstance(held, int | float):
         return ""

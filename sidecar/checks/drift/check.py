@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from sidecar.checks.drift.api import drift_router
 from sidecar.checks.drift.evaluator import Evaluator, FeatureResult, ks_job
 from sidecar.checks.drift.metrics import DriftMetrics
+from sidecar.checks.drift.multiscale import MultiScale
 from sidecar.checks.drift.persistence import DriftStore
 from sidecar.checks.drift.refs import NoReference, Pinned, References
 from sidecar.checks.drift.registry import CLASS, SCORE, SeriesKey, WindowRegistry
@@ -46,6 +47,7 @@ class DriftCheck:
         self.registry = WindowRegistry(cfg, self.store, self.metrics.c_dropped)
         self.refs = References(cfg, self.store, self._log)
         self.evaluator = Evaluator(cfg, self._lock, self.store, self.metrics.c_dropped, self.name)
+        self.multiscale = MultiScale(cfg, self.store, self.name)
         self._spec_saved: set[str] = set()
         self._last_persist = -math.inf
         self._started = False
@@ -137,29 +139,96 @@ class DriftCheck:
         if pin is not None and pin.events >= pin.target:
             refs.freeze_pin(e.model, spec.pinned_version or e.version, pin, now)
 
+    def observe_columns(self, model: str, version: str, ts: float, columns: dict[str, Any]) -> int:
+        """Many events of one model/version at one timestamp, one array per feature (a replay, a benchmark,
+        a columnar source): the same windows, references and counts as ``observe`` of the same events, at
+        numpy speed. Numeric columns take floats (NaN is missing), categorical ones sequences of str or None.
+        Returns the number of events taken (0 when the model/version was refused a slot)."""
+        lens = {len(c) for c in columns.values()}
+        if len(lens) != 1:
+            raise ValueError("observe_columns: every column must hold the same number of events")
+        n = lens.pop()
+        now = self.ctx.clock.now()
+        with self._lock:
+            reg, refs = self.registry, self.refs
+            admitted = reg.admit_model((model, version), now)
+            if admitted is False:
+                return 0
+            if admitted and model not in self._spec_saved:
+                self._spec_saved.add(model)
+                self.store.save("drift.spec", model, self.spec_for(model).model_dump_json().encode())
+            self.metrics.c_observed.inc(n)
+            ts = min(ts, now)
+            spec = self.spec_for(model)
+            pin = None
+            if spec.mode == "pinned":
+                pin = refs.pin_collector(model, version, spec)  # counts one event; the rest below
+            take = 0
+            if pin is not None:
+                take = min(n, pin.target - pin.events + 1)
+                pin.events += take - 1
+            for feature, col in columns.items():
+                first = next((v for v in col if v is not None and v == v), None)
+                kind = reg.kind(model, feature, first)
+                if kind is None:
+                    continue
+                key = (model, version, feature)
+                win = reg.window(key, kind, now)
+                if win is None:
+                    continue
+                reg.remember_kind(model, feature, kind)
+                if not win.accepts(ts, now):
+                    self.metrics.c_dropped.labels("late").inc()
+                    continue
+                reg.add_many(win, kind, ts, col, counted=True)
+                reg.dirty.add(key)
+                if pin is not None and take:
+                    reg.add_many(refs.pin_window(pin, feature, kind), kind, 0.0, col[:take])
+                if spec.mode == "rolling":
+                    hist = refs.history_window(key, kind, spec)
+                    if hist.accepts(ts, now):
+                        reg.add_many(hist, kind, ts, col)
+            if pin is not None and pin.events >= pin.target:
+                refs.freeze_pin(model, spec.pinned_version or version, pin, now)
+        return n
+
     # ---- evaluate (worker thread) ----------------------------------------------------------------
     def evaluate(self, now: float) -> list[Finding]:
         t0 = time.perf_counter()
-        ev = self.evaluator
-        work: list[tuple[SeriesKey, WindowSnapshot, Reference | NoReference]] = []
+        ev, ms = self.evaluator, self.multiscale
+        multi = self.cfg.method == "multiscale"
+        # (series, scale, block end, snapshot, reference); method 'window' has one look per series, scale 0.
+        work: list[tuple[SeriesKey, float, float, WindowSnapshot, Reference | NoReference]] = []
         with self._lock:
             self._expire(now)
             for key, win in self.registry.windows.items():
                 win.evict(now)
-                work.append((key, win.snapshot(), self.refs.reference_for(*key, now)))
+                if not multi:
+                    work.append((key, 0.0, now, win.snapshot(), self.refs.reference_for(*key, now)))
+                    continue
+                for scale, start, end in ms.due(key, now):
+                    work.append((key, scale, end, win.snapshot(start, end),
+                                 self.refs.reference_for(*key, now, (start, end))))
             for hist in self.refs.history.values():
                 hist.evict(now)
             self.metrics.g_memory.set(sum(w.memory_bytes() for w in self.registry.windows.values())
                                       + sum(w.memory_bytes() for w in self.refs.history.values()))
-        numeric = {i: (ref, snap) for i, (_, snap, ref) in enumerate(work)
+        numeric = {i: (ref, snap) for i, (_, _, _, snap, ref) in enumerate(work)
                    if isinstance(ref, Reference) and ev.ks_ready(snap, ref)}
         ks_done = dict(zip(numeric, ev.map(ks_job, list(numeric.values())), strict=True))
-        by_model: dict[tuple[str, str], list[FeatureResult]] = {}
-        for i, ((model, version, feature), snap, ref) in enumerate(work):
-            by_model.setdefault((model, version), []).extend(ev.test(feature, snap, ref, ks_done.get(i)))
+        looks: dict[tuple[str, str, float, float], list[FeatureResult]] = {}
+        for i, ((model, version, feature), scale, end, snap, ref) in enumerate(work):
+            looks.setdefault((model, version, scale, end), []).extend(
+                ev.test(feature, snap, ref, ks_done.get(i)))
         findings: list[Finding] = []
-        for (model, version), results in sorted(by_model.items()):
-            findings.extend(ev.decide(model, version, results, now, self.metrics.export))
+        if multi:
+            for (model, version, scale, end), results in sorted(looks.items()):
+                ms.record(model, version, scale, end, results)
+            for model, version in sorted({(k[0], k[1]) for k in self.registry.windows}):
+                findings.extend(ms.findings(model, version, now, self.metrics.export))
+        else:
+            for (model, version, _, _), results in sorted(looks.items()):
+                findings.extend(ev.decide(model, version, results, now, self.metrics.export))
         if now - self._last_persist >= self.cfg.persist_interval_secs:
             self.persist()
             self._last_persist = now
@@ -171,6 +240,7 @@ class DriftCheck:
         gone, freed = self.registry.expire(now, self._idle_secs)
         gone_set = set(gone)
         self.evaluator.forget(lambda s: (s[0], s[1], s[2]) in gone_set)
+        self.multiscale.forget(lambda s: (s[0], s[1], s[2]) in gone_set)
         for k in gone:
             self.refs.drop_history(k)
             self.metrics.forget(*k)
@@ -182,7 +252,7 @@ class DriftCheck:
 
     def _idle_secs(self, model: str) -> float:
         spec = self.spec_for(model)
-        least = self.cfg.window_secs + (spec.rolling_offset_secs if spec.mode == "rolling" else 0.0)
+        least = self.cfg.longest_secs + (spec.rolling_offset_secs if spec.mode == "rolling" else 0.0)
         return max(self.cfg.series_idle_secs, least)
 
     # ---- references ------------------------------------------------------------------------------
@@ -205,6 +275,7 @@ class DriftCheck:
     def _reset_model(self, model: str) -> None:
         self.refs.reset_model(model)
         self.evaluator.forget(lambda k: k[0] == model)
+        self.multiscale.forget(lambda k: k[0] == model)
 
     def _record_change(self, change: Change) -> None:
         self._log.info("change: %s", change.what)
@@ -228,7 +299,7 @@ class DriftCheck:
     def persist(self, force: bool = False) -> None:
         """Save changed windows, collectors and histories (references are saved when they freeze)."""
         with self._lock:
-            rows = self.registry.persist_rows(force) + self.refs.persist_rows()
+            rows = self.registry.persist_rows(force) + self.refs.persist_rows() + self.multiscale.persist_rows()
         self.store.put_many(rows)
 
     def _load_state(self) -> None:
@@ -253,9 +324,11 @@ class DriftCheck:
                 refs.pinned[(parts[0], parts[1])] = Pinned.from_bytes(v)
             elif ns == "drift.since" and len(parts) == 4:
                 self.evaluator.since[(parts[0], parts[1], parts[2], parts[3])] = float(v)
+            elif ns == "drift.looks" and len(parts) == 4:
+                self.multiscale.load((parts[0], parts[1], parts[2], parts[3]), v)
             elif ns == "drift.override":
                 refs.overrides[k] = ReferenceConfig.model_validate_json(v)
-        except (ValueError, KeyError, TypeError, ValidationError, RuntimeError):
+        except (ValueError, KeyError, TypeError, IndexError, ValidationError, RuntimeError):
             self.metrics.c_store_errors.labels("decode").inc()
             self._log.warning("dropping unreadable drift state %s/%s", ns, k)
 

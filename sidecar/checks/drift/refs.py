@@ -52,6 +52,21 @@ class Pinned:
         return pin
 
 
+def _centred(c: float, h: float) -> tuple[float, float]:
+    """The history buckets (of ``h`` seconds) whose union is centred nearest to the moment ``c``.
+
+    A reference that ends, or is centred, away from the block's moment carries a seasonal cycle's slope as a
+    shift (a 30-minute offset on a daily cycle of +-0.5 sd is ~0.07 sd). One bucket when ``c`` lies in its
+    middle half, else the two around the nearest boundary: the centre is then never more than h/4 away and a
+    cycle's first-order term cancels."""
+    u = c / h - math.floor(c / h)
+    if 0.25 <= u < 0.75:
+        lo = math.floor(c / h) * h
+        return lo + 1e-6 * h, lo + h - 1e-6 * h
+    b = round(c / h) * h
+    return b - h + 1e-6 * h, b + h - 1e-6 * h
+
+
 class References:
     def __init__(self, cfg: DriftConfig, store: DriftStore, log: logging.Logger) -> None:
         self.cfg = cfg
@@ -61,6 +76,9 @@ class References:
         self.pinned: dict[ModelKey, Pinned] = {}
         self.history: dict[SeriesKey, FeatureWindow] = {}
         self.overrides: dict[str, ReferenceConfig] = {}
+        # The latest rolling reference built per series and the bucket span it came from: a block's centred
+        # span stays the same for many blocks in a row, and week-old buckets no longer change.
+        self._built: dict[SeriesKey, tuple[tuple[float, float], Reference]] = {}
 
     def spec_for(self, model: str) -> ReferenceConfig:
         if model in self.overrides:
@@ -107,7 +125,7 @@ class References:
         hist = self.history.get(k)
         if hist is None:
             c = self.cfg
-            hours = math.ceil((spec.rolling_offset_secs + c.window_secs) / 3600.0) + 1
+            hours = math.ceil((spec.rolling_offset_secs + c.longest_secs) / 3600.0) + 2
             # Hourly buckets held as sketches only (exact_cap small): a week of history must stay bounded.
             hist = self.history[k] = FeatureWindow(kind, bucket_secs=3600.0, n_buckets=hours, exact_cap=256,
                                                    kll_k=c.kll_k, max_categories=c.max_categories)
@@ -133,8 +151,10 @@ class References:
                 kinds.setdefault((model, feature), ref.kind)
 
     # ---- queries ---------------------------------------------------------------------------------
-    def reference_for(self, model: str, version: str, feature: str, now: float) -> Reference | NoReference:
-        """The reference, or why there is none yet."""
+    def reference_for(self, model: str, version: str, feature: str, now: float,
+                      block: tuple[float, float] | None = None) -> Reference | NoReference:
+        """The reference, or why there is none yet. ``block`` (method 'multiscale'): the current block, whose
+        rolling reference is centred on the same moment one offset earlier (see ``_centred``)."""
         spec = self.spec_for(model)
         if spec.mode == "file":
             return self.refs.get((model, "*", feature)) or NoReference("not_in_file", {"path": spec.path})
@@ -153,8 +173,22 @@ class References:
         hist = self.history.get((model, version, feature))
         if hist is None:
             return NoReference("no_history")
-        end = now - spec.rolling_offset_secs
-        snap = hist.snapshot(end - self.cfg.window_secs, end)
+        if block is not None:
+            span = _centred((block[0] + block[1]) / 2 - spec.rolling_offset_secs, hist.bucket_secs)
+            k = (model, version, feature)
+            built = self._built.get(k)
+            if built is not None and built[0] == span:
+                return built[1]
+            # Both hours or none: one side alone is off-centre again (the first hour after history began).
+            if not hist.covers(*span):
+                return NoReference("no_traffic_last_week")
+            snap = hist.snapshot(*span)
+            ref = Reference.from_snapshot(snap, "rolling", now)
+            self._built[k] = (span, ref)
+            return ref
+        else:
+            end = now - spec.rolling_offset_secs
+            snap = hist.snapshot(end - self.cfg.window_secs, end)
         if snap.total == 0:
             return NoReference("no_traffic_last_week")
         return Reference.from_snapshot(snap, "rolling", now)
@@ -172,6 +206,8 @@ class References:
 
     def reset_model(self, model: str) -> None:
         """Drops a model's references and collectors (its reference spec changed)."""
+        for bk in [bk for bk in self._built if bk[0] == model]:
+            del self._built[bk]
         for k in [k for k in self.refs if k[0] == model]:
             del self.refs[k]
             self.store.delete("drift.ref", key(*k))
@@ -180,6 +216,7 @@ class References:
             self.store.delete("drift.pinned", key(*pk))
 
     def drop_history(self, k: SeriesKey) -> None:
+        self._built.pop(k, None)
         if self.history.pop(k, None) is not None:
             self.store.delete("drift.history", key(*k))
 

@@ -7,8 +7,11 @@ the worker thread).
 from __future__ import annotations
 
 import math
+from collections import Counter as Counter_
 from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 from prometheus_client import Counter
 
 from sidecar.checks.drift.persistence import DriftStore, key
@@ -133,6 +136,13 @@ class WindowRegistry:
     # ---- windows ---------------------------------------------------------------------------------
     def new_window(self, kind: FeatureKind) -> FeatureWindow:
         c = self.cfg
+        if c.method == "multiscale":
+            # Buckets of the smallest block; enough of them for the largest block plus the one filling now.
+            # The raw values of the whole window stay within max_exact_samples, as in method 'window'.
+            n = round(c.scales_secs[-1] / c.scales_secs[0]) + 1
+            return FeatureWindow(kind, bucket_secs=c.scales_secs[0], n_buckets=n,
+                                 exact_cap=max(1, c.max_exact_samples // n), kll_k=c.kll_k,
+                                 max_categories=c.max_categories)
         return FeatureWindow(kind, bucket_secs=c.window_secs / c.bucket_count, n_buckets=c.bucket_count,
                              exact_cap=max(1, c.max_exact_samples // c.bucket_count), kll_k=c.kll_k,
                              max_categories=c.max_categories)
@@ -150,7 +160,8 @@ class WindowRegistry:
                     self.dropped.labels("type_mismatch").inc()
                 win.add_missing(ts)
         elif isinstance(value, str):
-            if not win.add_category(ts, value) and counted:
+            # str(): a str subclass (numpy's str_ from a column) would not serialize as a key of the store.
+            if not win.add_category(ts, str(value)) and counted:
                 self.dropped.labels("category_limit").inc()
         elif isinstance(value, float) and math.isnan(value):
             win.add_missing(ts)
@@ -160,6 +171,33 @@ class WindowRegistry:
             if counted:
                 self.dropped.labels("type_mismatch").inc()
             win.add_missing(ts)
+
+    def add_many(self, win: FeatureWindow, kind: FeatureKind, ts: float, values: Any, counted: bool = False) -> None:
+        """A column of values at one timestamp; numeric columns go in as one array. As in ``add``, only the
+        current window's add (``counted``) counts drops."""
+        if kind == "numeric" and isinstance(values, np.ndarray) and values.dtype.kind in "fiu":
+            win.add_numbers(ts, values)
+            return
+        if kind == "numeric":
+            for v in values:
+                self.add(win, kind, ts, v, counted=counted)
+            return
+        counts: Counter_[str] = Counter_()
+        missing = 0
+        for v in values:
+            if isinstance(v, str):
+                counts[str(v)] += 1
+            elif v is None or (isinstance(v, float) and math.isnan(v)):
+                missing += 1
+            elif isinstance(v, bool | int | float):
+                counts[str(v)] += 1
+            else:
+                if counted:
+                    self.dropped.labels("type_mismatch").inc()
+                missing += 1
+        other = win.add_categories(ts, dict(counts), missing)
+        if other and counted:
+            self.dropped.labels("category_limit").inc(other)
 
     def persist_rows(self, force: bool) -> list[tuple[str, str, bytes]]:
         keys = list(self.windows) if force else list(self.dirty)
