@@ -62,9 +62,10 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.pages import build as pages
     from sidecar.wiring.traces import build as traces
     from sidecar.wiring.triton import build as triton
+    from sidecar.wiring.verdicts import build as verdicts
 
     # Build order = subscription order on the bus: the change log subscribes before the checks that publish.
-    return [alerting, triton, gpu, traces, events, drift, business, pages]
+    return [alerting, triton, gpu, traces, events, drift, business, verdicts, pages]
 
 
 class Service:

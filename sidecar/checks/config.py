@@ -6,6 +6,7 @@ from pydantic import Field
 
 from sidecar.checks.business_config import BusinessConfig
 from sidecar.checks.drift_config import DriftConfig
+from sidecar.checks.verdicts_config import BatchingConfig, ColdStartConfig, GovernorConfig, ModelApiConfig
 from sidecar.configbase import StrictModel
 
 __all__ = ["ChecksConfig"]
@@ -15,3 +16,7 @@ class ChecksConfig(StrictModel):
     eval_interval_secs: float = Field(15.0, gt=0, description="How often checks evaluate their windows.")
     drift: DriftConfig = DriftConfig()
     business: BusinessConfig = BusinessConfig()
+    model_api: ModelApiConfig = ModelApiConfig()
+    cold_start: ColdStartConfig = ColdStartConfig()
+    batching: BatchingConfig = BatchingConfig()
+    tracing_governor: GovernorConfig = GovernorConfig()

@@ -84,10 +84,34 @@ def _business_findings() -> list[Finding]:
     return out
 
 
+def _cold_start_findings() -> list[Finding]:
+    from sidecar.checks.cold_start import ColdStartWatch
+    from sidecar.checks.verdicts_config import ColdStartConfig
+    from sidecar.model import Batch, Sample
+
+    watch = ColdStartWatch(ColdStartConfig(enabled=True, max_load_secs=1, first_requests=1),
+                           registry=CollectorRegistry())
+
+    def poll(state: str, count: float, ns: float, at: float) -> None:
+        watch.observe(Batch(kind="samples", source="triton_model_api", received_at=at, items=(
+            Sample("triton_model_state", (("model", "m"), ("state", state), ("version", "1")), 1.0),
+            Sample("triton_model_stats", (("model", "m"), ("stat", "success_count"), ("version", "1")), count),
+            Sample("triton_model_stats", (("model", "m"), ("stat", "success_ns"), ("version", "1")), ns))))
+
+    poll("LOADING", 0, 0, 0.0)
+    poll("READY", 0, 0, 5.0)
+    poll("READY", 1, 1e9, 6.0)
+    for i in range(1, 4):
+        poll("READY", 1 + i, 1e9 + i * 1e6, 6.0 + i)
+    found = list(watch.evaluate(10.0))
+    assert {f.check for f in found} == {"cold_start_load", "cold_start_first_requests"}, found
+    return found
+
+
 @pytest.fixture(scope="module")
 def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, str], str]]:
     """(labels, runbook file) of every alert the book makes from findings of each check kind."""
-    findings = _drift_findings(tmp_path_factory.mktemp("drift")) + _business_findings()
+    findings = _drift_findings(tmp_path_factory.mktemp("drift")) + _business_findings() + _cold_start_findings()
     book = AlertBook(AlertingConfig.model_validate({"enabled": True}), registry=CollectorRegistry(),
                      eval_interval_secs=15, sink=None, runbook_base="http://sidecar/runbooks",
                      dashboard_base=None, sidecar_url="http://sidecar")

@@ -1,0 +1,30 @@
+"""Builds the Triton verdicts (cold-start watch, batching advisor, tracing governor) and the model-API poller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sidecar.checks.cold_start import ColdStartWatch
+from sidecar.component import Context
+from sidecar.sources.triton_model_api import TritonModelApiSource
+
+__all__ = ["build"]
+
+
+def build(ctx: Context) -> list[Any]:
+    checks = ctx.config.checks
+    url = ctx.config.triton.http_url
+    out: list[Any] = []
+    if checks.cold_start.enabled:
+        cold = ColdStartWatch(checks.cold_start, registry=ctx.registry)
+        ctx.bus.subscribe("samples", cold.name, cold.observe)
+        out.append(cold)
+    if out and url:
+        api = checks.model_api
+        out.append(TritonModelApiSource(
+            triton_http_url=url, interval_secs=api.interval_secs, timeout_secs=api.timeout_secs,
+            max_models=api.max_models, config_refresh_secs=checks.batching.config_refresh_secs,
+            registry=ctx.registry, clock=ctx.clock, http=ctx.http, bus=ctx.bus,
+            logger=ctx.logger.getChild("triton_model_api"),
+        ))
+    return out
