@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecar.checks.batching import BatchingAdvisor
 from sidecar.checks.cold_start import ColdStartWatch
 from sidecar.component import Context
 from sidecar.sources.triton_model_api import TritonModelApiSource
@@ -19,6 +20,10 @@ def build(ctx: Context) -> list[Any]:
         cold = ColdStartWatch(checks.cold_start, registry=ctx.registry)
         ctx.bus.subscribe("samples", cold.name, cold.observe)
         out.append(cold)
+    if checks.batching.enabled:
+        advisor = BatchingAdvisor(checks.batching, registry=ctx.registry)
+        ctx.bus.subscribe("samples", advisor.name, advisor.observe)
+        out.append(advisor)
     if out and url:
         api = checks.model_api
         out.append(TritonModelApiSource(

@@ -108,10 +108,29 @@ def _cold_start_findings() -> list[Finding]:
     return found
 
 
+def _batching_findings() -> list[Finding]:
+    from sidecar.checks.batching import BatchingAdvisor
+    from sidecar.checks.verdicts_config import BatchingConfig
+    from sidecar.model import Batch, Sample
+
+    adv = BatchingAdvisor(BatchingConfig(enabled=True, min_requests=1), registry=CollectorRegistry())
+    for at, n in ((0.0, 0.0), (10.0, 100.0)):
+        items = [Sample("triton_model_config", (("field", k), ("model", "m")), v)
+                 for k, v in (("max_batch_size", 8), ("dynamic_batching", 1), ("max_queue_delay_us", 5000))]
+        items += [Sample("triton_model_stats", (("model", "m"), ("stat", k), ("version", "1")), v)
+                  for k, v in (("inference_count", n), ("execution_count", n), ("queue_count", n),
+                               ("queue_ns", n * 5e6))]
+        adv.observe(Batch(kind="samples", source="triton_model_api", items=tuple(items), received_at=at))
+    found = list(adv.evaluate(10.0))
+    assert [f.facts["verdict"] for f in found] == ["too_long"], found
+    return found
+
+
 @pytest.fixture(scope="module")
 def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, str], str]]:
     """(labels, runbook file) of every alert the book makes from findings of each check kind."""
-    findings = _drift_findings(tmp_path_factory.mktemp("drift")) + _business_findings() + _cold_start_findings()
+    findings = (_drift_findings(tmp_path_factory.mktemp("drift")) + _business_findings() + _cold_start_findings()
+                + _batching_findings())
     book = AlertBook(AlertingConfig.model_validate({"enabled": True}), registry=CollectorRegistry(),
                      eval_interval_secs=15, sink=None, runbook_base="http://sidecar/runbooks",
                      dashboard_base=None, sidecar_url="http://sidecar")
