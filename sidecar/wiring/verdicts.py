@@ -6,8 +6,10 @@ from typing import Any
 
 from sidecar.checks.batching import BatchingAdvisor
 from sidecar.checks.cold_start import ColdStartWatch
+from sidecar.checks.tracing_governor import TracingGovernor
 from sidecar.component import Context
 from sidecar.sources.triton_model_api import TritonModelApiSource
+from sidecar.sources.triton_trace_control import TritonTraceControl
 
 __all__ = ["build"]
 
@@ -24,7 +26,12 @@ def build(ctx: Context) -> list[Any]:
         advisor = BatchingAdvisor(checks.batching, registry=ctx.registry)
         ctx.bus.subscribe("samples", advisor.name, advisor.observe)
         out.append(advisor)
-    if out and url:
+    model_api = bool(out)
+    if checks.tracing_governor.enabled and url:
+        control = TritonTraceControl(url, ctx.http)
+        out.append(TracingGovernor(checks.tracing_governor, control=control, bus=ctx.bus, registry=ctx.registry,
+                                   clock=ctx.clock, logger=ctx.logger.getChild("tracing_governor")))
+    if model_api and url:
         api = checks.model_api
         out.append(TritonModelApiSource(
             triton_http_url=url, interval_secs=api.interval_secs, timeout_secs=api.timeout_secs,
