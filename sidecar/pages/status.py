@@ -18,6 +18,7 @@ from sidecar.clock import Clock
 from sidecar.component import Readiness
 from sidecar.pages.readers import MAX_ROWS, Api, read_metrics
 from sidecar.pages.render import render, static_routes
+from sidecar.pages.verdicts_line import verdict_line
 
 __all__ = ["AlertView", "StatusPages", "alert_views"]
 
@@ -101,6 +102,7 @@ class StatusPages:
             ready=ready if isinstance(ready, dict) else None, ready_why=ready_why,
             changes=_changes(changes), changes_why=changes_why, m=m,
             drifting=[d for d in m.drift if d.get("drifting")], runbook_url=self.runbook_url,
+            verdicts=verdict_line(self.registry),
         ))
 
     async def alerts_page(self, request: Request) -> HTMLResponse:

@@ -31,6 +31,9 @@ def build(ctx: Context) -> list[Any]:
         control = TritonTraceControl(url, ctx.http)
         out.append(TracingGovernor(checks.tracing_governor, control=control, bus=ctx.bus, registry=ctx.registry,
                                    clock=ctx.clock, logger=ctx.logger.getChild("tracing_governor")))
+    if (model_api or checks.tracing_governor.enabled) and not url:
+        ctx.logger.warning("checks.cold_start, checks.batching and checks.tracing_governor need triton.http_url; "
+                           "it is null, so they receive nothing")
     if model_api and url:
         api = checks.model_api
         out.append(TritonModelApiSource(
