@@ -47,5 +47,6 @@ async def test_one_request_at_a_time_waits_the_whole_delay_for_nothing(demo_trit
     assert f.active and f.facts["verdict"] == "too_long", f.facts
     assert f.facts["requests"] == 40 and f.facts["fill"] == 1.0
     assert float(f.facts["queue_us"] or 0) >= 1000  # each request waited (at least half) the delay
-    summary = finding_text(f)[0]
-    assert summary.startswith("ctr v2: max_queue_delay_microseconds 2000 too long, try "), summary
+    summary, description = finding_text(f)
+    assert summary == "ctr v2: max_queue_delay_microseconds 2000 too long, try 0", summary
+    assert "40 inferences at 4/s, 1.00 per execution (target batch 16, max_batch_size 16)" in description
