@@ -26,6 +26,8 @@ from sidecar.model import Batch, Finding, Sample
 __all__ = ["ColdStartWatch"]
 
 _MAX_VERSIONS = 2000
+_HELD_INDEX_SECS = 1.0  # an index request this slow was held by a load (an idle Triton answers in milliseconds)
+_SERVING = frozenset({"READY", "LOADING"})
 
 
 @dataclass
@@ -40,6 +42,7 @@ class _Version:
     first_n: int = 0
     steady: deque[float] = field(default_factory=deque)
     state: str = ""
+    lower_bound: bool = False  # load_secs is the time an index request was held, not LOADING-to-READY
 
 
 def _p99(values: Sequence[float]) -> float:
@@ -85,6 +88,7 @@ class ColdStartWatch:
             return
         states: dict[tuple[str, str], str] = {}
         stats: dict[tuple[str, str], dict[str, float]] = {}
+        index_secs = 0.0
         for s in batch.items:
             if not isinstance(s, Sample):
                 continue
@@ -92,12 +96,14 @@ class ColdStartWatch:
             key = (lab.get("model", ""), lab.get("version", ""))
             if s.name == "triton_model_state":
                 states[key] = lab.get("state", "")
+            elif s.name == "triton_model_index_seconds":
+                index_secs = s.value
             elif s.name == "triton_model_stats":
                 stats.setdefault(key, {})[lab.get("stat", "")] = s.value
         with self._lock:
             self._batches += 1
             for key, state in states.items():
-                self._on_state(key, state, batch.received_at)
+                self._on_state(key, state, batch.received_at, index_secs)
             for key, st in stats.items():
                 v = self.versions.get(key)
                 if v is not None and "success_count" in st and "success_ns" in st:
@@ -105,7 +111,7 @@ class ColdStartWatch:
             for key in [k for k in self.versions if k not in states]:
                 self._forget(key)
 
-    def _on_state(self, key: tuple[str, str], state: str, at: float) -> None:
+    def _on_state(self, key: tuple[str, str], state: str, at: float, index_secs: float) -> None:
         v = self.versions.get(key)
         if v is None:
             if len(self.versions) >= _MAX_VERSIONS:
@@ -118,6 +124,10 @@ class ColdStartWatch:
             v = self.versions[key] = _Version(loading_since=at, fresh=True)
         elif state == "READY" and v.state != "READY":
             v.ready_at = at
+            if v.loading_since is None and self._batches > 1 and index_secs >= _HELD_INDEX_SECS:
+                # Never seen LOADING because Triton held our index request for the whole load: the time it was
+                # held is the load's time from below.
+                v.loading_since, v.fresh, v.lower_bound = at - index_secs, True, True
             if v.loading_since is not None:
                 v.load_secs = at - v.loading_since
                 self._load.labels(*key).set(v.load_secs)
@@ -152,6 +162,8 @@ class ColdStartWatch:
         out: list[Finding] = []
         with self._lock:
             for key, v in self.versions.items():
+                if v.state not in _SERVING:
+                    continue  # unloaded (or unloading): nothing to say about its last load any more
                 labels = {"model": key[0], "version": key[1]}
                 load = self._load_finding(v, labels, now)
                 if load is not None:
@@ -177,6 +189,7 @@ class ColdStartWatch:
         return Finding(check="cold_start_load", kind="cold_start", labels=labels, active=active, value=secs,
                        threshold=bound, severity="warning", evaluated_at=now, for_secs=0.0,
                        facts={"phase": phase, "load_secs": secs, "max_load_secs": bound,
+                              "lower_bound": "yes" if v.lower_bound and phase == "loaded" else "no",
                               "runbook": "ColdStartLoad.md"})
 
     def _first_finding(self, v: _Version, labels: dict[str, str], now: float) -> Finding | None:

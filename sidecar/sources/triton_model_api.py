@@ -4,6 +4,8 @@ One batch per poll on bus kind ``samples`` (source ``triton_model_api``, ``compl
 watch and the batching advisor read; nothing here decides anything. Series:
 
 - ``triton_model_state{model,version,state}`` = 1 (LOADING, READY, UNLOADING, UNAVAILABLE ...)
+- ``triton_model_index_seconds``: how long the index request took (Triton holds one that arrives as a load
+  begins until the load ends, so a long one bounds that load's time from below)
 - ``triton_model_stats{model,version,stat}``: cumulative inference_count, execution_count, success_count,
   success_ns, queue_count, queue_ns (they restart from 0 when a version loads again)
 - ``triton_model_config{model,field}``: max_batch_size, dynamic_batching (0/1), max_queue_delay_us,
@@ -120,11 +122,14 @@ class TritonModelApiSource:
     async def poll_once(self) -> list[Sample]:
         """One poll; returns the samples published (empty when the poll failed, which is counted)."""
         try:
+            t0 = self.clock.monotonic()
             index = await self._get_json("POST", "/v2/repository/index")
+            index_secs = self.clock.monotonic() - t0
             stats = await self._get_json("GET", "/v2/models/stats")
             if not isinstance(index, list) or not isinstance(stats, dict):
                 raise _PollError("parse", "repository index or stats are not the expected JSON")
-            samples = self._index_samples(index) + self._stats_samples(stats.get("model_stats") or [])
+            samples = [Sample("triton_model_index_seconds", (), index_secs)]
+            samples += self._index_samples(index) + self._stats_samples(stats.get("model_stats") or [])
             ready = sorted({str(e["name"]) for e in index if isinstance(e, dict) and e.get("state") == "READY"})
             for model in ready:
                 samples += await self._config(model)

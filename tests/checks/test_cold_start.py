@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.render import finding_text
@@ -118,3 +119,30 @@ def test_the_watch_ignores_other_sources_and_kinds(clock: FakeClock) -> None:
     w.observe(Batch(kind="samples", source="other", items=(Sample("triton_model_state", (("model", "m"),
                                                                   ("state", "LOADING"), ("version", "1")), 1.0),)))
     assert w.versions == {}
+
+
+def test_a_load_that_held_the_index_request_is_timed_from_below(clock: FakeClock) -> None:
+    w, _ = watch(max_load_secs=3)
+    t0 = clock.now()
+    w.observe(poll({}, {}, t0))
+    held = poll({("m", "1"): "READY"}, {}, t0 + 7)
+    w.observe(Batch(kind="samples", source="triton_model_api", received_at=t0 + 7, complete=True,
+                    items=(Sample("triton_model_index_seconds", (), 4.8), *held.items)))
+    (f,) = w.evaluate(t0 + 8)
+    assert f.active and f.value == pytest.approx(4.8) and f.facts["lower_bound"] == "yes"
+    assert finding_text(f)[0] == "m v1 took at least 5s to load (bound 3s)"
+
+
+def test_a_quick_index_answer_times_nothing_and_an_unloaded_version_says_nothing(clock: FakeClock) -> None:
+    w, _ = watch(max_load_secs=3)
+    t0 = clock.now()
+    w.observe(poll({}, {}, t0))
+    fast = poll({("m", "1"): "READY"}, {}, t0 + 2)
+    w.observe(Batch(kind="samples", source="triton_model_api", received_at=t0 + 2, complete=True,
+                    items=(Sample("triton_model_index_seconds", (), 0.01), *fast.items)))
+    assert w.evaluate(t0 + 3) == []
+    w.observe(poll({("m", "2"): "LOADING"}, {}, t0 + 4))
+    w.observe(poll({("m", "2"): "READY"}, {}, t0 + 10))
+    assert [f.active for f in w.evaluate(t0 + 11)] == [True]
+    w.observe(poll({("m", "2"): "UNAVAILABLE"}, {}, t0 + 12))
+    assert w.evaluate(t0 + 13) == []

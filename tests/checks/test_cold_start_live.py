@@ -71,3 +71,28 @@ async def test_a_slow_load_and_slow_first_requests_are_found(slow_triton: Triton
         assert (registry.get_sample_value("sidecar_cold_start_first_requests_slowdown_ratio",
                                           {"model": "slow", "version": "1"}) or 0) > 3
         await http.post(f"{slow_triton.http_url}/v2/repository/models/slow/unload", timeout=60)
+
+
+async def test_a_load_is_timed_even_when_triton_holds_the_first_poll(slow_triton: TritonServer) -> None:
+    """The poll goes out with the load request, as it may in production: Triton then either answers LOADING or
+    holds the index request until the load ends (Triton 2.51); the slow load is found either way."""
+    registry, clock = CollectorRegistry(), SystemClock()
+    bus = Bus(registry)
+    watch = ColdStartWatch(ColdStartConfig(enabled=True, max_load_secs=2.0), registry=registry)
+    bus.subscribe("samples", watch.name, watch.observe)
+    async with httpx.AsyncClient() as http:
+        src = TritonModelApiSource(triton_http_url=slow_triton.http_url, interval_secs=1, timeout_secs=30,
+                                   max_models=10, config_refresh_secs=300, registry=registry, clock=clock,
+                                   http=http, bus=bus)
+        await src.poll_once()
+        load = asyncio.create_task(http.post(f"{slow_triton.http_url}/v2/repository/models/slow/load",
+                                             timeout=120))
+        while not load.done():
+            await src.poll_once()
+            await asyncio.wait({load}, timeout=0.5)
+        assert (await load).status_code == 200
+        await src.poll_once()
+        (f,) = [f for f in watch.evaluate(clock.now()) if f.check == "cold_start_load"]
+        assert f.active and 2.0 < (f.value or 0) < 60, f
+        assert " to load (bound 2s)" in finding_text(f)[0]
+        await http.post(f"{slow_triton.http_url}/v2/repository/models/slow/unload", timeout=60)

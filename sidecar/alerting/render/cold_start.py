@@ -29,7 +29,8 @@ def render(f: Finding) -> FindingText:
         if phase == "loading":
             summary = f"{who} still loading after {secs:.0f}s (bound {bound:g}s)"
         else:
-            summary = f"{who} took {secs:.0f}s to load (bound {bound:g}s)"
+            at_least = "at least " if facts.get("lower_bound") == "yes" else ""
+            summary = f"{who} took {at_least}{secs:.0f}s to load (bound {bound:g}s)"
         description = (
             f"{summary}. Load time is measured from the first poll of the repository index showing the version "
             f"LOADING to the first showing it READY. A slow load delays every rollout and restart: look at the "
