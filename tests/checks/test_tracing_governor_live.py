@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from waiting import wait_until
 
 from sidecar.checks.tracing_governor import TracingGovernor
 from sidecar.checks.verdicts_config import GovernorConfig
@@ -26,7 +27,8 @@ def tracing_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonS
     root = tmp_path_factory.mktemp("triton-tracing")
     server = TritonServer(demo_model_repository(), root, extra_args=[
         "--trace-config", "mode=triton", "--trace-config", f"triton,file={root / 'trace.json'}",
-        "--trace-config", "rate=100", "--trace-config", "level=TIMESTAMPS"])
+        "--trace-config", "triton,log-frequency=1", "--trace-config", "rate=100",
+        "--trace-config", "level=TIMESTAMPS"])
     server.start()
     try:
         yield server
@@ -38,6 +40,11 @@ def read(server: TritonServer, model: str | None = None) -> dict[str, object]:
     path = f"/v2/models/{model}/trace/setting" if model else "/v2/trace/setting"
     out: dict[str, object] = httpx.get(server.http_url + path, timeout=10).json()
     return out
+
+
+def infer_ctr(server: TritonServer) -> int:
+    body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
+    return httpx.post(f"{server.http_url}/v2/models/ctr/versions/2/infer", json=body, timeout=30).status_code
 
 
 def drift(model: str, active: bool) -> Finding:
@@ -62,6 +69,15 @@ async def test_boost_and_restore_take_effect_in_triton(tracing_triton: TritonSer
         await gov.apply_once()
         ctr = read(tracing_triton, "ctr")
         assert ctr["trace_rate"] == "5" and ctr["trace_level"] == ["TIMESTAMPS", "TENSORS"], ctr
+        before = set(tracing_triton.workdir.glob("trace.json*"))
+        for _ in range(10):
+            assert infer_ctr(tracing_triton) == 200
+        # The boost is real: Triton now writes ctr's output tensors (one request in 5 traced, a file per trace).
+        def tensors_written() -> bool:
+            texts = [p.read_text().replace(" ", "") for p in set(tracing_triton.workdir.glob("trace.json*")) - before]
+            return any("TENSOR_BACKEND_OUTPUT" in t and '"model_name":"ctr"' in t for t in texts)
+
+        assert wait_until(tensors_written, 15)
         assert read(tracing_triton, "fraud")["trace_rate"] == "1000"  # only the model with the finding
         assert read(tracing_triton)["trace_rate"] == "1000"
 
