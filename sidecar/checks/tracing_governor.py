@@ -7,7 +7,8 @@ when configured, TENSORS, so output tensors are sampled while something is wrong
 setting, which the governor sets to ``healthy_rate``. The HTTP calls are the collaborator's (wiring passes
 ``sidecar/sources/triton_trace_control.py``); the decision is here. ``apply_once`` runs on the event loop,
 applies what changed and records every change that took effect as a ``Change`` on the bus; a failed call is
-counted and tried again next round. Shutdown restores what Triton had before.
+counted and tried again next round. Each round it reads the global setting back, so a Triton that restarted
+(settings and boosts gone) is governed again. Shutdown restores what Triton had before.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class TracingGovernor:
         self.wanted: dict[str, str] = {}  # model -> why it is boosted
         self.applied: dict[str, str] = {}
         self._original: Setting | None = None
+        self._healthy_rate = 0  # the global rate as Triton answered it when set: a different one means a restart
         self._state = "not started"
         self._periodic = Periodic("tracing-governor", self.apply_once, cfg.interval_secs,
                                   on_error=lambda exc: self._error("internal", repr(exc)))
@@ -101,7 +103,10 @@ class TracingGovernor:
     # -- apply (event loop) --------------------------------------------------------------------------------
     async def apply_once(self) -> None:
         """Make Triton's settings what was decided; every change that took effect is recorded."""
-        if self._original is None and not await self._begin():
+        if self._original is None:
+            if not await self._begin():
+                return
+        elif not await self._still_ours():
             return
         with self._lock:
             wanted = dict(self.wanted)
@@ -123,6 +128,22 @@ class TracingGovernor:
                 self._record("unboost", f"trace settings of {model} back to the global 1 in {got.rate}, level "
                              f"{_levels(got.levels)} (no finding active)", model)
 
+    async def _still_ours(self) -> bool:
+        """False (after starting over) when Triton's global setting is no longer the one set: Triton restarted
+        (its start-up settings again, every boost gone) or someone changed it by hand."""
+        cur = await self._try(self.control.get())
+        if cur is None:
+            return False
+        if cur.rate == self._healthy_rate:
+            return True
+        self.log.warning("Triton's global trace rate is 1 in %d, not the 1 in %d set (Triton restarted?): "
+                         "applying the settings again", cur.rate, self._healthy_rate)
+        for model in list(self.applied):
+            self._boosted.remove(model)
+        self.applied.clear()
+        self._original = None
+        return await self._begin()
+
     async def _begin(self) -> bool:
         """Remember Triton's global setting, check mode=triton, and set the healthy rate."""
         got = await self._try(self.control.get())
@@ -139,6 +160,7 @@ class TracingGovernor:
         if healthy is None:
             return False
         self._original = got
+        self._healthy_rate = healthy.rate
         self._state = "governing"
         self._record("healthy", f"global trace rate set to 1 in {healthy.rate} (was 1 in {got.rate}), level "
                      f"{_levels(healthy.levels)}", None)

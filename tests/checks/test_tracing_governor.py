@@ -164,3 +164,17 @@ async def test_a_refused_change_record_does_not_stop_the_governor(caplog: pytest
     await gov.apply_once()
     assert triton.global_.rate == 1000
     assert "refused a trace-setting change" in caplog.text
+
+
+async def test_a_restarted_triton_is_set_again_and_its_boosts_reapplied() -> None:
+    triton = FakeTriton()
+    gov, changes, _ = make(triton, healthy_rate=1000, boosted_rate=10)
+    gov.on_findings([finding("ctr")], 0.0)
+    await gov.apply_once()
+    assert triton.global_.rate == 1000 and "ctr" in triton.models
+    triton.global_, triton.models = FakeSetting(7, ("TIMESTAMPS",)), {}  # Triton restarted with its own settings
+    await gov.apply_once()
+    assert triton.global_.rate == 1000 and triton.models["ctr"].rate == 10
+    assert changes[-2].what == "global trace rate set to 1 in 1000 (was 1 in 7), level TIMESTAMPS"
+    await gov.shutdown()
+    assert triton.global_.rate == 7  # restored to what the restarted Triton had
