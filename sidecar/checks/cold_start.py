@@ -40,6 +40,7 @@ class _Version:
     ns: float | None = None
     first_mean_s: float | None = None
     first_n: int = 0
+    first_at: float = 0.0
     steady: deque[float] = field(default_factory=deque)
     state: str = ""
     lower_bound: bool = False  # load_secs is the time an index request was held, not LOADING-to-READY
@@ -107,7 +108,7 @@ class ColdStartWatch:
             for key, st in stats.items():
                 v = self.versions.get(key)
                 if v is not None and "success_count" in st and "success_ns" in st:
-                    self._on_stats(v, st["success_count"], st["success_ns"])
+                    self._on_stats(v, st["success_count"], st["success_ns"], batch.received_at)
             for key in [k for k in self.versions if k not in states]:
                 self._forget(key)
 
@@ -133,7 +134,7 @@ class ColdStartWatch:
                 self._load.labels(*key).set(v.load_secs)
         v.state = state
 
-    def _on_stats(self, v: _Version, count: float, ns: float) -> None:
+    def _on_stats(self, v: _Version, count: float, ns: float, at: float) -> None:
         if v.count is not None and count < v.count:
             v.steady.clear()  # counters restarted: reloaded between two polls
             v.first_mean_s, v.count, v.ns = None, None, None
@@ -141,7 +142,7 @@ class ColdStartWatch:
             # First seen READY after the watch began, with few requests: its stats still count from its load.
             v.fresh = v.fresh or (self._batches > 1 and count < self.cfg.first_requests)
         if v.fresh and v.first_mean_s is None and count >= self.cfg.first_requests:
-            v.first_mean_s, v.first_n = ns / count / 1e9, int(count)
+            v.first_mean_s, v.first_n, v.first_at = ns / count / 1e9, int(count), at
         elif v.first_mean_s is not None and v.count is not None and v.ns is not None and count > v.count:
             v.steady.append((ns - v.ns) / (count - v.count) / 1e9)
             while len(v.steady) > self.cfg.steady_intervals:
@@ -193,7 +194,8 @@ class ColdStartWatch:
                               "runbook": "ColdStartLoad.md"})
 
     def _first_finding(self, v: _Version, labels: dict[str, str], now: float) -> Finding | None:
-        if v.first_mean_s is None or not self._recent(v, now):
+        # Held from when the first requests were measured: traffic may reach a version hours after it loaded.
+        if v.first_mean_s is None or now - v.first_at > self.cfg.hold_secs:
             return None
         k = self.cfg.slowdown_factor
         facts: dict[str, float | int | str | None] = {

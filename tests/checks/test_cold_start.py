@@ -146,3 +146,20 @@ def test_a_quick_index_answer_times_nothing_and_an_unloaded_version_says_nothing
     assert [f.active for f in w.evaluate(t0 + 11)] == [True]
     w.observe(poll({("m", "2"): "UNAVAILABLE"}, {}, t0 + 12))
     assert w.evaluate(t0 + 13) == []
+
+
+def test_first_requests_hours_after_the_load_are_still_judged_and_held_from_then(clock: FakeClock) -> None:
+    w, _ = watch(first_requests=10, hold_secs=600)
+    t0 = clock.now()
+    w.observe(poll({}, {}, t0))
+    w.observe(poll({("m", "1"): "LOADING"}, {}, t0 + 1))
+    w.observe(poll({("m", "1"): "READY"}, {("m", "1"): (0, 0)}, t0 + 3))
+    t = t0 + 7200  # traffic reaches the new version two hours later
+    count, ns = 10.0, 10 * 300e6
+    w.observe(poll({("m", "1"): "READY"}, {("m", "1"): (count, ns)}, t))
+    for _ in range(4):
+        count, ns, t = count + 20, ns + 20 * 10e6, t + 2
+        w.observe(poll({("m", "1"): "READY"}, {("m", "1"): (count, ns)}, t))
+    (f,) = w.evaluate(t)
+    assert f.check == "cold_start_first_requests" and f.active
+    assert w.evaluate(t0 + 7200 + 601) == []
