@@ -131,6 +131,7 @@ def test_a_load_that_held_the_index_request_is_timed_from_below(clock: FakeClock
     (f,) = w.evaluate(t0 + 8)
     assert f.active and f.value == pytest.approx(4.8) and f.facts["lower_bound"] == "yes"
     assert finding_text(f)[0] == "m v1 took at least 5s to load (bound 3s)"
+    assert "held the sidecar's repository-index request for the whole load" in finding_text(f)[1]
 
 
 def test_a_quick_index_answer_times_nothing_and_an_unloaded_version_says_nothing(clock: FakeClock) -> None:

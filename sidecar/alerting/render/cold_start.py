@@ -31,10 +31,15 @@ def render(f: Finding) -> FindingText:
         else:
             at_least = "at least " if facts.get("lower_bound") == "yes" else ""
             summary = f"{who} took {at_least}{secs:.0f}s to load (bound {bound:g}s)"
+        how = (
+            "Triton held the sidecar's repository-index request for the whole load, so the time it was held is "
+            "the load time from below" if facts.get("lower_bound") == "yes" else
+            "Load time is measured from the first poll of the repository index showing the version LOADING to "
+            "the first showing it READY"
+        )
         description = (
-            f"{summary}. Load time is measured from the first poll of the repository index showing the version "
-            f"LOADING to the first showing it READY. A slow load delays every rollout and restart: look at the "
-            f"model's initialize() (downloads, warm-up), the model size and the instance_group count."
+            f"{summary}. {how}. A slow load delays every rollout and restart: look at the model's initialize() "
+            f"(downloads, warm-up), the model size and the instance_group count."
         )
         return summary, description
     n = facts.get("first_requests")
