@@ -120,7 +120,10 @@ class ColdStartWatch:
             v = self.versions[key] = _Version()
             # Already serving when the watch began: its stats do not count from a load we saw.
             v.fresh = self._batches > 1 and state != "READY"
-        if state == "LOADING" and v.state != "LOADING":
+        if state not in _SERVING and v.state in _SERVING:
+            # Unloaded: a later READY is a new life, whose load start this poll did not see.
+            v = self.versions[key] = _Version(fresh=True)
+        elif state == "LOADING" and v.state != "LOADING":
             # A new load: everything measured before belongs to the version's previous life.
             v = self.versions[key] = _Version(loading_since=at, fresh=True)
         elif state == "READY" and v.state != "READY":

@@ -164,3 +164,14 @@ def test_first_requests_hours_after_the_load_are_still_judged_and_held_from_then
     (f,) = w.evaluate(t)
     assert f.check == "cold_start_first_requests" and f.active
     assert w.evaluate(t0 + 7200 + 601) == []
+
+
+def test_a_reload_seen_only_as_unavailable_then_ready_is_not_timed_from_the_old_load(clock: FakeClock) -> None:
+    w, _ = watch(max_load_secs=30)
+    t0 = clock.now()
+    w.observe(poll({}, {}, t0))
+    w.observe(poll({("m", "1"): "LOADING"}, {}, t0 + 1))
+    w.observe(poll({("m", "1"): "READY"}, {}, t0 + 3))
+    w.observe(poll({("m", "1"): "UNAVAILABLE"}, {}, t0 + 100))
+    w.observe(poll({("m", "1"): "READY"}, {}, t0 + 102))  # loaded again within one poll interval
+    assert w.evaluate(t0 + 103) == []  # not "took 101s to load"
