@@ -63,11 +63,12 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.pages import factories as drift_and_pages
     from sidecar.wiring.traces import build as traces
     from sidecar.wiring.triton import build as triton
+    from sidecar.wiring.verdicts import build as verdicts
 
     # Build order = subscription order on the bus: the change log subscribes before the checks that publish.
     # The pages builder is handed the drift check the drift builder made (the drift pages read it).
     drift, pages = drift_and_pages()
-    return [alerting, triton, gpu, traces, events, drift, business, canary, diagnose, pages]
+    return [alerting, triton, gpu, traces, events, drift, business, canary, diagnose, verdicts, pages]
 
 
 class Service:

@@ -8,6 +8,7 @@ from sidecar.checks.business_config import BusinessConfig
 from sidecar.checks.canary_config import CanaryConfig
 from sidecar.checks.drift_config import DriftConfig
 from sidecar.checks.output_sanity_config import OutputSanityConfig
+from sidecar.checks.verdicts_config import BatchingConfig, ColdStartConfig, GovernorConfig, ModelApiConfig
 from sidecar.configbase import StrictModel
 
 __all__ = ["ChecksConfig"]
@@ -19,3 +20,7 @@ class ChecksConfig(StrictModel):
     business: BusinessConfig = BusinessConfig()
     canary: CanaryConfig = CanaryConfig()
     output_sanity: OutputSanityConfig = OutputSanityConfig()
+    model_api: ModelApiConfig = ModelApiConfig()
+    cold_start: ColdStartConfig = ColdStartConfig()
+    batching: BatchingConfig = BatchingConfig()
+    tracing_governor: GovernorConfig = GovernorConfig()

@@ -105,10 +105,53 @@ def _verdict_findings() -> list[Finding]:
     return found
 
 
+def _cold_start_findings() -> list[Finding]:
+    from sidecar.checks.cold_start import ColdStartWatch
+    from sidecar.checks.verdicts_config import ColdStartConfig
+    from sidecar.model import Batch, Sample
+
+    watch = ColdStartWatch(ColdStartConfig(enabled=True, max_load_secs=1, first_requests=1),
+                           registry=CollectorRegistry())
+
+    def poll(state: str, count: float, ns: float, at: float) -> None:
+        watch.observe(Batch(kind="samples", source="triton_model_api", received_at=at, items=(
+            Sample("triton_model_state", (("model", "m"), ("state", state), ("version", "1")), 1.0),
+            Sample("triton_model_stats", (("model", "m"), ("stat", "success_count"), ("version", "1")), count),
+            Sample("triton_model_stats", (("model", "m"), ("stat", "success_ns"), ("version", "1")), ns))))
+
+    poll("LOADING", 0, 0, 0.0)
+    poll("READY", 0, 0, 5.0)
+    poll("READY", 1, 1e9, 6.0)
+    for i in range(1, 4):
+        poll("READY", 1 + i, 1e9 + i * 1e6, 6.0 + i)
+    found = list(watch.evaluate(10.0))
+    assert {f.check for f in found} == {"cold_start_load", "cold_start_first_requests"}, found
+    return found
+
+
+def _batching_findings() -> list[Finding]:
+    from sidecar.checks.batching import BatchingAdvisor
+    from sidecar.checks.verdicts_config import BatchingConfig
+    from sidecar.model import Batch, Sample
+
+    adv = BatchingAdvisor(BatchingConfig(enabled=True, min_requests=1), registry=CollectorRegistry())
+    for at, n in ((0.0, 0.0), (10.0, 100.0)):
+        items = [Sample("triton_model_config", (("field", k), ("model", "m")), v)
+                 for k, v in (("max_batch_size", 8), ("dynamic_batching", 1), ("max_queue_delay_us", 5000))]
+        items += [Sample("triton_model_stats", (("model", "m"), ("stat", k), ("version", "1")), v)
+                  for k, v in (("inference_count", n), ("execution_count", n), ("queue_count", n),
+                               ("queue_ns", n * 5e6))]
+        adv.observe(Batch(kind="samples", source="triton_model_api", items=tuple(items), received_at=at))
+    found = list(adv.evaluate(10.0))
+    assert [f.facts["verdict"] for f in found] == ["too_long"], found
+    return found
+
+
 @pytest.fixture(scope="module")
 def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, str], str]]:
     """(labels, runbook file) of every alert the book makes from findings of each check kind."""
-    findings = _drift_findings(tmp_path_factory.mktemp("drift")) + _business_findings() + _verdict_findings()
+    findings = (_drift_findings(tmp_path_factory.mktemp("drift")) + _business_findings() + _verdict_findings()
+                + _cold_start_findings() + _batching_findings())
     book = AlertBook(AlertingConfig.model_validate({"enabled": True}), registry=CollectorRegistry(),
                      eval_interval_secs=15, sink=None, runbook_base="http://sidecar/runbooks",
                      dashboard_base=None, sidecar_url="http://sidecar")

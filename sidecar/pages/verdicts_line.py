@@ -1,0 +1,41 @@
+"""The one line of Triton verdicts on ``/``: what the cold-start watch, batching advisor and tracing governor say
+now, read from their metrics (so the page needs no handle on them)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+__all__ = ["verdict_line"]
+
+_FAMILIES = {"sidecar_cold_start_condition", "sidecar_batching_verdict", "sidecar_tracing_governor_boosted"}
+_ADVICE = {"enable": "enable dynamic batching", "saturated": "instances saturated",
+           "too_long": "queue delay too long", "too_short": "queue delay too short"}
+_COLD = {"cold_start_load": "slow load", "cold_start_first_requests": "slow first requests"}
+
+
+def verdict_line(registry: CollectorRegistry) -> str | None:
+    """None when no verdict is configured; "nothing to report" when all is well."""
+    seen = False
+    parts: list[str] = []
+    boosted: list[str] = []
+    for family in registry.collect():
+        if family.name not in _FAMILIES:
+            continue
+        seen = True
+        for s in family.samples:
+            lab = s.labels
+            if s.value != 1:
+                continue
+            who = f"{lab.get('model', '?')} v{lab.get('version', '?')}"
+            if family.name == "sidecar_cold_start_condition":
+                parts.append(f"{who}: {_COLD.get(lab.get('check', ''), lab.get('check', ''))}")
+            elif family.name == "sidecar_batching_verdict" and lab.get("verdict") in _ADVICE:
+                parts.append(f"{who}: {_ADVICE[lab['verdict']]}")
+            elif family.name == "sidecar_tracing_governor_boosted":
+                boosted.append(lab.get("model", "?"))
+    if not seen:
+        return None
+    parts = sorted(parts)[:20]  # bounded: the alerts page lists everything
+    if boosted:
+        parts.append("tracing raised for " + ", ".join(sorted(boosted)))
+    return "; ".join(parts) or "nothing to report"
