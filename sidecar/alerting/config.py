@@ -78,6 +78,14 @@ class AuditConfig(StrictModel):
     max_rows: int = Field(
         default=100_000, gt=0, description="Audit events kept in SQLite; the oldest go first (counted)."
     )
+    retention_days: float = Field(
+        default=30.0, gt=0, description="Audit events older than this are deleted from SQLite (counted)."
+    )
+    max_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="Size cap of the audit events' bodies in SQLite; the oldest go first (counted).",
+    )
     elasticsearch: ElasticsearchConfig | None = Field(
         default=None, description="Also ship audit events to Elasticsearch."
     )
