@@ -11,9 +11,9 @@ It speaks the documented parts the audit exporter uses, over real TCP:
 Faults, set by the test: ``item_faults`` (``_id`` -> status, answered for that item instead of storing it:
 400 ``mapper_parsing_exception``, 429 ``es_rejected_execution_exception``, 5xx; ``sticky_item_faults``
 keeps them, otherwise each fires once), ``answers`` (a queue of whole-request answers: an int status,
-``"drop"`` to close the connection before answering, ``"drop_mid"`` to close it halfway through the body
-after storing the documents, ``("slow", secs)`` to wait before handling), and ``down`` (every request is
-dropped).
+``("status", code, headers)``, ``"drop"`` to close the connection before answering, ``"drop_mid"`` to close
+it halfway through the body after storing the documents, ``("slow", secs)`` to wait before handling), and
+``down`` (every request is dropped).
 """
 
 from __future__ import annotations
@@ -86,8 +86,10 @@ class EsStandIn:
                 if isinstance(answer, tuple) and answer[0] == "slow":
                     time.sleep(answer[1])
                     answer = None
+                hdr: dict[str, str] = {}
+                if isinstance(answer, tuple) and answer[0] == "status":
+                    answer, hdr = answer[1], answer[2]
                 if isinstance(answer, int):
-                    hdr = {"Retry-After": "1"} if answer == 429 else {}
                     self._send(answer, {"error": {"type": _ERRORS.get(answer, "error"), "reason": "stand-in"},
                                         "status": answer}, hdr)
                     return
@@ -107,7 +109,7 @@ class EsStandIn:
                 else:
                     self._send(404, {"error": {"type": "not_found"}, "status": 404})
 
-            do_GET = do_PUT = do_POST = _handle  # noqa: N815
+            do_GET = do_PUT = do_POST = _handle
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
