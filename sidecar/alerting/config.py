@@ -7,6 +7,7 @@ from pydantic import Field, field_validator
 from exporters.config import AlertmanagerConfig, ElasticsearchConfig, RetryConfig
 from sidecar.alerting.templates import TemplateError, validate_template
 from sidecar.configbase import StrictModel
+from sidecar.processors.request_records_config import RequestRecordsConfig
 from sidecar.state.changes_config import ChangesConfig
 
 __all__ = [
@@ -88,6 +89,9 @@ class AuditConfig(StrictModel):
     )
     elasticsearch: ElasticsearchConfig | None = Field(
         default=None, description="Also ship audit events to Elasticsearch."
+    )
+    requests: RequestRecordsConfig = Field(
+        default_factory=RequestRecordsConfig, description="Per-request records (see RequestRecordsConfig)."
     )
 
 

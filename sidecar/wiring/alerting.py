@@ -12,6 +12,7 @@ from sidecar.component import Context
 from sidecar.naming import fingerprint
 from sidecar.state.changes import iso
 from sidecar.wiring.audit import build as build_audit
+from sidecar.wiring.audit import build_requests
 from sidecar.wiring.changes import build as build_changes
 
 __all__ = ["build"]
@@ -26,6 +27,7 @@ def build(ctx: Context) -> list[Any]:
     audit = build_audit(ctx)
     if audit is not None:
         out.append(audit)
+    out.extend(build_requests(ctx, audit))
     am = AlertmanagerExporter(
         cfg.alertmanager,
         registry=ctx.registry,

@@ -9,9 +9,10 @@ from exporters.elasticsearch import ElasticsearchBulk, client_from_config
 from exporters.sender import RetryPolicy, Sender
 from exporters.telemetry import ExportTelemetry
 from sidecar.component import Context
+from sidecar.processors.request_records import RequestRecords
 from sidecar.redact import mask_url
 
-__all__ = ["build"]
+__all__ = ["build", "build_requests"]
 
 # The replay queue is on disk and may have been filled by an earlier run: look at it now and then.
 _IDLE_WAKE_SECS = 5.0
@@ -47,3 +48,16 @@ def build(ctx: Context) -> AuditLog | None:
     return AuditLog(max_rows=cfg.max_rows, max_bytes=cfg.max_bytes, retention_days=cfg.retention_days,
                     registry=ctx.registry, store=ctx.store, es=es, outbox=outbox, dead_letters=dead,
                     es_index=index, clock=ctx.clock, logger=log.getChild("audit"))
+
+
+def build_requests(ctx: Context, audit: AuditLog | None) -> list[RequestRecords]:
+    """The request-record join, fed by the bus (Triton's spans, the caller's spans and events), writing to
+    the audit log."""
+    cfg = ctx.config.alerting.audit.requests
+    if audit is None or not cfg.enabled:
+        return []
+    rr = RequestRecords(cfg, sink=audit.record_many, registry=ctx.registry, clock=ctx.clock,
+                        logger=ctx.logger.getChild("request_records"))
+    ctx.bus.subscribe("spans", rr.name, rr.on_spans)
+    ctx.bus.subscribe("events", rr.name, rr.on_events)
+    return [rr]
