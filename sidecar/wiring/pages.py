@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sidecar.component import Context
+from sidecar.pages.audit import AuditPage
 from sidecar.pages.changes import ChangesPage
 from sidecar.pages.drift import DriftPage
 from sidecar.pages.readers import Api
@@ -19,4 +20,4 @@ def build(ctx: Context) -> list[Any]:
     api = Api(ctx.registry, log)
     # No base configured: the sidecar serves docs/runbooks itself at /runbooks (so links work offline).
     return [StatusPages(ctx.registry, ctx.clock, api, runbook_url=ctx.config.runbook_url or "/runbooks", logger=log),
-            ChangesPage(ctx.clock, api), DriftPage(ctx.registry, ctx.clock)]
+            ChangesPage(ctx.clock, api), AuditPage(ctx.clock, api), DriftPage(ctx.registry, ctx.clock)]
