@@ -103,21 +103,26 @@ class AuditLog:
 
     def record_many(self, events: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> int:
         """Record events in one transaction; returns how many were new. On a store failure none is stored."""
-        done: list[tuple[dict[str, Any], int]] = []
+        done: list[dict[str, Any]] = []
+        dropped = 0
         try:
             with self.store.transaction():
+                copies = []
                 for kind, event_id, at, body in events:
                     got = self._insert(kind, event_id, at, body)
                     if got is not None:
-                        done.append(got)
+                        done.append(got[0])
+                        copies.append(got[1])
+                dropped = self._queue(copies)
                 self._bound()
         except Exception:
             self._errors.inc(len(events))
             self.log.exception("could not record %d audit events", len(events))
             self._reload()
             return 0
-        for doc, dropped in done:
-            self._committed(doc, dropped)
+        for doc in done:
+            self._recorded.labels(str(doc["kind"])).inc()
+        self._wake(len(done), dropped)
         return len(done)
 
     def write(self, kind: str, event_id: str, at: float, body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -128,17 +133,19 @@ class AuditLog:
         got = self._insert(kind, event_id, at, body)
         if got is None:
             return None
+        dropped = self._queue([got[1]])
         self._bound()
-        doc, dropped = got
-        return {**doc, "_dropped": dropped} if dropped else doc
+        return {**got[0], "_dropped": dropped} if dropped else got[0]
 
     def committed(self, event_id: str, doc: dict[str, Any]) -> None:
         """Count an event ``write`` stored and wake the Elasticsearch sender, once its transaction committed."""
         doc = dict(doc)
-        self._committed(doc, int(doc.pop("_dropped", 0)))
+        dropped = int(doc.pop("_dropped", 0))
+        self._recorded.labels(str(doc["kind"])).inc()
+        self._wake(1, dropped)
 
     def _insert(self, kind: str, event_id: str, at: float, body: Mapping[str, Any]
-                ) -> tuple[dict[str, Any], int] | None:
+                ) -> tuple[dict[str, Any], tuple[str, str, bytes]] | None:
         doc = {"id": event_id, "kind": kind, "at": at, **body}
         raw = orjson.dumps(doc)
         cols = [None if doc.get(c) is None else str(doc.get(c)) for c in _COLUMNS]
@@ -151,15 +158,17 @@ class AuditLog:
             return None
         self._rows += 1
         self._bytes += len(raw)
-        dropped = 0
-        if self.outbox is not None:
-            dropped = self.outbox.put([(event_id, index_for(self.es_index, at), raw)])
-        return doc, dropped
+        return doc, (event_id, index_for(self.es_index, at), raw)
 
-    def _committed(self, doc: dict[str, Any], dropped: int) -> None:
-        self._recorded.labels(str(doc["kind"])).inc()
-        if self.es is not None:
-            self.es.stats.received(1)
+    def _queue(self, copies: list[tuple[str, str, bytes]]) -> int:
+        """Queue the Elasticsearch copies in the caller's transaction; returns how many were dropped for room."""
+        if self.outbox is None or not copies:
+            return 0
+        return self.outbox.put(copies)
+
+    def _wake(self, n: int, dropped: int) -> None:
+        if self.es is not None and n:
+            self.es.stats.received(n)
             self.es.stats.dropped("queue_full", dropped)
             self.es.notify()
 
