@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from exporters.alertmanager import AlertmanagerExporter
+from exporters.audit_findings import FindingAudit
 from sidecar.alerting.book import Alert, AlertBook
 from sidecar.alerting.runbook_pages import RunbookPages
 from sidecar.component import Context
@@ -28,6 +29,8 @@ def build(ctx: Context) -> list[Any]:
     if audit is not None:
         out.append(audit)
     out.extend(build_requests(ctx, audit))
+    if audit is not None:
+        out.append(FindingAudit(audit.record_many, registry=ctx.registry))
     am = AlertmanagerExporter(
         cfg.alertmanager,
         registry=ctx.registry,

@@ -121,3 +121,22 @@ async def test_a_stored_injection_text_is_data(client: tuple[httpx.AsyncClient, 
     # A cursor made by hand with a quote in it only positions the page.
     r = await c.get("/v1/audit", params={"cursor": encode_cursor(T0 + 100, "z' OR 1=1 --")})
     assert r.status_code == 200 and len(r.json()["events"]) == 26
+
+
+def test_findings_are_audited_when_they_cross_and_clear_not_every_round(tmp_path: Path) -> None:
+    from exporters.audit_findings import FindingAudit
+    from sidecar.model import Finding
+
+    reg = CollectorRegistry()
+    audit = AuditLog(max_rows=100, registry=reg, store=Store(tmp_path / "s.sqlite"), clock=FakeClock(T0))
+    fa = FindingAudit(audit.record_many, registry=reg)
+
+    def f(active: bool) -> Finding:
+        return Finding(check="ctr_mean", kind="business", labels={"model": "ctr", "version": "2"},
+                       active=active, value=0.01, threshold=0.02)
+
+    for i, active in enumerate([False, True, True, True, False, False, True]):
+        fa.on_findings([f(active)], T0 + 60 * i)
+    got = [(e["kind"], e["at"]) for e in reversed(audit.events(limit=10))]
+    assert got == [("finding_crossed", T0 + 60), ("finding_cleared", T0 + 240), ("finding_crossed", T0 + 360)]
+    assert audit.events(kind="finding_crossed")[0]["model"] == "ctr"
