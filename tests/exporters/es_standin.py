@@ -42,6 +42,7 @@ class EsStandIn:
         self.answers: deque[Any] = deque()
         self.down = False
         self.requests = 0
+        self.auth: list[str | None] = []  # the Authorization header of every request, in order
         self.bulk_requests = 0
         self.lock = threading.Lock()
         owner = self
@@ -78,6 +79,7 @@ class EsStandIn:
                 data = self.rfile.read(n) if n else b""
                 with owner.lock:
                     owner.requests += 1
+                    owner.auth.append(self.headers.get("Authorization"))
                     answer = owner.answers.popleft() if owner.answers else None
                     down = owner.down
                 if down or answer == "drop":
