@@ -63,3 +63,19 @@ def test_alert_annotations_link_to_the_audit_page() -> None:
     f2 = Finding(check="ctr_mean", kind="business", active=True, severity="warning", labels={}, value=0.1)
     assert a.annotate(f2, {"model": "ctr", "version": "2"}, [])["audit_url"] == \
         "http://s:8080/audit?model=ctr&version=2"
+
+
+def test_the_trace_waterfall_links_to_its_audit_records() -> None:
+    from pathlib import Path
+
+    from sidecar.sources.otlp.decode import decode_json
+    from sidecar.wiring.traces import build as traces
+
+    cfg = parse_config({"triton": {"enabled": False}, "traces": {"enabled": True}, "alerting": {"enabled": True}})
+    svc = Service(cfg, clock=FakeClock(NOW), store=Store(":memory:"), registry=CollectorRegistry(),
+                  factories=[alerting, traces, pages])
+    data = Path(__file__).resolve().parents[1] / "data" / "traces" / "otlp-traces-triton.json"
+    spans = list(decode_json(data.read_bytes()).spans)[:3]
+    svc.component("traces").ingest(spans, "test")
+    html = TestClient(create_app(svc)).get(f"/traces/{spans[0].trace_id}").text
+    assert f'id="audit-link" href="/audit?trace_id={spans[0].trace_id}"' in html

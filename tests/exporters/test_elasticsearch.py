@@ -184,3 +184,26 @@ def test_config_several_nodes_and_auth() -> None:
         ElasticsearchConfig(url="es:9200")
     with pytest.raises(ValueError, match="index"):
         ElasticsearchConfig(url="http://es:9200", index="Bad Index")
+
+
+async def test_memory_does_not_grow_with_the_outage(tmp_path: Path) -> None:
+    import tracemalloc
+
+    with EsStandIn() as es:
+        s = Stack(tmp_path, es.url)
+        es.down = True
+        body = {"model": "ctr", "version": "1", "what": "x" * 400}
+        s.audit.record_many([("request", f"warm-{i}", T0, body) for i in range(200)])
+        await s.sender.drain_now()  # one failed try: the client and its connection pool exist
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        for j in range(20):  # 4,000 more events (~2 MB of bodies) while Elasticsearch stays down
+            s.audit.record_many([("request", f"e-{j}-{i}", T0 + j, body) for i in range(200)])
+        grown = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+        assert len(s.outbox) == 4200
+        assert grown < 256 * 1024, grown  # the waiting events are on disk, not in memory
+        es.down = False
+        await s.sender.flush()
+        await s.sender.shutdown()
+    assert len(es.creates) == 4200
