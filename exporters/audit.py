@@ -196,6 +196,8 @@ class AuditLog:
         with contextlib.suppress(Exception):
             self._rows, self._bytes = (int(x or 0) for x in self.store.query(
                 f"SELECT COUNT(*), SUM(COALESCE(size, LENGTH(body))) FROM {_TABLE}")[0])
+            if self.outbox is not None:
+                self.outbox.reload()
 
     # -- reading ---------------------------------------------------------------------------------------------
     def events(self, kind: str | None = None, limit: int = 100) -> list[dict[str, Any]]:

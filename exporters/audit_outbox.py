@@ -53,6 +53,10 @@ class AuditOutbox:
     def __len__(self) -> int:
         return self._len
 
+    def reload(self) -> None:
+        """Count the rows again (after the caller's transaction rolled back a ``put``)."""
+        self._len = int(self.store.query("SELECT COUNT(*) FROM audit_es_outbox")[0][0])
+
     def put(self, items: Sequence[Any]) -> int:
         """Queue ``(id, index, body)`` tuples; call inside the audit row's transaction. Returns how many were
         dropped for room (the oldest, or the new ones with ``refuse_new``)."""
@@ -83,7 +87,7 @@ class AuditOutbox:
         gone = [(d.seq,) for d in batch if d.seq not in kept]
         if gone:
             self.store.executemany("DELETE FROM audit_es_outbox WHERE seq = ?", gone)
-        self._len = int(self.store.query("SELECT COUNT(*) FROM audit_es_outbox")[0][0])
+        self.reload()
 
     def clear(self) -> int:
         n = self.store.execute("DELETE FROM audit_es_outbox")

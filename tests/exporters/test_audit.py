@@ -140,3 +140,31 @@ def test_findings_are_audited_when_they_cross_and_clear_not_every_round(tmp_path
     got = [(e["kind"], e["at"]) for e in reversed(audit.events(limit=10))]
     assert got == [("finding_crossed", T0 + 60), ("finding_cleared", T0 + 240), ("finding_crossed", T0 + 360)]
     assert audit.events(kind="finding_crossed")[0]["model"] == "ctr"
+
+
+def test_a_failed_batch_stores_nothing_and_counts_stay_true(tmp_path: Path) -> None:
+    from exporters.audit_outbox import AuditOutbox
+
+    reg = CollectorRegistry()
+    store = Store(tmp_path / "s.sqlite")
+    outbox = AuditOutbox(store, max_rows=100)
+
+    class Es:  # the sender's surface the audit log uses
+        def __init__(self) -> None:
+            self.notified = 0
+            from exporters.telemetry import ExportTelemetry
+            self.stats = ExportTelemetry.of(reg).exporter("elasticsearch")
+
+        def notify(self) -> None:
+            self.notified += 1
+
+    es = Es()
+    audit = AuditLog(max_rows=100, registry=reg, store=store, es=es, outbox=outbox,  # type: ignore[arg-type]
+                     clock=FakeClock(T0))
+    assert audit.record_many([("change", "a", T0, {}), ("change", "b", T0, {})]) == 2
+    bad: dict[str, object] = {"x": object()}  # not JSON-encodable: the whole batch fails
+    assert audit.record_many([("change", "c", T0, {}), ("change", "d", T0, bad)]) == 0
+    assert reg.get_sample_value("sidecar_audit_errors_total") == 2
+    assert sorted(e["id"] for e in audit.events()) == ["a", "b"]  # "c" was rolled back with "d"
+    assert len(outbox) == 2 and [d.id for d in outbox.head(10)] == ["a", "b"]
+    assert audit._rows == 2 and es.notified == 1
