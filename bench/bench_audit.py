@@ -16,6 +16,8 @@ outcome, code, seven stage times). Three runs, each on a fresh file in a tempora
   (tests/exporters/es_standin.py, a threaded Python HTTP server on this machine, so its own cost is
   included); timed until the stand-in holds every event.
 
+Then the request-record join alone (``join_rate``): spans per second through ``RequestRecords.on_spans``.
+
 Bytes per event: the database file plus its WAL after a checkpoint, divided by the events.
 """
 
@@ -129,6 +131,32 @@ async def audit_es(path: Path, evs: list[Ev], batch: int) -> tuple[float, int]:
     return secs, requests
 
 
+def join_rate(rounds: int = 50) -> tuple[float, float]:
+    """Spans and requests per second through the request-record join: the recorded export of a real Triton
+    (120 requests, 360 spans) plus one caller span per request, fed ``rounds`` times (ids repeat, so later
+    rounds join as fast as the first; records are counted, 1% handed to a list)."""
+    from sidecar.clock import FakeClock
+    from sidecar.model import Batch, Span
+    from sidecar.processors.request_records import RequestRecords
+    from sidecar.processors.request_records_config import RequestRecordsConfig
+    from sidecar.records import from_span
+    from sidecar.sources.otlp.decode import decode_json
+
+    spans = list(decode_json((ROOT / "tests/data/traces/otlp-traces-triton.json").read_bytes()).spans)
+    callers = [Span(trace_id=t, span_id="ab" * 8, parent_span_id=None, name="POST /predict", start_unix_nano=1,
+                    end_unix_nano=5_000_001, attributes={"http.response.status_code": 200})
+               for t in sorted({s.trace_id for s in spans})]
+    batch = Batch(kind="spans", source="bench", items=tuple(from_span(s) for s in callers + spans))
+    got: list[Any] = []
+    rr = RequestRecords(RequestRecordsConfig(enabled=True), sink=got.extend, registry=CollectorRegistry(),
+                        clock=FakeClock())
+    t = time.perf_counter()
+    for _ in range(rounds):
+        rr.on_spans(batch)
+    secs = time.perf_counter() - t
+    return rounds * len(batch.items) / secs, rounds * len(callers) / secs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=20_000)
@@ -149,6 +177,8 @@ def main() -> None:
     print(f"{'baseline':<10} {n / b:>10.0f} {1.0:>10.2f} {b_bytes / n:>12.0f}")
     print(f"{'audit':<10} {n / s:>10.0f} {b / s:>10.2f} {s_bytes / n:>12.0f}")
     print(f"{'audit+es':<10} {n / e:>10.0f} {b / e:>10.2f} {'':>12}  ({reqs} bulk requests)")
+    spans_s, req_s = join_rate()
+    print(f"request-record join: {spans_s:.0f} spans/s, {req_s:.0f} requests/s (one thread)")
 
 
 if __name__ == "__main__":
