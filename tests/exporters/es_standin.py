@@ -19,10 +19,12 @@ it halfway through the body after storing the documents, ``("slow", secs)`` to w
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 __all__ = ["EsStandIn"]
@@ -32,7 +34,8 @@ _ERRORS = {400: "mapper_parsing_exception", 429: "es_rejected_execution_exceptio
 
 
 class EsStandIn:
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
+        """``tls``: (certificate, key) PEM files to serve HTTPS with (the URL then names ``localhost``)."""
         self.docs: dict[tuple[str, str], dict[str, Any]] = {}
         self.creates: list[str] = []  # every _id a create stored, in order (a duplicate would show twice)
         self.policies: dict[str, Any] = {}
@@ -116,6 +119,11 @@ class EsStandIn:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        if tls is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(str(tls[0]), str(tls[1]))
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+            self.url = f"https://localhost:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def bulk(self, data: bytes) -> dict[str, Any]:
