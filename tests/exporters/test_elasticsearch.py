@@ -207,3 +207,18 @@ async def test_memory_does_not_grow_with_the_outage(tmp_path: Path) -> None:
         await s.sender.flush()
         await s.sender.shutdown()
     assert len(es.creates) == 4200
+
+
+async def test_several_nodes_a_dead_node_is_passed_over(tmp_path: Path) -> None:
+    with EsStandIn() as a, EsStandIn() as b:
+        a.down = True
+        s = Stack(tmp_path, a.url)
+        await s.bulk.client.close()
+        s.bulk.client = client_from_config(ElasticsearchConfig(url=a.url, urls=[b.url]))
+        for i in range(120):
+            s.audit.record("change", f"c-{i:03d}", T0 + i, {})
+        await s.sender.flush()
+        await s.sender.shutdown()
+    assert a.creates == [] and a.requests >= 1  # it was tried, and failed
+    assert b.creates == [f"c-{i:03d}" for i in range(120)]
+    assert s.value("sidecar_export_failed_total", {**ES, "reason": "connect"}) >= 1
