@@ -1,27 +1,39 @@
-"""Audit events (alerts fired and resolved, changes) in the embedded SQLite store, and optionally
+"""Audit events (alerts, findings, changes, per-request records) in the embedded SQLite store, and optionally
 Elasticsearch.
 
-SQLite is the default and the durable copy (table ``audit_events``, bounded by ``max_rows``: the oldest rows
-go first, counted). Elasticsearch, when configured, gets the same events through a bounded, retrying queue.
+SQLite is the default and the durable copy (table ``audit_events``), bounded three ways, each counted in
+``sidecar_audit_events_evicted_total{why}``: ``max_rows`` and ``max_bytes`` (the oldest rows go first) and
+``retention_days`` (older rows are deleted). ``GET /v1/audit`` reads it (``exporters.audit_query``).
+
+With Elasticsearch configured, each event's copy for it is queued in the same transaction as its audit row
+(``exporters.audit_outbox``), so what is recorded is delivered, after a crash too, in the order it was recorded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter
 
-from exporters.elasticsearch import AuditDoc
+from exporters.audit_outbox import AuditOutbox, DeadLetters, EsDoc
+from exporters.audit_query import QueryError, encode_cursor, parse
+from exporters.es_template import index_for
 from exporters.sender import Sender
+from sidecar.clock import Clock, SystemClock
 from sidecar.component import Readiness
 from sidecar.store import Store
 
 __all__ = ["AuditLog"]
 
 _TABLE = "audit_events"
+_COLUMNS = ("model", "version", "trace_id", "request_id")
+_PRUNE_EVERY = 500  # writes between two retention sweeps (a sweep is one indexed DELETE)
 
 
 class AuditLog:
@@ -34,74 +46,178 @@ class AuditLog:
         max_rows: int,
         registry: CollectorRegistry,
         store: Store,
-        es: Sender[AuditDoc] | None = None,
+        es: Sender[EsDoc] | None = None,
+        outbox: AuditOutbox | None = None,
+        dead_letters: DeadLetters | None = None,
+        es_index: str = "sidecar-audit",
+        max_bytes: int = 256 * 1024 * 1024,
+        retention_days: float = 30.0,
+        clock: Clock | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
+        if (es is None) != (outbox is None):
+            raise ValueError("es and outbox go together")
         self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self.retention_secs = retention_days * 86400
         self.store = store
         self.es = es
+        self.outbox = outbox
+        self.dead_letters = dead_letters
+        self.es_index = es_index
+        self.clock = clock or SystemClock()
         self.log = logger or logging.getLogger("sidecar.audit")
         self._recorded = Counter(
             "sidecar_audit_events", "Audit events recorded, by kind.", ["kind"], registry=registry
         )
         self._evicted = Counter(
             "sidecar_audit_events_evicted",
-            "Oldest audit events deleted to stay under max_rows.",
+            "Audit events deleted from SQLite, by why (max_rows, max_bytes, retention).",
+            ["why"],
             registry=registry,
         )
         self._errors = Counter(
             "sidecar_audit_errors", "Audit events that could not be written to SQLite.", registry=registry
         )
+        self._refused = Counter(
+            "sidecar_audit_queries_refused", "GET /v1/audit requests answered 400.", registry=registry
+        )
         store.execute(
             f"CREATE TABLE IF NOT EXISTS {_TABLE} (id TEXT PRIMARY KEY, at REAL, kind TEXT, body BLOB)"
         )
-        store.execute(f"CREATE INDEX IF NOT EXISTS {_TABLE}_at ON {_TABLE} (at)")
+        have = {r[1] for r in store.query(f"PRAGMA table_info({_TABLE})")}
+        for col in (*_COLUMNS, "size"):  # tables of earlier versions lack the query columns
+            if col not in have:
+                store.execute(f"ALTER TABLE {_TABLE} ADD COLUMN {col} {'INTEGER' if col == 'size' else 'TEXT'}")
+        store.execute(f"CREATE INDEX IF NOT EXISTS {_TABLE}_at ON {_TABLE} (at, id)")
+        for col in (*_COLUMNS, "kind"):
+            store.execute(f"CREATE INDEX IF NOT EXISTS {_TABLE}_{col} ON {_TABLE} ({col}, at)")
+        self._rows, self._bytes = (int(x or 0) for x in store.query(
+            f"SELECT COUNT(*), SUM(COALESCE(size, LENGTH(body))) FROM {_TABLE}")[0])
+        self._writes = 0
 
+    # -- writing ---------------------------------------------------------------------------------------------
     def record(self, kind: str, event_id: str, at: float, body: Mapping[str, Any]) -> bool:
         """Record one event (idempotent on its id); False when it was already there or not written."""
+        return self.record_many([(kind, event_id, at, body)]) == 1
+
+    def record_many(self, events: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> int:
+        """Record events in one transaction; returns how many were new. On a store failure none is stored."""
+        done: list[dict[str, Any]] = []
+        dropped = 0
         try:
             with self.store.transaction():
-                doc = self.write(kind, event_id, at, body)
+                copies = []
+                for kind, event_id, at, body in events:
+                    got = self._insert(kind, event_id, at, body)
+                    if got is not None:
+                        done.append(got[0])
+                        copies.append(got[1])
+                dropped = self._queue(copies)
+                self._bound()
         except Exception:
-            self._errors.inc()
-            self.log.exception("could not record audit event %s", event_id)
-            return False
-        if doc is None:
-            return False
-        self.committed(event_id, doc)
-        return True
+            self._errors.inc(len(events))
+            self.log.exception("could not record %d audit events", len(events))
+            self._reload()
+            return 0
+        for doc in done:
+            self._recorded.labels(str(doc["kind"])).inc()
+        self._wake(len(done), dropped)
+        return len(done)
 
     def write(self, kind: str, event_id: str, at: float, body: Mapping[str, Any]) -> dict[str, Any] | None:
         """Insert one event inside the caller's ``store.transaction()``, so it commits or rolls back with the
         caller's own rows (a change and its audit row are never stored one without the other). Raises on
         failure; returns the document to pass to ``committed`` once the transaction has committed, or None
         when the event was already there."""
-        doc = {"kind": kind, "at": at, **body}
+        got = self._insert(kind, event_id, at, body)
+        if got is None:
+            return None
+        dropped = self._queue([got[1]])
+        self._bound()
+        return {**got[0], "_dropped": dropped} if dropped else got[0]
+
+    def committed(self, event_id: str, doc: dict[str, Any]) -> None:
+        """Count an event ``write`` stored and wake the Elasticsearch sender, once its transaction committed."""
+        doc = dict(doc)
+        dropped = int(doc.pop("_dropped", 0))
+        self._recorded.labels(str(doc["kind"])).inc()
+        self._wake(1, dropped)
+
+    def _insert(self, kind: str, event_id: str, at: float, body: Mapping[str, Any]
+                ) -> tuple[dict[str, Any], tuple[str, str, bytes]] | None:
+        doc = {"id": event_id, "kind": kind, "at": at, **body}
+        raw = orjson.dumps(doc)
+        cols = [None if doc.get(c) is None else str(doc.get(c)) for c in _COLUMNS]
         n = self.store.execute(
-            f"INSERT OR IGNORE INTO {_TABLE} (id, at, kind, body) VALUES (?, ?, ?, ?)",
-            (event_id, at, kind, orjson.dumps(doc)),
+            f"INSERT OR IGNORE INTO {_TABLE} (id, at, kind, body, model, version, trace_id, request_id, size) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (event_id, at, kind, raw, *cols, len(raw)),
         )
         if not n:
             return None
-        over = int(self.store.query(f"SELECT COUNT(*) FROM {_TABLE}")[0][0]) - self.max_rows
-        if over > 0:
-            self.store.execute(
-                f"DELETE FROM {_TABLE} WHERE id IN (SELECT id FROM {_TABLE} ORDER BY at LIMIT ?)", (over,)
-            )
-            self._evicted.inc(over)
-        return doc
+        self._rows += 1
+        self._bytes += len(raw)
+        return doc, (event_id, index_for(self.es_index, at), raw)
 
-    def committed(self, event_id: str, doc: dict[str, Any]) -> None:
-        """Count an event ``write`` stored and ship it to Elasticsearch, once its transaction has committed."""
-        self._recorded.labels(str(doc["kind"])).inc()
-        if self.es is not None:
-            self.es.submit(AuditDoc(id=event_id, body=doc))
+    def _queue(self, copies: list[tuple[str, str, bytes]]) -> int:
+        """Queue the Elasticsearch copies in the caller's transaction; returns how many were dropped for room."""
+        if self.outbox is None or not copies:
+            return 0
+        return self.outbox.put(copies)
 
+    def _wake(self, n: int, dropped: int) -> None:
+        if self.es is not None and n:
+            self.es.stats.received(n)
+            self.es.stats.dropped("queue_full", dropped)
+            self.es.notify()
+
+    def _evict(self, why: str, where: str, params: tuple[Any, ...]) -> None:
+        rows = self.store.query(f"SELECT id, COALESCE(size, LENGTH(body)) FROM {_TABLE} {where}", params)
+        if not rows:
+            return
+        # Always inside the caller's transaction, so the SELECT and the DELETE see the same rows.
+        self.store.execute(f"DELETE FROM {_TABLE} WHERE id IN (SELECT id FROM {_TABLE} {where})", params)
+        self._rows -= len(rows)
+        self._bytes -= sum(int(r[1]) for r in rows)
+        self._evicted.labels(why).inc(len(rows))
+
+    def _bound(self) -> None:
+        if self._rows > self.max_rows:
+            self._evict("max_rows", "ORDER BY at, id LIMIT ?", (self._rows - self.max_rows,))
+        while self._bytes > self.max_bytes and self._rows > 0:
+            self._evict("max_bytes", "ORDER BY at, id LIMIT ?", (max(1, self._rows // 100),))
+        self._writes += 1
+        if self._writes % _PRUNE_EVERY == 1:
+            self._evict("retention", "WHERE at < ?", (self.clock.now() - self.retention_secs,))
+
+    def _reload(self) -> None:
+        # The store may be failing; the next successful reload corrects the counts.
+        with contextlib.suppress(Exception):
+            self._rows, self._bytes = (int(x or 0) for x in self.store.query(
+                f"SELECT COUNT(*), SUM(COALESCE(size, LENGTH(body))) FROM {_TABLE}")[0])
+            if self.outbox is not None:
+                self.outbox.reload()
+
+    # -- reading ---------------------------------------------------------------------------------------------
     def events(self, kind: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         sql = f"SELECT body FROM {_TABLE}" + (" WHERE kind = ?" if kind else "") + " ORDER BY at DESC LIMIT ?"
         params: tuple[Any, ...] = (kind, limit) if kind else (limit,)
         return [orjson.loads(r[0]) for r in self.store.query(sql, params)]
 
+    def page(self, params: Mapping[str, str], keys: list[str]) -> dict[str, Any]:
+        """One page of ``GET /v1/audit``; raises ``QueryError`` for a refused parameter."""
+        q = parse(params, keys, self.clock.now())
+        sql, args = q.sql(_TABLE)
+        rows = self.store.query(sql, args)
+        more = len(rows) > q.limit
+        rows = rows[: q.limit]
+        out: dict[str, Any] = {"events": [orjson.loads(r[2]) for r in rows], "next_cursor": None}
+        if more:
+            out["next_cursor"] = encode_cursor(float(rows[-1][1]), str(rows[-1][0]))
+        return out
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
     async def start(self) -> None:
         if self.es is not None:
             await self.es.start()
@@ -113,5 +229,21 @@ class AuditLog:
     def readiness(self) -> Readiness | None:
         return None
 
-    def routes(self) -> None:
-        return None
+    def routes(self) -> APIRouter:
+        router = APIRouter()
+
+        @router.get("/v1/audit", tags=["audit"])
+        async def get_audit(request: Request) -> JSONResponse:
+            qp = request.query_params
+            try:
+                body = self.page({k: qp[k] for k in qp}, [k for k, _ in qp.multi_items()])
+            except QueryError as exc:
+                self._refused.inc()
+                return JSONResponse({"detail": str(exc)}, status_code=400)
+            return JSONResponse(body)
+
+        @router.get("/v1/audit/dead_letters", tags=["audit"])
+        async def get_dead_letters() -> JSONResponse:
+            return JSONResponse(self.dead_letters.rows() if self.dead_letters is not None else [])
+
+        return router

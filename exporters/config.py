@@ -6,7 +6,7 @@ unchanged."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -161,11 +161,35 @@ class AlertmanagerConfig(HttpAuthConfig):
 
 
 class ElasticsearchConfig(HttpAuthConfig):
-    url: str = Field(description="Elasticsearch base URL.")
-    index: str = Field(default="sidecar-audit", description="Index audit events are written to.")
-    api_key: SecretStr | None = Field(default=None, description="API key (Authorization: ApiKey ...).")
+    url: str = Field(description="Elasticsearch base URL (a node of the cluster).")
+    urls: list[str] = Field(
+        default_factory=list, description="More nodes of the same cluster; the client spreads requests over all."
+    )
+    index: str = Field(
+        default="sidecar-audit",
+        pattern=r"^[a-z0-9][a-z0-9_.-]{0,200}$",
+        description="Prefix of the daily indexes audit events are written to (<index>-YYYY.MM.DD).",
+    )
+    ilm_policy: str = Field(default="sidecar-audit", min_length=1, description="Name of the ILM policy installed.")
+    retention_days: int = Field(default=90, gt=0, description="ILM deletes a daily index this many days old.")
+    shards: int = Field(default=1, gt=0, description="Primary shards of each daily index.")
+    replicas: int = Field(default=1, ge=0, description="Replicas of each daily index.")
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="API key (Authorization: ApiKey ...); write ${env:NAME} to read it from the environment.",
+    )
     max_queue: int = Field(
-        default=10_000, gt=0, description="Audit events queued for Elasticsearch; more are dropped."
+        default=1_000_000,
+        gt=0,
+        description="Audit events waiting for Elasticsearch in the embedded store (the replay queue).",
+    )
+    overflow: Literal["drop_oldest", "refuse_new"] = Field(
+        default="drop_oldest",
+        description="When the replay queue is full: delete the oldest waiting copies, or refuse the new "
+        "ones (either counted as dropped{reason=queue_full}; the SQLite audit rows stay).",
+    )
+    max_dead_letters: int = Field(
+        default=10_000, gt=0, description="Refused documents kept with their reason; the oldest go first."
     )
     max_batch: int = Field(default=500, gt=0, description="Documents per bulk request.")
     timeout_secs: float = Field(default=10.0, gt=0, description="Timeout of one bulk request.")
@@ -175,6 +199,18 @@ class ElasticsearchConfig(HttpAuthConfig):
     @classmethod
     def _credentials_out_of_url(cls, data: Any) -> Any:
         return cls._move_credentials(data, "url", many=False)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} is not an http(s) URL")
+        return v.rstrip("/")
+
+    @field_validator("urls")
+    @classmethod
+    def _more_urls(cls, v: list[str]) -> list[str]:
+        return [cls._url(u) for u in v]
 
     @model_validator(mode="after")
     def _one_key(self) -> ElasticsearchConfig:

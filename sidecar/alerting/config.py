@@ -7,6 +7,7 @@ from pydantic import Field, field_validator
 from exporters.config import AlertmanagerConfig, ElasticsearchConfig, RetryConfig
 from sidecar.alerting.templates import TemplateError, validate_template
 from sidecar.configbase import StrictModel
+from sidecar.processors.request_records_config import RequestRecordsConfig
 from sidecar.state.changes_config import ChangesConfig
 
 __all__ = [
@@ -78,8 +79,19 @@ class AuditConfig(StrictModel):
     max_rows: int = Field(
         default=100_000, gt=0, description="Audit events kept in SQLite; the oldest go first (counted)."
     )
+    retention_days: float = Field(
+        default=30.0, gt=0, description="Audit events older than this are deleted from SQLite (counted)."
+    )
+    max_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="Size cap of the audit events' bodies in SQLite; the oldest go first (counted).",
+    )
     elasticsearch: ElasticsearchConfig | None = Field(
         default=None, description="Also ship audit events to Elasticsearch."
+    )
+    requests: RequestRecordsConfig = Field(
+        default_factory=RequestRecordsConfig, description="Per-request records (see RequestRecordsConfig)."
     )
 
 

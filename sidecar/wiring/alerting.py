@@ -1,20 +1,19 @@
-"""Builds alerting: the audit log, Alertmanager delivery, the change log (wiring/changes.py) and the alert book."""
+"""Builds alerting: the audit log (wiring/audit.py), Alertmanager delivery, the change log (wiring/changes.py)
+and the alert book."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from exporters.alertmanager import AlertmanagerExporter
-from exporters.audit import AuditLog
-from exporters.elasticsearch import AuditDoc, ElasticsearchBulk
-from exporters.sender import MemoryQueue, RetryPolicy, Sender
-from exporters.telemetry import ExportTelemetry
+from exporters.audit_findings import FindingAudit
 from sidecar.alerting.book import Alert, AlertBook
 from sidecar.alerting.runbook_pages import RunbookPages
 from sidecar.component import Context
 from sidecar.naming import fingerprint
-from sidecar.redact import mask_url
 from sidecar.state.changes import iso
+from sidecar.wiring.audit import build as build_audit
+from sidecar.wiring.audit import build_requests
 from sidecar.wiring.changes import build as build_changes
 
 __all__ = ["build"]
@@ -26,37 +25,12 @@ def build(ctx: Context) -> list[Any]:
         return []
     log = ctx.logger.getChild("alerting")
     out: list[Any] = []
-    audit: AuditLog | None = None
-    if cfg.audit.enabled:
-        es: Sender[AuditDoc] | None = None
-        if cfg.audit.elasticsearch is not None:
-            ec = cfg.audit.elasticsearch
-            bulk = ElasticsearchBulk(
-                ec,
-                http=ctx.http,
-                registry=ctx.registry,
-                clock=ctx.clock,
-                logger=log.getChild("elasticsearch"),
-            )
-            es = Sender(
-                f"Elasticsearch {mask_url(ec.url)}",
-                bulk.send,
-                policy=RetryPolicy(**ec.retry.model_dump()),
-                queue=MemoryQueue(ec.max_queue),
-                max_batch=ec.max_batch,
-                stats=ExportTelemetry.of(ctx.registry).exporter("elasticsearch"),
-                close=bulk.aclose,
-                clock=ctx.clock,
-                logger=log.getChild("elasticsearch"),
-            )
-        audit = AuditLog(
-            max_rows=cfg.audit.max_rows,
-            registry=ctx.registry,
-            store=ctx.store,
-            es=es,
-            logger=log.getChild("audit"),
-        )
+    audit = build_audit(ctx)
+    if audit is not None:
         out.append(audit)
+    out.extend(build_requests(ctx, audit))
+    if audit is not None:
+        out.append(FindingAudit(audit.record_many, registry=ctx.registry))
     am = AlertmanagerExporter(
         cfg.alertmanager,
         registry=ctx.registry,

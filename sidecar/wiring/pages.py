@@ -14,6 +14,7 @@ from typing import Any
 from sidecar.checks.drift import DriftCheck
 from sidecar.checks.drift.view import DriftView
 from sidecar.component import Context
+from sidecar.pages.audit import AuditPage
 from sidecar.pages.changes import ChangesPage
 from sidecar.pages.drift import DriftPage
 from sidecar.pages.drift_detail import DriftDetailPage
@@ -30,7 +31,7 @@ def build(ctx: Context, drift: DriftCheck | None = None) -> list[Any]:
     view = DriftView(drift) if drift is not None else None
     # No base configured: the sidecar serves docs/runbooks itself at /runbooks (so links work offline).
     return [StatusPages(ctx.registry, ctx.clock, api, runbook_url=ctx.config.runbook_url or "/runbooks", logger=log),
-            ChangesPage(ctx.clock, api),
+            ChangesPage(ctx.clock, api), AuditPage(ctx.clock, api),
             DriftPage(ctx.clock, api, view, eval_interval_secs=ctx.config.checks.eval_interval_secs),
             DriftDetailPage(ctx.clock, view)]
 

@@ -1,4 +1,5 @@
-"""Delivery: the persisted Alertmanager outbox, the shared retrying sender, audit events and Elasticsearch bulk."""
+"""Delivery: the persisted Alertmanager outbox and the shared retrying sender (audit events and Elasticsearch:
+test_audit.py, test_elasticsearch.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 from alerting_helpers import DATA
 from prometheus_client import CollectorRegistry
 
 from exporters.alertmanager import AlertmanagerExporter
-from exporters.audit import AuditLog
-from exporters.config import AlertmanagerConfig, ElasticsearchConfig
-from exporters.elasticsearch import AuditDoc, ElasticsearchBulk
+from exporters.config import AlertmanagerConfig
 from exporters.sender import Backoff, MemoryQueue, RetryPolicy, Sender, retry_after_secs
 from exporters.telemetry import ExportTelemetry
 from sidecar.clock import FakeClock
@@ -174,75 +172,6 @@ async def test_sender_retries_then_gives_up_after_max_elapsed_counting_every_dro
     assert reg.get_sample_value("sidecar_export_received_total", {"exporter": "t"}) == 4
     # Every try failed: one more than the waits between them (no wait after the last one).
     assert reg.get_sample_value("sidecar_export_failed_total", {"exporter": "t", "reason": "error"}) == len(slept) + 1
-
-
-async def test_elasticsearch_bulk_per_item_results() -> None:
-    bodies: list[bytes] = []
-    answers = [
-        httpx.Response(429, content=(DATA / "es-429.json").read_bytes(), headers={"Retry-After": "3"}),
-        httpx.Response(200, content=(DATA / "es-bulk-mixed.json").read_bytes()),
-        httpx.Response(200, content=(DATA / "es-bulk-retry-ok.json").read_bytes()),
-    ]
-
-    def handler(req: httpx.Request) -> httpx.Response:
-        bodies.append(req.content)
-        assert req.headers["content-type"] == "application/x-ndjson"
-        return answers.pop(0)
-
-    clock, reg = FakeClock(T0), CollectorRegistry()
-    slept: list[float] = []
-
-    async def sleep(s: float) -> None:
-        slept.append(s)
-        clock.advance(s)
-
-    bulk = ElasticsearchBulk(
-        ElasticsearchConfig(url="http://es:9200"),
-        http=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
-        registry=reg,
-        clock=clock,
-    )
-    sender: Sender[AuditDoc] = Sender(
-        "elasticsearch",
-        bulk.send,
-        policy=RetryPolicy(),
-        queue=MemoryQueue(10),
-        max_batch=10,
-        stats=ExportTelemetry.of(reg).exporter("elasticsearch"),
-        clock=clock,
-        sleep=sleep,
-    )
-    for i in range(4):
-        sender.submit(AuditDoc(id=f"ev-{i}", body={"kind": "alert_fired", "n": i}))
-    await sender.flush()
-    assert slept[0] == 3.0  # the whole-request 429's Retry-After
-    lines = [orjson.loads(x) for x in bodies[1].splitlines()]
-    assert lines[0] == {"create": {"_index": "sidecar-audit", "_id": "ev-0"}} and lines[1]["n"] == 0
-    # Only the item answered 429 is sent again, with the same deterministic _id.
-    assert next(orjson.loads(x) for x in bodies[2].splitlines()) == {
-        "create": {"_index": "sidecar-audit", "_id": "ev-2"}
-    }
-
-    def items(outcome: str) -> float | None:
-        return reg.get_sample_value("sidecar_elasticsearch_bulk_items_total", {"outcome": outcome})
-
-    assert (items("created"), items("duplicate"), items("retried"), items("rejected")) == (2, 1, 1, 1)
-    # The shared families agree: the refused item is a drop, not a delivery.
-    es = {"exporter": "elasticsearch"}
-    assert reg.get_sample_value("sidecar_export_sent_total", es) == 3
-    assert reg.get_sample_value("sidecar_export_dropped_total", {**es, "reason": "permanent"}) == 1
-    assert reg.get_sample_value("sidecar_export_received_total", es) == 4
-
-
-def test_audit_log_is_idempotent_and_bounded(tmp_path: Path) -> None:
-    reg = CollectorRegistry()
-    audit = AuditLog(max_rows=2, registry=reg, store=Store(tmp_path / "s.sqlite"))
-    assert audit.record("alert_fired", "a", T0, {"labels": {"alertname": "A"}})
-    assert not audit.record("alert_fired", "a", T0, {"labels": {"alertname": "A"}})
-    audit.record("change", "b", T0 + 1, {"what": "deploy"})
-    audit.record("alert_resolved", "c", T0 + 2, {"labels": {"alertname": "A"}})
-    assert [e["kind"] for e in audit.events()] == ["alert_resolved", "change"]
-    assert reg.get_sample_value("sidecar_audit_events_evicted_total") == 1
 
 
 async def test_background_delivery_after_start_and_clean_shutdown(tmp_path: Path) -> None:

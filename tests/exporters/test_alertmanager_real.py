@@ -238,8 +238,11 @@ async def test_alert_fires_with_every_label_and_annotation_then_resolves(
         "[HIGH] WER 0.12 above 0.08 over 5m | model asr-fire v7 | "
         "recent change: feature PR#221 (https://github.com/acme/asr/pull/221)"
     )
-    assert set(got["annotations"]) == {"summary", "description", "runbook_url", "dashboard_url", "trace_url"}
+    assert set(got["annotations"]) == {"summary", "description", "runbook_url", "dashboard_url", "trace_url",
+                                       "audit_url"}
     assert got["annotations"]["trace_url"] == "http://sidecar.example:9500/traces/4bf92f3577b34da6a3ce929d0e0e4736"
+    assert got["annotations"]["audit_url"] == (
+        "http://sidecar.example:9500/audit?trace_id=4bf92f3577b34da6a3ce929d0e0e4736")
     assert got["status"]["state"] == "active"
 
     # WER back to normal for a whole window: the alert resolves, endsAt in the past.

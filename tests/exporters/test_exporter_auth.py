@@ -16,11 +16,13 @@ from typing import Any
 import httpx
 import pytest
 from alerting_helpers import make_service
+from es_standin import EsStandIn
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporters.alertmanager import AlertmanagerExporter
+from exporters.audit_outbox import DeadLetters, EsDoc
 from exporters.config import AlertmanagerConfig, ElasticsearchConfig
-from exporters.elasticsearch import AuditDoc, ElasticsearchBulk
+from exporters.elasticsearch import ElasticsearchBulk, client_from_config
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
 from sidecar.errors import ConfigError
@@ -90,18 +92,20 @@ async def test_bearer_token_from_the_environment(tmp_path: Path, monkeypatch: py
 
 async def test_elasticsearch_basic_auth_from_the_url_and_password_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ES_PASSWORD", SECRET)
-    seen: list[httpx.Request] = []
     cfg = ElasticsearchConfig.model_validate({"url": "https://elastic:x@es:9200"})
     assert cfg.url == "https://es:9200" and cfg.basic_auth is not None and cfg.basic_auth.username == "elastic"
-    cfg = parse_config({"alerting": {"audit": {"elasticsearch": {
-        "url": "https://es:9200", "basic_auth": {"username": "elastic", "password": "${env:ES_PASSWORD}"}}}}}
-    ).alerting.audit.elasticsearch
-    assert cfg is not None
-    bulk = ElasticsearchBulk(cfg, http=httpx.AsyncClient(transport=httpx.MockTransport(
-        lambda r: seen.append(r) or httpx.Response(200, json={"errors": False, "items": []}))),
-        registry=CollectorRegistry(), clock=FakeClock(T0))
-    assert await bulk.send([AuditDoc("a", {"k": 1})]) == []
-    assert seen[0].headers["authorization"] == _basic("elastic", SECRET)
+    with EsStandIn() as es:  # the real client, against the local stand-in (tests/exporters/es_standin.py)
+        cfg = parse_config({"alerting": {"audit": {"elasticsearch": {
+            "url": es.url, "basic_auth": {"username": "elastic", "password": "${env:ES_PASSWORD}"}}}}}
+        ).alerting.audit.elasticsearch
+        assert cfg is not None
+        reg = CollectorRegistry()
+        bulk = ElasticsearchBulk(cfg, client=client_from_config(cfg), registry=reg, clock=FakeClock(T0),
+                                 dead_letters=DeadLetters(Store(":memory:"), max_rows=10, registry=reg))
+        assert await bulk.send([EsDoc(1, "a", "sidecar-audit-2023.11.14", b'{"k": 1}')]) == []
+        await bulk.aclose()
+    assert es.auth and es.auth[0] == _basic("elastic", SECRET)
+    assert set(es.auth) == {_basic("elastic", SECRET)}  # the template, the policy and the bulk
 
 
 @pytest.mark.parametrize(("section", "extra", "path"), [

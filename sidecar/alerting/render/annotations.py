@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Protocol
+from urllib.parse import urlencode
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -174,6 +175,10 @@ class Annotator:
             out["dashboard_url"] = self._render("dashboard_url", t.dashboard_url, variables, "")
         if f.trace_id:
             out["trace_url"] = self._render("trace_url", t.trace_url, variables, "")
+        # What the sidecar recorded around this alert: the trace's requests, else the model's audit trail.
+        where = {"trace_id": f.trace_id} if f.trace_id else {k: labels[k] for k in ("model", "version")
+                                                            if labels.get(k)}
+        out["audit_url"] = f"{self.sidecar_url}/audit" + (f"?{urlencode(where)}" if where else "")
         return {k: v for k, v in out.items() if v}
 
     def _render(self, name: str, template: str, variables: Mapping[str, object], fallback: str) -> str:

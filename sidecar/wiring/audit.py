@@ -1,0 +1,63 @@
+"""Builds the audit log: SQLite always, and Elasticsearch delivery (official client, replay queue in the
+embedded store, dead-letter table) when configured."""
+
+from __future__ import annotations
+
+from exporters.audit import AuditLog
+from exporters.audit_outbox import AuditOutbox, DeadLetters, EsDoc
+from exporters.elasticsearch import ElasticsearchBulk, client_from_config
+from exporters.sender import RetryPolicy, Sender
+from exporters.telemetry import ExportTelemetry
+from sidecar.component import Context
+from sidecar.processors.request_records import RequestRecords
+from sidecar.redact import mask_url
+
+__all__ = ["build", "build_requests"]
+
+# The replay queue is on disk and may have been filled by an earlier run: look at it now and then.
+_IDLE_WAKE_SECS = 5.0
+
+
+def build(ctx: Context) -> AuditLog | None:
+    cfg = ctx.config.alerting.audit
+    if not cfg.enabled:
+        return None
+    log = ctx.logger.getChild("alerting")
+    es: Sender[EsDoc] | None = None
+    outbox = dead = None
+    index = "sidecar-audit"
+    if cfg.elasticsearch is not None:
+        ec = cfg.elasticsearch
+        index = ec.index
+        outbox = AuditOutbox(ctx.store, max_rows=ec.max_queue, overflow=ec.overflow)
+        dead = DeadLetters(ctx.store, max_rows=ec.max_dead_letters, registry=ctx.registry)
+        bulk = ElasticsearchBulk(ec, client=client_from_config(ec), dead_letters=dead, registry=ctx.registry,
+                                 clock=ctx.clock, logger=log.getChild("elasticsearch"))
+        es = Sender(
+            f"Elasticsearch {mask_url(ec.url)}",
+            bulk.send,
+            policy=RetryPolicy(**ec.retry.model_dump()),
+            queue=outbox,
+            max_batch=ec.max_batch,
+            stats=ExportTelemetry.of(ctx.registry).exporter("elasticsearch"),
+            close=bulk.aclose,
+            clock=ctx.clock,
+            idle_wake_secs=_IDLE_WAKE_SECS,
+            logger=log.getChild("elasticsearch"),
+        )
+    return AuditLog(max_rows=cfg.max_rows, max_bytes=cfg.max_bytes, retention_days=cfg.retention_days,
+                    registry=ctx.registry, store=ctx.store, es=es, outbox=outbox, dead_letters=dead,
+                    es_index=index, clock=ctx.clock, logger=log.getChild("audit"))
+
+
+def build_requests(ctx: Context, audit: AuditLog | None) -> list[RequestRecords]:
+    """The request-record join, fed by the bus (Triton's spans, the caller's spans and events), writing to
+    the audit log."""
+    cfg = ctx.config.alerting.audit.requests
+    if audit is None or not cfg.enabled:
+        return []
+    rr = RequestRecords(cfg, sink=audit.record_many, registry=ctx.registry, clock=ctx.clock,
+                        logger=ctx.logger.getChild("request_records"))
+    ctx.bus.subscribe("spans", rr.name, rr.on_spans)
+    ctx.bus.subscribe("events", rr.name, rr.on_events)
+    return [rr]
