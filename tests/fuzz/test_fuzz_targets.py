@@ -20,8 +20,8 @@ import pytest
 
 HERE = Path(__file__).parent
 TARGETS = sorted(p for p in HERE.glob("fuzz_*.py"))
-RUNS = int(os.environ.get("SIDECAR_FUZZ_RUNS", "30000"))
-SECS = int(os.environ.get("SIDECAR_FUZZ_SECS", "20"))
+RUNS = int(os.environ.get("SIDECAR_FUZZ_RUNS", "15000"))
+SECS = int(os.environ.get("SIDECAR_FUZZ_SECS", "10"))
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=[p.stem for p in TARGETS])
