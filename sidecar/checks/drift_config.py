@@ -52,7 +52,7 @@ class ModelDriftConfig(StrictModel):
 class DriftConfig(StrictModel):
     enabled: bool = Field(False, description="Run the drift check on events from the events sources.")
     method: Literal["multiscale", "window"] = Field(
-        "window",
+        "multiscale",
         description="'multiscale': every feature is tested on non-overlapping blocks of each of `scales_secs`, "
                     "a finding is active once `sustained_looks` of the last `sustained_of` blocks of one scale "
                     "drift, and the per-look level is derived from `false_alarms_per_day` (docs/drift.md). "
