@@ -87,7 +87,7 @@ def test_drift_report_on_parquet_files(tmp_path: Path) -> None:
 def test_parquet_file_reference_in_the_live_check(tmp_path: Path, clock: FakeClock) -> None:
     rng = np.random.default_rng(9)
     pq.write_table(pa.table({"a": rng.normal(size=5000), "b": rng.normal(size=5000)}), tmp_path / "train.parquet")
-    cfg = {"checks": {"drift": {"enabled": True, "window_secs": 600, "sustained_secs": 0,
+    cfg = {"checks": {"drift": {"enabled": True, "method": "window", "window_secs": 600, "sustained_secs": 0,
                                 "models": {"m": {"reference": {"mode": "file",
                                                                "path": str(tmp_path / "train.parquet")}}}}}}
     ctx = make_ctx(tmp_path / "state.sqlite", clock, cfg)

@@ -52,7 +52,7 @@ class ModelDriftConfig(StrictModel):
 class DriftConfig(StrictModel):
     enabled: bool = Field(False, description="Run the drift check on events from the events sources.")
     method: Literal["multiscale", "window"] = Field(
-        "window",
+        "multiscale",
         description="'multiscale': every feature is tested on non-overlapping blocks of each of `scales_secs`, "
                     "a finding is active once `sustained_looks` of the last `sustained_of` blocks of one scale "
                     "drift, and the per-look level is derived from `false_alarms_per_day` (docs/drift.md). "
@@ -74,10 +74,10 @@ class DriftConfig(StrictModel):
                                          "across the scales; it sets each scale's per-look level, never above "
                                          "`p_threshold`.",
     )
-    window_secs: float = Field(1800.0, gt=0, description="Length of the current window compared with the "
-                                                          "reference.")
-    bucket_count: int = Field(6, ge=1, le=1000, description="Time buckets the current window is split into "
-                                                            "(the window slides one bucket at a time).")
+    window_secs: float = Field(1800.0, gt=0, description="Method 'window': length of the current window "
+                                                          "compared with the reference.")
+    bucket_count: int = Field(6, ge=1, le=1000, description="Method 'window': time buckets the current window "
+                                                            "is split into (it slides one bucket at a time).")
     min_samples: int = Field(200, ge=1, description="Fewer non-missing values than this in the current "
                                                     "window or the reference gives an insufficient-data "
                                                     "finding.")
@@ -90,8 +90,9 @@ class DriftConfig(StrictModel):
         0.1, gt=0, le=1, description="A rise of the missing/NaN ratio over the reference's by this much is "
                                      "reported as a missing-values finding (test='missing').",
     )
-    sustained_secs: float = Field(600.0, ge=0, description="The drift condition must hold this long before "
-                                                           "a finding is active (decided in the check).")
+    sustained_secs: float = Field(600.0, ge=0, description="Method 'window': the drift condition must hold "
+                                                           "this long before a finding is active (decided in "
+                                                           "the check).")
     max_exact_samples: int = Field(
         20_000, ge=100, description="Raw values kept per feature per current window; beyond it buckets fold "
                                     "into KLL sketches (bounded memory, error in docs/drift.md).",

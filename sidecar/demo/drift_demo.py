@@ -2,7 +2,7 @@
 
 The demo's traffic generator calls ``features_for(model, t_since_start)`` per request and sends the values both
 to Triton (as the input tensor) and to /v1/events; ``DEMO_DRIFT_CONFIG`` is the ``checks.drift`` section the
-demo runs with (short windows so the shift is flagged within minutes).
+demo runs with (the default method, so the shift is flagged within minutes).
 """
 
 from __future__ import annotations
@@ -43,14 +43,13 @@ def features_for(model: str, t_since_start: float, rng: random.Random | None = N
     return out
 
 
-# The checks.drift section for the demo: the first 300 events of each version are the reference, a 2-minute
-# window, and a 1-minute sustained rule so the injected shift is flagged ~2-3 minutes after it starts.
+# The checks.drift section for the demo: the default method (multiscale: 60/300/1800 s blocks, active at 2 of
+# the last 3 drifting blocks of one scale), so the injected shift is flagged ~2 minutes after it starts, by two
+# 60 s blocks. The first 300 events of each version are the reference (at the demo's rate a version has them
+# well before the shift at +3 min). The 1800 s scale never completes a block in the 12-minute demo.
 DEMO_DRIFT_CONFIG: dict[str, Any] = {
     "enabled": True,
-    "window_secs": 120,
-    "bucket_count": 4,
     "min_samples": 100,
-    "sustained_secs": 60,
     "reference": {"mode": "pinned", "pinned_events": 300},
     "models": {m: {"features": dict.fromkeys(f, "numeric")} for m, f in DEMO_FEATURES.items()},
 }

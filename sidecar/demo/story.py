@@ -39,14 +39,14 @@ class DemoAlert:
 
 # Times are the replay's (tests/demo/test_demo_story.py holds them to it within a tolerance).
 EXPECTED: tuple[DemoAlert, ...] = (
-    DemoAlert("drift", "ctr", "clicks_7d", 265, None,
+    DemoAlert("drift", "ctr", "clicks_7d", 280, None,
               "the input itself shifts by 1 sd at +3 min and stays shifted"),
-    DemoAlert("drift", "ctr", "_score", 310, None,
-              "the CTR score follows clicks_7d; it clears while the income shift pulls scores back down "
-              "and drifts again once income recovers"),
+    DemoAlert("drift", "ctr", "_score", 340, None,
+              "the CTR score follows clicks_7d; on version 2 it clears while the income shift pulls scores "
+              "back down and drifts again once income recovers"),
     DemoAlert("ctr_mean_down", "ctr", None, 415, 555,
               "the income shift (after the posted pipeline change) lowers predicted CTR by more than 15%"),
-    DemoAlert("drift", "ctr", "income", 440, 640,
+    DemoAlert("drift", "ctr", "income", 460, 700,
               "income shifts by 1.5 sd from +6 to +9 min, then returns"),
 )
 

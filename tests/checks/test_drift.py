@@ -19,8 +19,11 @@ FEATS = ["a", "b", "c", "d", "e"]
 
 
 def _cfg(**drift: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"enabled": True, "window_secs": 600, "bucket_count": 6, "min_samples": 200,
-                            "sustained_secs": 300, "reference": {"mode": "pinned", "pinned_events": 2000}}
+    # These tests are about the window method (window_secs, sustained_secs as wall time, evaluate right
+    # after feeding); the default method multiscale is tested in test_drift_multiscale.py.
+    base: dict[str, Any] = {"enabled": True, "method": "window", "window_secs": 600, "bucket_count": 6,
+                            "min_samples": 200, "sustained_secs": 300,
+                            "reference": {"mode": "pinned", "pinned_events": 2000}}
     base.update(drift)
     return {"checks": {"drift": base}}
 

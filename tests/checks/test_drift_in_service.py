@@ -23,7 +23,7 @@ from sidecar.wiring.events import build as events_build
 def _service(tmp_path: Path, clock: FakeClock) -> Service:
     cfg = parse_config({
         "server": {"admin_token": "adm"},
-        "checks": {"drift": {"enabled": True, "sustained_secs": 0, "min_samples": 100,
+        "checks": {"drift": {"enabled": True, "method": "window", "sustained_secs": 0, "min_samples": 100,
                              "reference": {"mode": "pinned", "pinned_events": 500}}},
     })
     return Service(cfg, clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),

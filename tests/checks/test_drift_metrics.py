@@ -22,7 +22,7 @@ def _drift_nan_lines(check: DriftCheck) -> list[str]:
 
 def test_nothing_is_exported_as_nan_while_the_reference_is_collected(tmp_path: Path, clock: FakeClock) -> None:
     ctx = make_ctx(tmp_path / "s.sqlite", clock, {"checks": {"drift": {
-        "enabled": True, "window_secs": 600, "sustained_secs": 0, "min_samples": 100,
+        "enabled": True, "method": "window", "window_secs": 600, "sustained_secs": 0, "min_samples": 100,
         "reference": {"mode": "pinned", "pinned_events": 500}}}})
     check = DriftCheck(ctx, ctx.config.checks.drift)
     rng = np.random.default_rng(0)

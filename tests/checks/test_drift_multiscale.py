@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from drift_testutil import make_ctx
+from drift_testutil import events, make_ctx, normal_rows
 
+from sidecar.alerting.render import finding_text
 from sidecar.checks.drift import DriftCheck
 from sidecar.checks.drift.multiscale import look_level
 from sidecar.checks.drift_config import DriftConfig
@@ -172,3 +173,68 @@ def test_a_block_whose_centred_hours_are_half_missing_has_no_rolling_reference(t
     whole = check.refs.reference_for("m", "1", "c", clock.now(),
                                      (start + 7 * 86400 + 1740, start + 7 * 86400 + 1800))
     assert not isinstance(whole, NoReference)
+
+
+def _rows_run(check: DriftCheck, clock: FakeClock, rows: list[dict[str, Any]], per_sec: int
+              ) -> tuple[set[tuple[str, str]], float | None, list[Any]]:
+    """Feeds event rows at ``per_sec``, evaluating at every 60 s block end: the (feature, test) pairs ever
+    active, the first active time after the start, and the findings of the first evaluation with any."""
+    start, seen, first, first_found = clock.now(), set(), None, []
+    for i in range(0, len(rows), per_sec):
+        check.observe(events("m", "1", clock.now(), rows[i:i + per_sec]))
+        clock.advance(1.0)
+        if clock.now() % 60 == 0:
+            found = check.evaluate(clock.now())
+            active = {(f.labels["feature"], f.labels["test"]) for f in found if f.active}
+            if active and first is None:
+                first, first_found = clock.now() - start, found
+            seen |= active
+    return seen, first, first_found
+
+
+def _default_check(tmp_path: Path, clock: FakeClock) -> DriftCheck:
+    # No method named: these tests are about the default.
+    cfg = {"enabled": True, "eval_threads": 1, "reference": {"mode": "pinned", "pinned_events": 2000}}
+    ctx = make_ctx(tmp_path / "d.sqlite", clock, {"checks": {"drift": cfg}})
+    check = DriftCheck(ctx, ctx.config.checks.drift)
+    assert ctx.config.checks.drift.method == "multiscale"
+    return check
+
+
+def test_by_default_a_variance_change_is_flagged_and_named_within_five_minutes(tmp_path: Path) -> None:
+    clock = FakeClock(start=1_700_000_000.0 - 1_700_000_000.0 % 60)
+    check = _default_check(tmp_path, clock)
+    rng = np.random.default_rng(12)
+    quiet, _, _ = _rows_run(check, clock, normal_rows(rng, 20 * 600, ["a", "b", "c"]), 20)
+    assert quiet == set()
+    seen, first, _ = _rows_run(check, clock, normal_rows(rng, 20 * 600, ["a", "b", "c"], scale={"c": 1.5}), 20)
+    assert seen == {("c", "ks")}
+    assert first is not None and first <= 300
+
+
+def test_by_default_a_new_category_is_flagged_and_named(tmp_path: Path) -> None:
+    clock = FakeClock(start=1_700_000_000.0 - 1_700_000_000.0 % 60)
+    check = _default_check(tmp_path, clock)
+    rng = np.random.default_rng(13)
+    ref = [{"country": str(rng.choice(["de", "fr", "it"])), "x": float(rng.normal())} for _ in range(20 * 600)]
+    cur = [{"country": str(rng.choice(["de", "fr", "it", "es"], p=[0.3, 0.25, 0.25, 0.2])),
+            "x": float(rng.normal())} for _ in range(20 * 600)]
+    assert _rows_run(check, clock, ref, 20)[0] == set()
+    seen, first, found = _rows_run(check, clock, cur, 20)
+    assert seen == {("country", "chi2")}
+    assert first is not None and first <= 300
+    f = next(f for f in found if f.active)
+    assert "new categories es (" in finding_text(f)[0]
+
+
+def test_by_default_a_nan_rate_rising_to_20_percent_is_a_missing_finding_not_a_shift(tmp_path: Path) -> None:
+    clock = FakeClock(start=1_700_000_000.0 - 1_700_000_000.0 % 60)
+    check = _default_check(tmp_path, clock)
+    rng = np.random.default_rng(14)
+    assert _rows_run(check, clock, normal_rows(rng, 20 * 600, ["a", "d"]), 20)[0] == set()
+    rows = normal_rows(rng, 20 * 600, ["a", "d"])
+    for r in rows[::5]:
+        r["d"] = float("nan")
+    seen, first, _ = _rows_run(check, clock, rows, 20)
+    assert seen == {("d", "missing")}
+    assert first is not None and first <= 300

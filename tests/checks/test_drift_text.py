@@ -72,7 +72,7 @@ def test_insufficient_data_reasons(facts: dict[str, Any], reason: str) -> None:
 
 def test_the_check_writes_facts_not_prose(tmp_path: Path, clock: FakeClock) -> None:
     ctx = make_ctx(tmp_path / "s.sqlite", clock, {"checks": {"drift": {
-        "enabled": True, "window_secs": 600, "sustained_secs": 0,
+        "enabled": True, "method": "window", "window_secs": 600, "sustained_secs": 0,
         "reference": {"mode": "pinned", "pinned_events": 500}}}})
     check = DriftCheck(ctx, ctx.config.checks.drift)
     rng = np.random.default_rng(3)

@@ -7,11 +7,12 @@ import pytest
 from sidecar.demo.story import EXPECTED, Transition, replay
 
 TOLERANCE_SECS = 90  # the live demo runs on real time: a scrape and an evaluation interval either way
+DEMO_SECS = 720  # the demo's twelve minutes, replayed
 
 
 @pytest.fixture(scope="module")
 def transitions() -> list[Transition]:
-    return replay()
+    return replay(seconds=DEMO_SECS)
 
 
 def _key(t: Transition) -> tuple[str, str, str | None]:
@@ -25,7 +26,9 @@ def test_every_alert_the_scenario_causes_is_announced_and_nothing_else(transitio
 
 
 def test_each_alert_fires_and_recovers_when_the_banner_says(transitions: list[Transition]) -> None:
-    end = max(t.at_secs for t in transitions)
+    # "Resolves" means before the demo ends, not before some other alert's later transition: with the
+    # multiscale method the income alert's resolution is the replay's last transition.
+    end = DEMO_SECS
     for a in EXPECTED:
         mine = [t for t in transitions if _key(t) == (a.check, a.model, a.feature)]
         first = min(t.at_secs for t in mine if t.state == "firing")

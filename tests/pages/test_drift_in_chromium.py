@@ -75,7 +75,7 @@ class serve:
     def __enter__(self) -> str:
         cfg = parse_config({
             "checks": {"eval_interval_secs": 3600,
-                       "drift": {"enabled": True, "sustained_secs": 300, "min_samples": 200,
+                       "drift": {"enabled": True, "method": "window", "sustained_secs": 300, "min_samples": 200,
                                  "reference": {"mode": "pinned", "pinned_events": 3000}}},
             "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
         })

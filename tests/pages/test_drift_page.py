@@ -39,7 +39,7 @@ class Posted:
 
 def drift_service(tmp_path: Path, clock: FakeClock, **drift: Any) -> Service:
     cfg = parse_config({
-        "checks": {"drift": {"enabled": True, "sustained_secs": 600, "min_samples": 100,
+        "checks": {"drift": {"enabled": True, "method": "window", "sustained_secs": 600, "min_samples": 100,
                              "reference": {"mode": "pinned", "pinned_events": PINNED}, **drift}},
         "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
     })
