@@ -87,7 +87,7 @@ Traffic: ~20 requests/s to ctr v1, ctr v2 and fraud v1 (about 8% of fraud reques
 each answer is reported to {base}/v1/events with its features and score.
 What happens (from now):
 {timeline}
-The alerts this causes (each line below is printed again, with its time, as it happens):
+The alerts this causes (each transition is printed below, with its time, as it happens):
 {alerts}
 Press Ctrl-C to stop."""
 

@@ -75,6 +75,7 @@ class SeriesRow:
     psi: float | None
     held_secs: float | None  # how long the condition held (None: not holding); the missing test's if it marks the row
     sustained_secs: float | None  # how long it must hold
+    evidence: str  # method multiscale: "2 of the last 3 60s blocks (need 2)"; "" for method window
     n_cur: int | None
     n_ref: int | None
     missing_cur: float | None
@@ -311,6 +312,7 @@ class DriftView:
             held_secs=(_num(mf.get("held_secs")) if missing_state in ("drifting", "condition")
                        and state == missing_state else _num(facts.get("held_secs")) if main else None),
             sustained_secs=_num(facts.get("sustained_secs")),
+            evidence=_evidence(facts),
             n_cur=_int(facts.get("n_cur")), n_ref=_int(facts.get("n_ref")),
             missing_cur=_num(facts.get("missing_ratio")), missing_ref=_num(facts.get("ref_missing_ratio")),
             missing_state=missing_state, missing_floor=_num(mf.get("floor")),
@@ -322,6 +324,14 @@ class DriftView:
             ref_offset_secs=spec.rolling_offset_secs if spec.mode == "rolling" else None,
             evaluated_at=f.evaluated_at,
         )
+
+
+def _evidence(facts: Mapping[str, object]) -> str:
+    """Multiscale findings count drifting blocks, not seconds held: say how many of how many."""
+    got, of, need, scale = (_int(facts.get(k)) for k in ("looks_drifting", "looks", "sustained_looks", "scale_secs"))
+    if got is None or of is None or need is None or scale is None:
+        return ""
+    return f"{got} of the last {of} {scale}s blocks (need {need})"
 
 
 def _int(v: object) -> int | None:
