@@ -60,8 +60,10 @@ def _sidecar_config(triton: TritonServer, port: int, store: Path) -> dict[str, A
         "traces": {"enabled": True},
         "checks": {
             "eval_interval_secs": 1.0,
+            # The window method: its one 60 s window and sustained_secs 0 flag the posted shift within seconds.
             "drift": {
-                "enabled": True, "window_secs": 60, "bucket_count": 2, "min_samples": 20, "sustained_secs": 0,
+                "enabled": True, "method": "window", "window_secs": 60, "bucket_count": 2, "min_samples": 20,
+                "sustained_secs": 0,
                 "reference": {"mode": "pinned", "pinned_events": 60},
                 "models": {"ctr": {"features": {"age": "numeric", "clicks_7d": "numeric", "country": "categorical"}}},
             },
