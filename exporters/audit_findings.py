@@ -14,14 +14,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.model import Finding
 from sidecar.naming import fingerprint
 
 __all__ = ["FindingAudit"]
 
 
-class FindingAudit:
+class FindingAudit(Passive):
     name = "finding_audit"
     role = "sink"
 
@@ -57,15 +57,3 @@ class FindingAudit:
                 "summary": f.summary, "trace_id": f.trace_id}))
         if out:
             self.record(out)
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None

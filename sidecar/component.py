@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from sidecar.httpguard import RequestGuard
     from sidecar.store import Store
 
-__all__ = ["Bus", "Component", "Context", "Readiness", "Role"]
+__all__ = ["Bus", "Component", "Context", "Passive", "Readiness", "Role"]
 
 Role = str  # "exporter" | "check" | "source": decides start/stop order
 
@@ -50,6 +50,23 @@ class Component(Protocol):
 
     def routes(self) -> APIRouter | None:
         """HTTP routes this component serves, or None."""
+
+
+class Passive:
+    """The no-op half of ``Component`` for a component with nothing to start or stop, no say in /readyz and no
+    routes of its own; it overrides only what it has."""
+
+    async def start(self) -> None:
+        return None
+
+    async def shutdown(self) -> None:
+        return None
+
+    def readiness(self) -> Readiness | None:
+        return None
+
+    def routes(self) -> APIRouter | None:
+        return None
 
 
 class Bus:

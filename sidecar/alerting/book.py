@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from sidecar.alerting import book_state
 from sidecar.alerting.config import AlertingConfig
 from sidecar.alerting.render.annotations import Annotator, ChangeLookup, began_at, cited_changes
+from sidecar.component import Passive
 from sidecar.model import Finding
 from sidecar.naming import alert_name, camel_alertname, fingerprint
 from sidecar.state.changes import iso
@@ -65,7 +66,7 @@ class Alert:
         return out
 
 
-class AlertBook:
+class AlertBook(Passive):
     name = "alert_book"
     role = "sink"
 
@@ -176,15 +177,6 @@ class AlertBook:
             del self._saved[fp]
 
     # -- lifecycle -------------------------------------------------------------------------------------------
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> None:
-        return None
-
     def routes(self) -> APIRouter:
         router = APIRouter()
 

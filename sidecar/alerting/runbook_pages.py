@@ -11,6 +11,8 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CollectorRegistry, Counter
 
+from sidecar.component import Passive
+
 __all__ = ["RUNBOOKS_DIR", "RunbookPages"]
 
 RUNBOOKS_DIR = Path(__file__).resolve().parent / "runbooks"
@@ -18,7 +20,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,100}\.md$")
 _MARKDOWN = "text/markdown; charset=utf-8"
 
 
-class RunbookPages:
+class RunbookPages(Passive):
     name = "runbooks"
     role = "page"
 
@@ -33,15 +35,6 @@ class RunbookPages:
             registry=registry,
         )
         self._refused.labels("unknown")
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> None:
-        return None
 
     def routes(self) -> APIRouter:
         router = APIRouter()

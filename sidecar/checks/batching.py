@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Gauge
 
 from sidecar.checks.verdicts_config import BatchingConfig
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.model import Batch, Finding, Sample
 
 __all__ = ["Advice", "BatchingAdvisor", "advise"]
@@ -94,7 +94,7 @@ class _Series:
     verdict: str | None = None
 
 
-class BatchingAdvisor:
+class BatchingAdvisor(Passive):
     name = "batching"
     role = "check"
 
@@ -113,18 +113,6 @@ class BatchingAdvisor:
                                 registry=registry)
         self._fill = Gauge("sidecar_batching_fill", "Inferences per execution over the advisor's window.", lbl,
                            registry=registry)
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None
 
     def observe(self, batch: Batch) -> None:
         if batch.kind != "samples" or batch.source != "triton_model_api":

@@ -24,7 +24,7 @@ from sidecar.checks.canary_config import CanaryConfig
 from sidecar.checks.canary_stats import AspectResult, error_test, quantile_tests, score_test
 from sidecar.checks.stats import benjamini_hochberg
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.model import Batch, Event, Finding
 from sidecar.records import END, MODEL, NAME, START, STATUS
 
@@ -95,7 +95,7 @@ def _version_key(v: str) -> tuple[int, int, str]:
     return (0, int(v), "") if v.isdigit() else (1, 0, v)
 
 
-class CanaryCheck:
+class CanaryCheck(Passive):
     name = "canary"
     role = "check"
 
@@ -134,19 +134,6 @@ class CanaryCheck:
                               "signal.", ["model", "version", "signal"], registry=registry)
         self._exported: set[tuple[str, ...]] = set()
         self._exported_samples: set[tuple[str, ...]] = set()
-
-    # -- lifecycle -------------------------------------------------------------------------------------------
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None
 
     # -- observe ---------------------------------------------------------------------------------------------
     def observe(self, batch: Batch) -> None:
@@ -307,4 +294,3 @@ class CanaryCheck:
             window_secs=self.cfg.window_secs, severity=self.cfg.severity, evaluated_at=now,
             insufficient_data=r.verdict == "insufficient", for_secs=self.cfg.for_secs, facts=facts,
         )
-

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Gauge
 
 from sidecar.checks.verdicts_config import ColdStartConfig
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.model import Batch, Finding, Sample
 
 __all__ = ["ColdStartWatch"]
@@ -51,7 +51,7 @@ def _p99(values: Sequence[float]) -> float:
     return s[min(len(s) - 1, math.ceil(0.99 * len(s)) - 1)]
 
 
-class ColdStartWatch:
+class ColdStartWatch(Passive):
     name = "cold_start"
     role = "check"
 
@@ -70,18 +70,6 @@ class ColdStartWatch:
         self._condition = Gauge("sidecar_cold_start_condition",
                                 "1 while a cold-start finding holds (check: cold_start_load, "
                                 "cold_start_first_requests).", ["check", *lbl], registry=registry)
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None
 
     # -- observe ---------------------------------------------------------------------------------------------
     def observe(self, batch: Batch) -> None:

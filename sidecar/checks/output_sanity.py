@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.checks.output_sanity_config import ModelOutputsConfig, OutputSanityConfig
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.model import Batch, Event, Finding
 
 __all__ = ["ALERTNAME", "TESTS", "OutputSanityCheck"]
@@ -56,7 +56,7 @@ def _value(ev: Event, name: str) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-class OutputSanityCheck:
+class OutputSanityCheck(Passive):
     name = "output_sanity"
     role = "check"
 
@@ -81,19 +81,6 @@ class OutputSanityCheck:
         self._condition = Gauge("sidecar_output_sanity_condition", "1 while a test's condition holds (before "
                                 "its hold duration), 0 while it does not.", lbl, registry=registry)
         self._exported: set[tuple[str, str, str]] = set()
-
-    # -- lifecycle -------------------------------------------------------------------------------------------
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None
 
     # -- observe ---------------------------------------------------------------------------------------------
     def observe(self, batch: Batch) -> None:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.pages.readers import Api
 from sidecar.pages.render import render
 
@@ -17,7 +17,7 @@ __all__ = ["AuditPage"]
 _PASSED = ("trace_id", "request_id", "model", "version", "kind", "since", "until", "limit", "cursor")
 
 
-class AuditPage:
+class AuditPage(Passive):
     name = "audit_page"
     role = "sink"
 
@@ -44,12 +44,3 @@ class AuditPage:
         r.add_api_route("/audit", self.page, methods=["GET"], response_class=HTMLResponse,
                         tags=["pages"])
         return r
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.pages.readers import MAX_ROWS, Api
 from sidecar.pages.render import render
 from sidecar.pages.status import AlertView, alert_views
@@ -36,7 +36,7 @@ def citing(change: dict[str, Any], alerts: list[AlertView]) -> list[AlertView]:
     return out
 
 
-class ChangesPage:
+class ChangesPage(Passive):
     name = "changes_page"
     role = "sink"
 
@@ -63,12 +63,3 @@ class ChangesPage:
         r.add_api_route("/changes", self.page, methods=["GET"], response_class=HTMLResponse,
                         tags=["pages"])
         return r
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None

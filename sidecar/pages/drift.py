@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.model import Finding
 from sidecar.pages.readers import Api
 from sidecar.pages.render import render
@@ -54,7 +54,7 @@ def drift_alerts(raw: object) -> dict[tuple[str, str, str], list[AlertView]]:
     return out
 
 
-class DriftPage:
+class DriftPage(Passive):
     name = "drift_page"
     role = "sink"
 
@@ -86,12 +86,3 @@ class DriftPage:
         r = APIRouter()
         r.add_api_route("/drift", self.page, methods=["GET"], response_class=HTMLResponse, tags=["pages"])
         return r
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.pages.drift import DriftSource, detail_url
 from sidecar.pages.render import render
 
@@ -95,7 +95,7 @@ def _names(request: Request, rest: str) -> tuple[str, str, str] | None:
     return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
 
 
-class DriftDetailPage:
+class DriftDetailPage(Passive):
     name = "drift_detail_page"
     role = "sink"
 
@@ -133,12 +133,3 @@ class DriftDetailPage:
         r.add_api_route("/drift/{rest:path}", self.page, methods=["GET"],
                         response_class=HTMLResponse, tags=["pages"])
         return r
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None

@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse
 from prometheus_client import CollectorRegistry
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.pages.readers import MAX_ROWS, Api, read_metrics
 from sidecar.pages.render import render, static_routes
 from sidecar.pages.verdicts_line import verdict_line
@@ -104,7 +104,7 @@ def verdicts(registry: CollectorRegistry) -> list[dict[str, str]]:
     return sorted(out, key=lambda r: r["state"] not in ("worse", "suspect"))
 
 
-class StatusPages:
+class StatusPages(Passive):
     name = "status_pages"
     role = "sink"
 
@@ -151,15 +151,6 @@ class StatusPages:
                         tags=["pages"])
         r.include_router(static_routes())
         return r
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
 
 
 def _changes(raw: Any) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import HTMLResponse
 
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.pages.render import render, static_routes
 from sidecar.pages.waterfall import ERROR_COLOR, PALETTE, layout, order_spans, stage_rows, trace_state
 from sidecar.processors.stages import STAGES
@@ -63,7 +63,7 @@ def render_list(hub: TraceHub, model: str | None, version: str | None, show_all:
     )
 
 
-class TracePages:
+class TracePages(Passive):
     name = "trace_pages"
     role = "sink"
 
@@ -96,12 +96,3 @@ class TracePages:
         # The trace pages work without the status pages (a traces-only deployment), so they bring the CSS.
         r.include_router(static_routes())
         return r
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None

@@ -15,6 +15,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from sidecar.clock import Clock
+from sidecar.component import Passive
 from sidecar.model import Batch, GpuIdentity, SeriesSnapshot
 from sidecar.processors.derive import Deriver
 from sidecar.processors.triton_snapshot import snapshot_models
@@ -35,7 +36,7 @@ class _DerivedCollector(Collector):
         return []
 
 
-class TritonSeries:
+class TritonSeries(Passive):
     name = "triton_series"
     role = "processor"
 
@@ -95,16 +96,3 @@ class TritonSeries:
         if (self.deriver.fresh and self._last_ok_mono is not None
                 and self.clock.monotonic() - self._last_ok_mono > self.stale_after_secs):
             self.deriver.mark_stale()
-
-    # -- component --------------------------------------------------------------------------------------------
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> None:
-        return None
-
-    def routes(self) -> None:
-        return None

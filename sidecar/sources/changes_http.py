@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import Counter
 from pydantic import Field, ValidationError, field_validator
 
-from sidecar.component import Context, Readiness
+from sidecar.component import Context, Passive
 from sidecar.configbase import StrictModel
 from sidecar.model import Batch, Change
 from sidecar.sources.media import JSON, media_type
@@ -70,7 +70,7 @@ class ChangeIn(StrictModel):
         return v
 
 
-class ChangesEndpoint:
+class ChangesEndpoint(Passive):
     name = "changes_http"
     role = "source"
 
@@ -83,15 +83,6 @@ class ChangesEndpoint:
             "Changes posted again (a retry) and answered with the first one's id, not stored again.",
             registry=ctx.registry,
         )
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
 
     def _parse(self, body: bytes) -> tuple[list[ChangeIn], bool]:
         guard = self.ctx.guard

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Passive
 from sidecar.model import Batch, Change
 from sidecar.state.changes_config import ChangesConfig
 from sidecar.store import Store
@@ -52,7 +52,7 @@ def derived_id(c: Change) -> str:
     return hashlib.sha1(raw.encode()).hexdigest()[:20]
 
 
-class ChangeLog:
+class ChangeLog(Passive):
     name = "changes"
     role = "sink"
 
@@ -174,16 +174,6 @@ class ChangeLog:
             self._unreadable.inc(int(skipped))
         return out
 
-    # -- lifecycle -------------------------------------------------------------------------------------------
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
-
     # -- HTTP ------------------------------------------------------------------------------------------------
     def routes(self) -> APIRouter:
         router = APIRouter()
@@ -221,4 +211,3 @@ def as_dict(c: Change) -> dict[str, Any]:
         "link": c.link,
         "source": c.source,
     }
-

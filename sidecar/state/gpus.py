@@ -14,19 +14,15 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import Metric
 
 from sidecar.clock import Clock
-from sidecar.component import Bus, Readiness
+from sidecar.component import Bus, Passive, Readiness
 from sidecar.model import Batch, GpuSnapshot
 from sidecar.model import GpuIdentity as ModelGpu
 from sidecar.processors.gpu_series import SERIES, GpuSample
-
-if TYPE_CHECKING:
-    from fastapi import APIRouter
 
 __all__ = ["GpuHub", "GpuIdentity"]
 
@@ -50,7 +46,7 @@ class _SourceState:
     detail: str = "not sampled yet"
 
 
-class GpuHub:
+class GpuHub(Passive):
     """Latest GPU samples per source, exported through a collector on the sidecar's registry."""
 
     name = "gpu"
@@ -88,15 +84,6 @@ class GpuHub:
         registry.register(self)
 
     # -- the component contract ------------------------------------------------------------------------------
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def routes(self) -> APIRouter | None:
-        return None
-
     def readiness(self) -> Readiness:
         """Always ok: a CPU-only deployment is valid; the detail says what is (not) visible."""
         now = self._clock.now()

@@ -15,7 +15,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from sidecar.component import Context, Readiness
+from sidecar.component import Context, Passive
 from sidecar.model import Batch
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.events.metrics import EventsMetrics
@@ -27,7 +27,7 @@ __all__ = ["EventsEndpoint"]
 ENDPOINT = "/v1/events"
 
 
-class EventsEndpoint:
+class EventsEndpoint(Passive):
     name = "events_http"
     role = "source"
 
@@ -35,15 +35,6 @@ class EventsEndpoint:
         self.ctx = ctx
         self.cfg = cfg
         self.m = metrics
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
 
     def _decode(self, body: bytes, mtype: str) -> list[Any]:
         if mtype in JSON_LINES:

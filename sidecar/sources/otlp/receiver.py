@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from sidecar.clock import Clock
-from sidecar.component import Bus, Readiness
+from sidecar.component import Bus, Passive
 from sidecar.errors import ParseError
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch
@@ -84,7 +84,7 @@ def _success_answer(result: DecodeResult, as_json: bool) -> Answer:
     return 200, resp.SerializeToString(), False, None
 
 
-class OtlpReceiver:
+class OtlpReceiver(Passive):
     name = "otlp_receiver"
     role = "source"
 
@@ -197,15 +197,6 @@ class OtlpReceiver:
         # An object endpoint (not a function) makes Starlette call it as a plain ASGI app.
         r.routes.append(Route("/v1/traces", self, methods=["POST"], name="otlp_traces"))
         return r
-
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
 
     def routes(self) -> APIRouter:
         return self.router()
