@@ -33,7 +33,7 @@ from sidecar.sources.otlp.limits import (
     show,
     truncate,
 )
-from sidecar.sources.otlp.result import DecodeResult
+from sidecar.sources.otlp.result import DecodeResult, model_of
 
 __all__ = ["decode_json", "decode_json_doc", "json_span", "load_json"]
 
@@ -130,17 +130,6 @@ def _events_list(
     return tuple(res)
 
 
-def _model_json(attrs: tuple[tuple[str, object], ...]) -> tuple[str, str] | None:
-    name = version = None
-    for k, v in attrs:
-        if k == MODEL_ATTR:
-            name = v
-        elif k == VERSION_ATTR:
-            version = v
-    if name is None:
-        return None
-    return str(name), "" if version is None else str(version)
-
 
 def _id_problem(s: Any) -> str | None:
     """Why a span's ids are unusable, or None (only asked once the fast path's checks failed)."""
@@ -220,7 +209,7 @@ def json_span(s: Any, service: str, out: DecodeResult, lim: SpanLimits = DEFAULT
             start,
             end,
             status_code_json(st.get("code")) if st else 0,
-            _model_json(attrs) if attrs else None,
+            model_of(attrs) if attrs else None,
             _events_json(evs, lim, out) if evs else (),
             service,
             FMT_JSON,

@@ -17,9 +17,9 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from sidecar.records import FMT_JSON, KIND_NAMES, MODEL_ATTR, VERSION_ATTR, Record, enum_value, status_code_json
+from sidecar.records import FMT_JSON, KIND_NAMES, Record, enum_value, status_code_json
 from sidecar.sources.otlp.limits import SpanLimits
-from sidecar.sources.otlp.result import DecodeResult
+from sidecar.sources.otlp.result import DecodeResult, model_of
 
 __all__ = ["decode_fast"]
 
@@ -133,17 +133,6 @@ def _attrs(kvs: list[KeyValue], nmax: int) -> tuple[tuple[str, object], ...]:
     return tuple(res)
 
 
-def _model(attrs: tuple[tuple[str, object], ...]) -> tuple[str, str] | None:
-    name = version = None
-    for k, v in attrs:
-        if k == MODEL_ATTR:
-            name = v
-        elif k == VERSION_ATTR:
-            version = v
-    if name is None:
-        return None
-    return str(name), "" if version is None else str(version)
-
 
 def _events(evs: list[Event], nmax: int) -> Any:
     if all(e.attributes is UNSET for e in evs):
@@ -200,7 +189,7 @@ def _span(s: Span, service: str, nmax: int, vmax: int) -> Record:
         start,
         end,
         status_code_json(st.code) if st is not None else 0,
-        _model(attrs) if attrs else None,
+        model_of(attrs) if attrs else None,
         _events(evs, nmax) if evs else (),
         service,
         FMT_JSON,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sidecar.model import Span
-from sidecar.records import Record, to_span
+from sidecar.records import MODEL_ATTR, VERSION_ATTR, Record, to_span
 
-__all__ = ["DecodeResult"]
+__all__ = ["DecodeResult", "model_of"]
 
 
 @dataclass
@@ -31,3 +31,15 @@ class DecodeResult:
         if not self.first_error:
             self.first_error = why
 
+
+def model_of(attrs: tuple[tuple[str, object], ...]) -> tuple[str, str] | None:
+    """(model, version) from a span's decoded JSON attributes, as both JSON paths read them."""
+    name = version = None
+    for k, v in attrs:
+        if k == MODEL_ATTR:
+            name = v
+        elif k == VERSION_ATTR:
+            version = v
+    if name is None:
+        return None
+    return str(name), "" if version is None else str(version)
