@@ -318,6 +318,8 @@ def main() -> None:
     p.add_argument("--window-secs", type=float, default=1800.0)
     p.add_argument("--sustained-secs", type=float, default=600.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="worker processes for the quality section's independent replays (default: one per CPU)")
     p.add_argument("--peers", action="store_true",
                    help="also run the scipy loop, ours, alibi-detect and Evidently once each in subprocesses (speed)")
     p.add_argument("--peer-worker", choices=PEER_METHODS, help=argparse.SUPPRESS)
@@ -336,7 +338,7 @@ def main() -> None:
     if a.section in ("quality", "all"):
         from drift_quality import quality
         quality(0.25 if a.quick else a.days, 1.0 if a.quick else a.offset_days, a.seed, 2 if a.quick else a.seeds,
-                a.window_secs, a.sustained_secs, a.no_false_alarms, a.no_delays, a.method)
+                a.window_secs, a.sustained_secs, a.no_false_alarms, a.no_delays, a.method, a.jobs)
 
 
 if __name__ == "__main__":

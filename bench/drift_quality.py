@@ -8,10 +8,13 @@ and makes days of 100 events/s affordable. The check is evaluated every 60 s of 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,10 +118,8 @@ def _fmt(ds: list[tuple[float | None, bool]]) -> str:
             f"named right {named}/{len(found)}")
 
 
-def delays(seeds: int, seed: int, window_secs: float, sustained_secs: float, only: str | None = None) -> None:
-    cfgs = method_cfgs(window_secs, sustained_secs)
-    max_secs = 2 * window_secs + sustained_secs + 1200
-    rows: list[tuple[str, float, Change]] = [
+def _rows() -> list[tuple[str, float, Change]]:
+    return [
         ("mean shift 0.1 sd", 100, Change("mean 0.1", ("a", "ks"), mean=0.1)),
         ("mean shift 0.2 sd", 100, Change("mean 0.2", ("a", "ks"), mean=0.2)),
         ("mean shift 0.5 sd", 100, Change("mean 0.5", ("a", "ks"), mean=0.5)),
@@ -128,116 +129,162 @@ def delays(seeds: int, seed: int, window_secs: float, sustained_secs: float, onl
         ("new category at 20%", 100, Change("new cat", ("cat", "chi2"), new_cat=0.2)),
         ("NaN rate 0 -> 20%", 100, Change("nan", ("b", "missing"), nan=0.2)),
     ]
+
+
+def _timed_delay(cfg: dict[str, Any], seed: int, rate: float, ch: Change,
+                 max_secs: float) -> tuple[tuple[float | None, bool], float]:
+    t0 = time.process_time()
+    return delay(cfg, seed, rate, ch, max_secs), time.process_time() - t0
+
+
+def delays(seeds: int, seed: int, window_secs: float, sustained_secs: float, only: str | None = None,
+           pool: Executor | None = None) -> None:
+    """Every (row, method, seed) run is independent: with a process pool they run in parallel and the table is
+    printed in row order as rows complete."""
+    cfgs = method_cfgs(window_secs, sustained_secs)
+    max_secs = 2 * window_secs + sustained_secs + 1200
     print(f"-- detection delay: change at a random 10-s phase after the pinned reference (5000 events); "
           f"{seeds} seeds ({seed}..{seed + seeds - 1}); evaluation every {EVAL_SECS:.0f}s; median / max delay; "
           f"'named right' = the first active findings are exactly the changed feature and test; a run is "
-          f"cut at {max_secs:.0f}s after the change --")
+          f"cut at {max_secs:.0f}s after the change; CPU = seconds of CPU for the row's runs --")
     print(f"{'change':22s} {'events/s':>8s}  {'method':52s} {'median':>8s} {'max':>8s}")
-    for label, rate, ch in rows:
+    run = pool if pool is not None else _Inline()
+    pending = []
+    for label, rate, ch in _rows():
         for mname, cfg in cfgs.items():
             if only is not None and cfg["method"] != only:
                 continue
-            t0 = time.perf_counter()
-            ds = [delay(cfg, seed + k, rate, ch, max_secs) for k in range(seeds)]
-            print(f"{label:22s} {rate:8.0f}  {mname:52s} {_fmt(ds)}  ({time.perf_counter() - t0:.0f}s wall)",
-                  flush=True)
+            futs = [run.submit(_timed_delay, cfg, seed + k, rate, ch, max_secs) for k in range(seeds)]
+            pending.append((label, rate, mname, futs))
+    for label, rate, mname, futs in pending:
+        got = [f.result() for f in futs]
+        cpu = sum(c for _, c in got)
+        print(f"{label:22s} {rate:8.0f}  {mname:52s} {_fmt([d for d, _ in got])}  ({cpu:.0f}s CPU)", flush=True)
 
 
-def false_alarms(days: float, offset_days: float, seed: int, window_secs: float, sustained_secs: float,
-                 only: str | None = None) -> None:
+class _Inline:
+    """The executor interface, run in place (no --jobs)."""
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        f: Future[Any] = Future()
+        f.set_result(fn(*args))
+        return f
+
+
+def false_alarms_header(days: float, offset_days: float) -> None:
     """No-drift traffic: model m (pinned reference) with a normal, a discrete (tied) feature and a 0.05-sd
     shift; model c (rolling reference, the same hours ``offset_days`` earlier) with a +-0.5-sd daily cycle
     and a discrete daily cycle. ``offset_days`` of history are replayed first (model c only, not evaluated)."""
-    rate, batch = 100, 60.0
+    rate = 100
     print(f"-- false alarms: {days:g} replayed days at {rate} events/s per model after {offset_days:g} days of "
           f"history; model m (pinned, 5000 events): a ~ N(0,1), t ~ Poisson(3) (ties), s ~ N(0.05,1) after "
           f"the pin (a trivial shift that must not alert), cat 3 categories; model c (rolling reference "
           f"{offset_days:g} days back): cyc ~ N(0.5 sin(2 pi t/day), 1), tcyc ~ Poisson(3 + sin(2 pi t/day)) --")
-    for mname, cfg in method_cfgs(window_secs, sustained_secs).items():
-        if only is not None and cfg["method"] != only:
-            continue
-        rng = np.random.default_rng(seed)
-        t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory() as d:
-            pinned = _check(d + "", cfg, {"mode": "pinned", "pinned_events": 5000})
-            ctx = pinned.ctx
-            clock = ctx.clock
-            assert isinstance(clock, FakeClock)
-            cfg_c = dict(cfg)
-            rolling_ctx = make_ctx(Path(d) / "c.sqlite", clock, {"checks": {"drift": {
-                "enabled": True, "eval_threads": 1, "persist_interval_secs": PERSIST, **cfg_c,
-                "reference": {"mode": "rolling", "rolling_offset_secs": offset_days * 86400}}}},
-                registry=CollectorRegistry())
-            rolling = DriftCheck(rolling_ctx, rolling_ctx.config.checks.drift)
-            warm = offset_days * 86400
-            evals = alarm_evals = 0
-            alarms: dict[str, int] = {}
-            first: list[str] = []
-            looks: dict[float, list[int]] = {}
-            seen: set[tuple[Any, float, float]] = set()
-            while clock.now() - T0 < warm + days * 86400:
-                t = clock.now() - T0
-                step = 600.0 if t < warm - 3600 else batch
-                n = int(rate * step)
-                phase = 2 * math.pi * (t + step / 2) / 86400
-                rolling.observe_columns("c", "1", clock.now(), {
-                    "cyc": rng.normal(0.5 * math.sin(phase), 1, n),
-                    "tcyc": rng.poisson(3 + math.sin(phase), n).astype(np.float64)})
-                if t >= warm:
-                    s_shift = 0.05 if pinned.refs.refs.get(("m", "1", "")) is not None else 0.0
-                    pinned.observe_columns("m", "1", clock.now(), {
-                        "a": rng.normal(size=n), "t": rng.poisson(3, n).astype(np.float64),
-                        "s": rng.normal(s_shift, 1, n), "cat": list(CATS[rng.integers(0, 3, n)])})
-                clock.advance(step)
-                if clock.now() - T0 > warm:
-                    evals += 1
-                    fs = pinned.evaluate(clock.now()) + rolling.evaluate(clock.now())
-                    act = [f for f in fs if f.active]
-                    alarm_evals += bool(act)
-                    for f in act:
-                        name = f"{f.labels['model']}/{f.labels['feature']}/{f.labels['test']}"
-                        alarms[name] = alarms.get(name, 0) + 1
-                        if len(first) < 5:
-                            first.append(f"{name} at day {(clock.now() - T0 - warm) / 86400:.2f}")
-                    for chk in (pinned, rolling):
-                        for (skey, scale), lk in chk.multiscale.looks.items():
-                            if (skey, scale, lk.end) in seen or lk.result is None or lk.result.insufficient:
-                                continue
-                            seen.add((skey, scale, lk.end))
-                            if skey[3] != "missing":
-                                c = looks.setdefault(scale, [0, 0])
-                                c[0] += 1
-                                c[1] += int(lk.condition)
-            ctx.store.close()
-            rolling_ctx.store.close()
-        model_days = 2 * days
-        # Zero events in T model-days: the one-sided 95% upper bound of a Poisson rate is -ln(0.05)/T ~ 3/T.
-        bound = -math.log(0.05) / model_days
-        print(f"{mname}: {evals} evaluations x 2 model/versions x 4 features; evaluations with an active "
-              f"finding: {alarm_evals}; false alarms by series: {alarms or 'none'}"
-              + (f" (first: {'; '.join(first)})" if first else "") + f"  ({time.perf_counter() - t0:.0f}s wall)")
-        if not alarm_evals:
-            print(f"  -> 0 false alarms in {model_days:g} model/version-days: 95% upper bound on the false-alarm "
-                  f"rate {bound:.3f} per model/version per day (one in {1 / bound:.1f} days)")
-        if looks:
-            dc = DriftConfig(method="multiscale")
-            print("  per-look rejections before the 2-of-3 rule (KS and chi-square series), against the level: "
-                  + "; ".join(f"{s:.0f}s blocks {c[1]}/{c[0]} = {c[1] / max(c[0], 1):.2e} "
-                              f"(level a={look_level(dc, s):.2e}, BH over each model's features)"
-                              for s, c in sorted(looks.items())))
+
+
+def false_alarm_run(mname: str, cfg: dict[str, Any], days: float, offset_days: float, seed: int) -> str:
+    """One method's replay of the no-drift days; returns its report lines (run in a worker with --jobs)."""
+    rate, batch = 100, 60.0
+    out: list[str] = []
+    rng = np.random.default_rng(seed)
+    t0 = time.process_time()
+    with tempfile.TemporaryDirectory() as d:
+        pinned = _check(d + "", cfg, {"mode": "pinned", "pinned_events": 5000})
+        ctx = pinned.ctx
+        clock = ctx.clock
+        assert isinstance(clock, FakeClock)
+        cfg_c = dict(cfg)
+        rolling_ctx = make_ctx(Path(d) / "c.sqlite", clock, {"checks": {"drift": {
+            "enabled": True, "eval_threads": 1, "persist_interval_secs": PERSIST, **cfg_c,
+            "reference": {"mode": "rolling", "rolling_offset_secs": offset_days * 86400}}}},
+            registry=CollectorRegistry())
+        rolling = DriftCheck(rolling_ctx, rolling_ctx.config.checks.drift)
+        warm = offset_days * 86400
+        evals = alarm_evals = 0
+        alarms: dict[str, int] = {}
+        first: list[str] = []
+        looks: dict[float, list[int]] = {}
+        seen: set[tuple[Any, float, float]] = set()
+        while clock.now() - T0 < warm + days * 86400:
+            t = clock.now() - T0
+            step = 600.0 if t < warm - 3600 else batch
+            n = int(rate * step)
+            phase = 2 * math.pi * (t + step / 2) / 86400
+            rolling.observe_columns("c", "1", clock.now(), {
+                "cyc": rng.normal(0.5 * math.sin(phase), 1, n),
+                "tcyc": rng.poisson(3 + math.sin(phase), n).astype(np.float64)})
+            if t >= warm:
+                s_shift = 0.05 if pinned.refs.refs.get(("m", "1", "")) is not None else 0.0
+                pinned.observe_columns("m", "1", clock.now(), {
+                    "a": rng.normal(size=n), "t": rng.poisson(3, n).astype(np.float64),
+                    "s": rng.normal(s_shift, 1, n), "cat": list(CATS[rng.integers(0, 3, n)])})
+            clock.advance(step)
+            if clock.now() - T0 > warm:
+                evals += 1
+                fs = pinned.evaluate(clock.now()) + rolling.evaluate(clock.now())
+                act = [f for f in fs if f.active]
+                alarm_evals += bool(act)
+                for f in act:
+                    name = f"{f.labels['model']}/{f.labels['feature']}/{f.labels['test']}"
+                    alarms[name] = alarms.get(name, 0) + 1
+                    if len(first) < 5:
+                        first.append(f"{name} at day {(clock.now() - T0 - warm) / 86400:.2f}")
+                for chk in (pinned, rolling):
+                    for (skey, scale), lk in chk.multiscale.looks.items():
+                        if (skey, scale, lk.end) in seen or lk.result is None or lk.result.insufficient:
+                            continue
+                        seen.add((skey, scale, lk.end))
+                        if skey[3] != "missing":
+                            c = looks.setdefault(scale, [0, 0])
+                            c[0] += 1
+                            c[1] += int(lk.condition)
+        ctx.store.close()
+        rolling_ctx.store.close()
+    model_days = 2 * days
+    # Zero events in T model-days: the one-sided 95% upper bound of a Poisson rate is -ln(0.05)/T ~ 3/T.
+    bound = -math.log(0.05) / model_days
+    out.append(f"{mname}: {evals} evaluations x 2 model/versions x 4 features; evaluations with an active "
+          f"finding: {alarm_evals}; false alarms by series: {alarms or 'none'}"
+          + (f" (first: {'; '.join(first)})" if first else "") + f"  ({time.process_time() - t0:.0f}s CPU)")
+    if not alarm_evals:
+        out.append(f"  -> 0 false alarms in {model_days:g} model/version-days: 95% upper bound on the false-alarm "
+              f"rate {bound:.3f} per model/version per day (one in {1 / bound:.1f} days)")
+    if looks:
+        dc = DriftConfig(method="multiscale")
+        out.append("  per-look rejections before the 2-of-3 rule (KS and chi-square series), against the level: "
+              + "; ".join(f"{s:.0f}s blocks {c[1]}/{c[0]} = {c[1] / max(c[0], 1):.2e} "
+                          f"(level a={look_level(dc, s):.2e}, BH over each model's features)"
+                          for s, c in sorted(looks.items())))
+    return "\n".join(out)
 
 
 def quality(days: float, offset_days: float, seed: int, seeds: int, window_secs: float, sustained_secs: float,
-            skip_false_alarms: bool = False, skip_delays: bool = False, only: str | None = None) -> None:
+            skip_false_alarms: bool = False, skip_delays: bool = False, only: str | None = None,
+            jobs: int = 1) -> None:
+    """Both tables from one run. With ``jobs`` > 1 the independent replays run in worker processes; the
+    long false-alarm replays are submitted first so that they overlap the delay rows."""
     dc = DriftConfig(method="multiscale")
     print(f"== quality: the real DriftCheck on a fake clock, traffic replayed in bulk (observe_columns, 10-s "
-          f"batches for delays, 60-s for the days of false-alarm traffic), evaluated every {EVAL_SECS:.0f}s ==")
+          f"batches for delays, 60-s for the days of false-alarm traffic), evaluated every {EVAL_SECS:.0f}s; "
+          f"{jobs} worker process(es) ==")
     print(f"multiscale budget: {dc.false_alarms_per_day:.4f} expected false alarms per model/version per day, "
           f"split over {len(dc.scales_secs)} scales; per-look levels "
           + ", ".join(f"{s:.0f}s: {look_level(dc, s):.2e}" for s in dc.scales_secs)
           + f"; effect floors KS D >= {dc.ks_effect_floor}, PSI >= {dc.psi_effect_floor}, "
-            f"missing +{dc.missing_ratio_increase}")
-    if not skip_delays:
-        delays(seeds, seed, window_secs, sustained_secs, only)
-    if not skip_false_alarms:
-        false_alarms(days, offset_days, seed, window_secs, sustained_secs, only)
+            f"missing +{dc.missing_ratio_increase}", flush=True)
+    t0 = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        pool: Executor | None = stack.enter_context(ProcessPoolExecutor(jobs)) if jobs > 1 else None
+        run = pool if pool is not None else _Inline()
+        fa: list[Future[str]] = []
+        if not skip_false_alarms:
+            fa = [run.submit(false_alarm_run, mname, cfg, days, offset_days, seed)
+                  for mname, cfg in method_cfgs(window_secs, sustained_secs).items()
+                  if only is None or cfg["method"] == only]
+        if not skip_delays:
+            delays(seeds, seed, window_secs, sustained_secs, only, pool)
+        if fa:
+            false_alarms_header(days, offset_days)
+            for f in fa:
+                print(f.result(), flush=True)
+    print(f"quality section: {time.perf_counter() - t0:.0f}s wall", flush=True)
