@@ -67,6 +67,20 @@ class CanaryConfig(StrictModel):
                           "a pair uses span latency when both sides have `min_samples` of it, else event "
                           "latency, never both at once.",
     )
+    triton: bool = Field(
+        True, description="Also compare the versions on Triton's own counters (mean latency, error ratio) and, "
+                          "where `--metrics-config summary_latencies=true`, its p50/p99 summaries, from the "
+                          "Triton scrape (needs `triton.enabled`).",
+    )
+    min_intervals: int = Field(
+        10, ge=5, le=10_000, description="Triton aspects: scrape intervals (summary readings for p50/p99) both "
+                                         "versions must share before the paired test decides (with fewer the "
+                                         "exact test cannot reach a small p-value).",
+    )
+    triton_summary_window_secs: float = Field(
+        60.0, gt=0, le=3600, description="Length of Triton's summary sliding window: p50/p99 readings this far "
+                                         "apart cover different requests, and only those are compared.",
+    )
     pairs: dict[str, CanaryPair] = Field(
         default_factory=dict, description="Per model: which version is the baseline and which the candidate. "
                                           "A model not listed: the lowest version seen is the baseline and "
