@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -14,8 +15,13 @@ from sidecar.alerting.render import finding_text
 from sidecar.checks.canary import CanaryCheck
 from sidecar.checks.canary_config import CanaryConfig
 from sidecar.clock import FakeClock
+from sidecar.config import parse_config
 from sidecar.model import Batch, Finding, SeriesSnapshot
 from sidecar.promtext import parse_exposition
+from sidecar.service import Service
+from sidecar.store import Store
+from sidecar.wiring.canary import build as canary_build
+from sidecar.wiring.triton import build as triton_build
 
 SOURCE = "triton_metrics"
 
@@ -245,3 +251,15 @@ def test_versions_beyond_the_cap_from_tritons_scrape_are_dropped_and_counted(clo
         chk.observe(triton.scrape(clock))
     assert set(chk.models["ctr"]) == {"1", "2"}
     assert reg.get_sample_value("sidecar_canary_values_dropped_total", {"reason": "version_limit"}) == 2
+
+
+@pytest.mark.parametrize(("triton", "canary_triton", "subscribed"),
+                         [(True, True, True), (True, False, False), (False, True, False)])
+def test_the_wiring_subscribes_the_canary_to_tritons_scrape_only_when_both_are_on(
+        tmp_path: Path, triton: bool, canary_triton: bool, subscribed: bool) -> None:
+    cfg = parse_config({"triton": {"enabled": triton},
+                        "checks": {"canary": {"enabled": True, "triton": canary_triton}}})
+    svc = Service(cfg, clock=FakeClock(), registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),
+                  factories=[triton_build, canary_build])
+    assert ("canary" in svc.bus.subscribers("samples")) is subscribed
+    assert (svc.component("canary").triton is not None) is subscribed
