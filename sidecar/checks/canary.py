@@ -85,7 +85,11 @@ class _Version:
         self.last_seen = max(self.last_seen, iv.t)
 
     def intervals(self, t0: float) -> list[Interval]:
-        return [i for i in self.triton if i.t >= t0] if self.triton is not None else []
+        if self.triton is None:
+            return []
+        while self.triton and self.triton[0].t < t0:  # in arrival order: what left the window goes first
+            self.triton.popleft()
+        return list(self.triton)
 
     def values(self, signal: str, t0: float) -> np.ndarray:
         r = self.rings.get(signal)

@@ -37,7 +37,8 @@ class CanaryConfig(StrictModel):
     )
     max_samples: int = Field(
         2000, ge=100, le=100_000, description="Values kept per version and aspect (the newest; older ones "
-                                              "leave first). Memory: 16 bytes x 4 signals each.",
+                                              "leave first). Memory: 16 bytes x 4 signals each, and as many Triton "
+                                              "scrape intervals (about 400 bytes each).",
     )
     alpha: float = Field(
         0.01, gt=0, lt=0.5, description="False discovery rate across the aspects of one pair (Benjamini-"
