@@ -263,3 +263,19 @@ def test_the_wiring_subscribes_the_canary_to_tritons_scrape_only_when_both_are_o
                   factories=[triton_build, canary_build])
     assert ("canary" in svc.bus.subscribers("samples")) is subscribed
     assert (svc.component("canary").triton is not None) is subscribed
+
+
+def test_triton_intervals_leave_with_the_window_and_a_version_without_traffic_is_forgotten(clock: FakeClock) -> None:
+    chk, reg = make(clock, window_secs=600)
+    triton = FakeTriton()
+    run(chk, clock, triton, 20, every=60.0)  # 20 minutes of both versions
+    chk.evaluate(clock.now())
+    v1 = chk.models["ctr"]["1"]
+    assert v1.triton is not None and len(v1.triton) == 11  # the intervals ended in the last 600 s, bounds included
+    for _ in range(11):  # then v2 gets no traffic: Triton still exports it, with no increase
+        clock.advance(60)
+        triton.serve("1", 40, 35.0)
+        chk.observe(triton.scrape(clock))
+    assert list(chk.evaluate(clock.now())) == [] and set(chk.models["ctr"]) == {"1"}
+    assert reg.get_sample_value("sidecar_canary_samples",
+                                {"model": "ctr", "version": "2", "signal": "triton_intervals"}) is None
