@@ -132,6 +132,7 @@ def test_a_slower_v2_on_tritons_counters_is_worse_on_mean_latency_and_the_alert_
     assert "Triton counters, n=600/600 over 15 intervals)" in summary
     assert summary.endswith("consider reverting to version 1")
     assert "mean latency (Triton counters): v2 " in description and "queue " in description
+    assert "Latency from Triton's metrics, over the last " in description  # no events or spans here
     assert reg.get_sample_value("sidecar_canary_samples",
                                 {"model": "ctr", "version": "2", "signal": "triton_intervals"}) == 15
 

@@ -88,13 +88,22 @@ def _sentence(a: str, facts: Mapping[str, object], b: str, c: str, min_samples: 
             f"(q={q:.2g}, n={nc}/{nb}).")
 
 
+def _sources(facts: Mapping[str, object]) -> str:
+    """Where the latency figures came from: events or spans (whichever the pair used), Triton's metrics."""
+    ours = str(facts.get("latency_source", "events"))
+    parts = [ours] if _num(facts.get("p50.n_base")) or _num(facts.get("p50.n_cand")) else []
+    if any(facts.get(f"{a}.q") is not None for a in _TRITON):
+        parts.append("Triton's metrics")
+    return " and ".join(parts) or ours
+
+
 def render(f: Finding) -> FindingText:
     facts = f.facts
     model = f.labels.get("model", "")
     b, c = _v(f.labels.get("baseline", "")), _v(f.labels.get("candidate", ""))
     window = human_secs(f.window_secs)
     details = " ".join(s for s in (_sentence(a, facts, b, c, facts.get("min_samples")) for a in _ASPECTS) if s)
-    source = f"Latency from {facts.get('latency_source', 'events')}, over the last {window}."
+    source = f"Latency from {_sources(facts)}, over the last {window}."
     if f.insufficient_data:
         return (f"{model} {c} vs {b}: insufficient data",
                 f"{model} {c} cannot be compared with {b} yet. {details} {source}")
