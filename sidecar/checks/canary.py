@@ -6,6 +6,10 @@ that would dilute the caller's errors). Each version keeps the newest ``max_samp
 fixed numpy rings, so memory is bounded whatever the traffic. Every round each pair is tested on p50, p99,
 error ratio and score distribution (``canary_stats``), Benjamini-Hochberg across those aspects; the verdict
 is exported per aspect and returned as one finding per pair (kind ``canary``).
+
+With the Triton scrape wired in (``triton_source``), each version also keeps its newest ``max_samples`` scrape
+intervals of Triton's own counters and summaries (``canary_triton``), tested as four more aspects
+(``latency_triton``, ``p50_triton``, ``p99_triton``, ``errors_triton``) inside the same Benjamini-Hochberg.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextlib
 import logging
 import math
 import threading
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.checks.canary_config import CanaryConfig
 from sidecar.checks.canary_stats import AspectResult, error_test, quantile_tests, score_test
+from sidecar.checks.canary_triton import Interval, TritonIntake, triton_tests, window_counts
 from sidecar.checks.stats import benjamini_hochberg
 from sidecar.clock import Clock
 from sidecar.component import Passive
@@ -63,6 +69,7 @@ class _Version:
     cap: int
     last_seen: float = 0.0
     rings: dict[str, _Ring] = field(default_factory=dict)
+    triton: deque[Interval] | None = None
 
     def add(self, signal: str, ts: float, v: float) -> None:
         r = self.rings.get(signal)
@@ -70,6 +77,19 @@ class _Version:
             r = self.rings[signal] = _Ring(self.cap)
         r.add(ts, v)
         self.last_seen = max(self.last_seen, ts)
+
+    def add_interval(self, iv: Interval) -> None:
+        if self.triton is None:
+            self.triton = deque(maxlen=self.cap)
+        self.triton.append(iv)
+        self.last_seen = max(self.last_seen, iv.t)
+
+    def intervals(self, t0: float) -> list[Interval]:
+        if self.triton is None:
+            return []
+        while self.triton and self.triton[0].t < t0:  # in arrival order: what left the window goes first
+            self.triton.popleft()
+        return list(self.triton)
 
     def values(self, signal: str, t0: float) -> np.ndarray:
         r = self.rings.get(signal)
@@ -100,8 +120,11 @@ class CanaryCheck(Passive):
     role = "check"
 
     def __init__(self, cfg: CanaryConfig, *, registry: CollectorRegistry, clock: Clock,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None, triton_source: str | None = None) -> None:
         self.cfg = cfg
+        # Only the scrapes of the named source (GPU samples share the bus kind); the wiring names it.
+        self.triton = (TritonIntake(triton_source, max_versions=cfg.max_models * cfg.max_versions_per_model,
+                                    window_secs=cfg.window_secs) if triton_source and cfg.triton else None)
         self.clock = clock
         self.log = logger or logging.getLogger("sidecar.canary")
         self._lock = threading.Lock()
@@ -111,7 +134,8 @@ class CanaryCheck(Passive):
                               ["signal"], registry=registry)
         self._dropped = Counter(
             "sidecar_canary_values_dropped",
-            "Values the canary comparison could not keep, by reason (too_old, model_limit, version_limit).",
+            "Values the canary comparison could not keep, by reason (too_old, model_limit, version_limit; "
+            "counter_reset: a Triton scrape interval in which the version's counters reset).",
             ["reason"], registry=registry)
         pair = ["model", "baseline", "candidate"]
         lbl = [*pair, "aspect"]
@@ -141,6 +165,22 @@ class CanaryCheck(Passive):
             self._take_events(batch.items)
         elif batch.kind == "spans" and self.cfg.spans:
             self._take_spans(batch.items)
+        elif batch.kind == "samples" and self.triton is not None:
+            self._take_triton(batch)
+
+    def _take_triton(self, batch: Batch) -> None:
+        now = self.clock.now()
+        with self._lock:
+            got, refused, resets = self.triton.take(batch) if self.triton is not None else ([], 0, 0)
+            if refused:
+                self._dropped.labels("model_limit").inc(refused)
+            if resets:
+                self._dropped.labels("counter_reset").inc(resets)
+            for (model, version), iv in got:
+                v = self._version(model, version, iv.t, now)
+                if v is not None:
+                    v.add_interval(iv)
+                    self._taken.labels("triton").inc()
 
     def _version(self, model: str, version: str, ts: float, now: float) -> _Version | None:
         if ts < now - self.cfg.window_secs:
@@ -211,6 +251,7 @@ class CanaryCheck(Passive):
     def evaluate(self, now: float) -> Sequence[Finding]:
         t0 = now - self.cfg.window_secs
         data: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+        ivs: dict[tuple[str, str], list[Interval]] = {}
         pairs: list[tuple[str, str, str]] = []
         with self._lock:  # copy out under the lock; the statistics run outside it
             for model, versions in list(self.models.items()):
@@ -221,14 +262,16 @@ class CanaryCheck(Passive):
                     continue
                 for ver, v in versions.items():
                     data[(model, ver)] = {s: v.values(s, t0) for s in SIGNALS}
+                    ivs[(model, ver)] = v.intervals(t0)
                 pairs += [(model, b, c) for b, c in self._pairs(model, list(versions))]
-        results = [self._compare(m, b, c, data[(m, b)], data[(m, c)]) for m, b, c in pairs]
-        self._export(results, data)
+        results = [self._compare(m, b, c, data[(m, b)], data[(m, c)], ivs[(m, b)], ivs[(m, c)])
+                   for m, b, c in pairs]
+        self._export(results, data, ivs)
         self.results = results
         return [self._finding(r, now) for r in results]
 
     def _compare(self, model: str, b: str, c: str, base: dict[str, np.ndarray],
-                 cand: dict[str, np.ndarray]) -> PairResult:
+                 cand: dict[str, np.ndarray], base_iv: list[Interval], cand_iv: list[Interval]) -> PairResult:
         cfg = self.cfg
         n = cfg.min_samples
         source = "spans" if min(base["latency_spans"].size, cand["latency_spans"].size) >= n else "events"
@@ -236,14 +279,18 @@ class CanaryCheck(Passive):
         aspects = quantile_tests(base[lat], cand[lat], min_samples=n, min_tail=cfg.min_tail_samples)
         aspects.append(error_test(base["errors"], cand["errors"], min_samples=n))
         aspects.append(score_test(base["scores"], cand["scores"], min_samples=n))
+        if self.triton is not None:
+            aspects += triton_tests(base_iv, cand_iv, min_samples=n, min_intervals=cfg.min_intervals,
+                                    min_tail=cfg.min_tail_samples, summary_window=cfg.triton_summary_window_secs)
         for a, q in zip(aspects, benjamini_hochberg([a.p for a in aspects]), strict=True):
             a.q = q
-            floor = {"errors": cfg.min_error_ratio_diff, "scores": cfg.min_ks_d}.get(a.aspect,
-                                                                                     cfg.min_relative_diff)
+            floor = {"errors": cfg.min_error_ratio_diff, "errors_triton": cfg.min_error_ratio_diff,
+                     "scores": cfg.min_ks_d}.get(a.aspect, cfg.min_relative_diff)
             a.worse = a.tested and q < cfg.alpha and a.diff is not None and a.diff >= floor
         return PairResult(model, b, c, source, aspects)
 
-    def _export(self, results: list[PairResult], data: dict[tuple[str, str], dict[str, np.ndarray]]) -> None:
+    def _export(self, results: list[PairResult], data: dict[tuple[str, str], dict[str, np.ndarray]],
+                ivs: dict[tuple[str, str], list[Interval]]) -> None:
         seen: set[tuple[str, ...]] = set()
         for r in results:
             pair = (r.model, r.baseline, r.candidate)
@@ -267,6 +314,8 @@ class CanaryCheck(Passive):
                     g.remove(*gone)
         self._exported = seen
         samples = {(m, v, s): float(arr.size) for (m, v), sig in data.items() for s, arr in sig.items()}
+        if self.triton is not None:
+            samples |= {(m, v, s): n for (m, v), iv in ivs.items() for s, n in window_counts(iv).items()}
         for key, n in samples.items():
             self._samples.labels(*key).set(n)
         for old in self._exported_samples - set(samples):
@@ -278,12 +327,14 @@ class CanaryCheck(Passive):
         facts: dict[str, float | int | str | None] = {
             "verdict": r.verdict, "worse": ",".join(a.aspect for a in r.aspects if a.worse),
             "latency_source": r.latency_source, "min_samples": self.cfg.min_samples, "alpha": self.cfg.alpha,
+            "min_intervals": self.cfg.min_intervals,
             "runbook": f"{ALERTNAME}.md",
         }
         for a in r.aspects:
             facts |= {f"{a.aspect}.base": a.base, f"{a.aspect}.cand": a.cand, f"{a.aspect}.diff": a.diff,
                       f"{a.aspect}.q": None if math.isnan(a.q) else a.q, f"{a.aspect}.n_base": a.n_base,
                       f"{a.aspect}.n_cand": a.n_cand}
+            facts |= {f"{a.aspect}.{k}": x for k, x in a.detail.items()}
         tested = [a for a in r.aspects if a.tested]
         return Finding(
             check=self.name, kind="canary",

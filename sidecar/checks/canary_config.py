@@ -37,7 +37,8 @@ class CanaryConfig(StrictModel):
     )
     max_samples: int = Field(
         2000, ge=100, le=100_000, description="Values kept per version and aspect (the newest; older ones "
-                                              "leave first). Memory: 16 bytes x 4 signals each.",
+                                              "leave first). Memory: 16 bytes x 4 signals each, and as many Triton "
+                                              "scrape intervals (about 400 bytes each).",
     )
     alpha: float = Field(
         0.01, gt=0, lt=0.5, description="False discovery rate across the aspects of one pair (Benjamini-"
@@ -66,6 +67,20 @@ class CanaryConfig(StrictModel):
         True, description="Also take latency and errors from model spans (Triton's span named after the model); "
                           "a pair uses span latency when both sides have `min_samples` of it, else event "
                           "latency, never both at once.",
+    )
+    triton: bool = Field(
+        True, description="Also compare the versions on Triton's own counters (mean latency, error ratio) and, "
+                          "where `--metrics-config summary_latencies=true`, its p50/p99 summaries, from the "
+                          "Triton scrape (needs `triton.enabled`).",
+    )
+    min_intervals: int = Field(
+        10, ge=5, le=10_000, description="Triton aspects: scrape intervals (summary readings for p50/p99) both "
+                                         "versions must share before the paired test decides (with fewer the "
+                                         "exact test cannot reach a small p-value).",
+    )
+    triton_summary_window_secs: float = Field(
+        60.0, gt=0, le=3600, description="Length of Triton's summary sliding window: p50/p99 readings this far "
+                                         "apart cover different requests, and only those are compared.",
     )
     pairs: dict[str, CanaryPair] = Field(
         default_factory=dict, description="Per model: which version is the baseline and which the candidate. "

@@ -18,7 +18,7 @@ latency difference "worse".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.special as sps_special
@@ -43,6 +43,7 @@ class AspectResult:
     p: float = math.nan  # NaN: not tested (too few values on a side)
     q: float = math.nan
     worse: bool = False
+    detail: dict[str, float] = field(default_factory=dict)  # extra facts (intervals, queue/compute split)
 
     @property
     def tested(self) -> bool:

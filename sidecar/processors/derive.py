@@ -171,6 +171,14 @@ class Deriver:
         d = self._derived.get((model, version))
         return dict(d.rates) if d else None
 
+    def interval(self, model: str, version: str) -> tuple[float, float, float, dict[str, float]] | None:
+        """The last scrape interval of a version, reset-corrected: (seconds, successes, failures, average
+        seconds per successful request by stage); None when stale or not derived yet."""
+        d = self._derived.get((model, version))
+        if d is None:
+            return None
+        return d.dt, d.rates["success"] * d.dt, d.rates["failure"] * d.dt, dict(d.stage_avg_s)
+
     def error_ratio(self, model: str, version: str) -> float | None:
         d = self._derived.get((model, version))
         return d.error_ratio if d else None

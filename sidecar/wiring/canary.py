@@ -7,6 +7,7 @@ from typing import Any
 from sidecar.checks.canary import CanaryCheck
 from sidecar.checks.output_sanity import OutputSanityCheck
 from sidecar.component import Context
+from sidecar.sources.triton_metrics import TritonMetricsSource
 
 __all__ = ["build"]
 
@@ -15,10 +16,14 @@ def build(ctx: Context) -> list[Any]:
     out: list[Any] = []
     cfg = ctx.config.checks.canary
     if cfg.enabled:
-        comp = CanaryCheck(cfg, registry=ctx.registry, clock=ctx.clock, logger=ctx.logger.getChild("canary"))
+        triton = cfg.triton and ctx.config.triton.enabled
+        comp = CanaryCheck(cfg, registry=ctx.registry, clock=ctx.clock, logger=ctx.logger.getChild("canary"),
+                           triton_source=TritonMetricsSource.name if triton else None)
         ctx.bus.subscribe("events", comp.name, comp.observe)
         if cfg.spans:
             ctx.bus.subscribe("spans", comp.name, comp.observe)
+        if triton:
+            ctx.bus.subscribe("samples", comp.name, comp.observe)
         out.append(comp)
     sanity_cfg = ctx.config.checks.output_sanity
     if sanity_cfg.enabled:

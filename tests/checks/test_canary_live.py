@@ -1,6 +1,7 @@
 """The canary verdict against a real Triton 2.51 (CPU): v2 of a Python model sleeps and scores differently; the
 test calls both versions alternately, posts one event per call (measured latency, returned score) to the sidecar's
-/v1/events, and the verdict, its metrics and the alert the book makes say v2 is worse."""
+/v1/events, and the verdict, its metrics and the alert the book makes say v2 is worse. The same verdict is also
+reached from Triton's own metrics alone (no events, no spans), its alert naming Triton as the source."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.store import Store
 from sidecar.wiring.canary import build as canary_build
 from sidecar.wiring.events import build as events_build
+from sidecar.wiring.triton import build as triton_build
 
 pytestmark = pytest.mark.triton
 
@@ -175,3 +177,67 @@ def test_span_latency_from_tritons_own_trace_files_says_v2_is_worse(tmp_path: Pa
     assert f.active and f.facts["worse"] == "p50,p99", str({k: v for k, v in f.facts.items() if k[:3] == "p99"})
     assert f.facts["p50.cand"] - f.facts["p50.base"] > 40  # type: ignore[operator]  # the 50 ms sleep
     assert f.facts["errors.n_base"] == 0  # Triton's spans carry no status: they are not counted as successes
+
+
+def _alert(f: object, clock: FakeClock) -> dict[str, str]:
+    book = AlertBook(AlertingConfig.model_validate({"enabled": True}), registry=CollectorRegistry(),
+                     eval_interval_secs=15, sink=None, runbook_base="/runbooks", dashboard_base=None,
+                     sidecar_url="http://sidecar")
+    book.on_findings([f], clock.now())  # type: ignore[list-item]
+    (alert,) = book.alerts.values()
+    assert alert.state == "firing"
+    return dict(alert.annotations)
+
+
+async def test_tritons_counters_and_summaries_alone_say_v2_is_worse(tmp_path: Path) -> None:
+    """Only the Triton scrape is wired: the verdict comes from Triton's duration, success and failure counters and
+    its p50 summary. The fake clock moves one summary window (61 s) per round so each scrape is one reading; the
+    real Triton's summary windows of consecutive rounds overlap (the rounds take seconds), which this test of the
+    path from Triton's exposition to the alert does not rely on."""
+    server = TritonServer(_repository(tmp_path), tmp_path / "triton", summary_latencies=True)
+    server.start()
+    try:
+        clock = FakeClock()
+        cfg = parse_config({"triton": {"enabled": True, "metrics_url": server.metrics_url,
+                                       "http_url": server.http_url, "timeout_secs": 5},
+                            "checks": {"canary": {"enabled": True, "min_samples": 200, "for_secs": 0,
+                                                  "window_secs": 1200}}})
+        svc = Service(cfg, clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),
+                      factories=[triton_build, canary_build])
+        source = svc.component("triton_metrics")
+        rounds, per_round = 12, 20
+        with httpx.Client(base_url=server.http_url, timeout=30) as triton:
+            for version in ("1", "2"):  # the first call of a version loads its stub's code paths
+                warm = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.0] * 4}]}
+                assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=warm).status_code == 200
+            assert await source.scrape_once()
+            for r in range(rounds):
+                for i in range(per_round):
+                    for version in ("1", "2"):
+                        body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
+                                            "data": [float((r + i) % 3)] * 4}]}
+                        resp = triton.post(f"/v2/models/rollout/versions/{version}/infer", json=body)
+                        assert resp.status_code == 200, resp.text
+                clock.advance(61)
+                assert await source.scrape_once()
+        findings = svc.evaluate_once(clock.now())
+        await svc.http.aclose()
+    finally:
+        server.stop()
+    (f,) = [f for f in findings if f.check == "canary"]
+    assert f.active and f.labels["baseline"] == "1" and f.labels["candidate"] == "2"
+    assert set(str(f.facts["worse"]).split(",")) == {"latency_triton", "p50_triton"}, f.facts
+    assert f.facts["p50.q"] is None and f.facts["errors.q"] is None  # no events, no spans
+    assert f.facts["latency_triton.n_cand"] == rounds * per_round
+    assert f.facts["latency_triton.intervals"] == rounds and f.facts["p50_triton.intervals"] == rounds
+    assert f.facts["latency_triton.cand"] - f.facts["latency_triton.base"] > 40  # type: ignore[operator]
+    assert f.facts["p50_triton.cand"] - f.facts["p50_triton.base"] > 40  # type: ignore[operator]
+    assert f.facts["errors_triton.q"] is not None and f.facts["errors_triton.cand"] == 0  # decided, healthy
+    lbl = {"model": "rollout", "baseline": "1", "candidate": "2"}
+    assert svc.registry.get_sample_value("sidecar_canary_verdict", {**lbl, "aspect": "latency_triton"}) == 1
+    assert svc.registry.get_sample_value("sidecar_canary_verdict", {**lbl, "aspect": "errors_triton"}) == 0
+    summary = _alert(f, clock)["summary"]
+    assert "rollout v2 worse on mean latency by " in summary, summary
+    assert f"Triton counters, n={rounds * per_round}/{rounds * per_round} over {rounds} intervals)" in summary
+    assert "worse on p50 by " in summary and "Triton summaries" in summary
+    assert "consider reverting to version 1" in summary
