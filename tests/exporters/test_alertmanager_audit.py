@@ -102,3 +102,34 @@ async def test_delivered_after_retries_is_one_row_and_a_first_try_delivery_none(
     assert len(await _audit(svc, "alert_delivered_after_retry")) == 2
     assert await _audit(svc, "alert_delivery_failed") == []
     await svc.shutdown()
+
+
+async def test_one_bad_notice_in_a_batch_fails_alone(tmp_path: Path) -> None:
+    # Alertmanager 0.25 answers 400 to a batch holding one invalid alert (it stores the valid ones all the same):
+    # the batch is sent again notice by notice, so only the invalid one is recorded as failed.
+    import json
+
+    posts: list[int] = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        notices = json.loads(req.content)
+        posts.append(len(notices))
+        if any("bad-label" in n["labels"] for n in notices):
+            return httpx.Response(400, json='invalid label set: invalid name "bad-label"')
+        return httpx.Response(200)
+
+    clock = FakeClock(T0)
+    svc = make_service(tmp_path, {"alerting": {"enabled": True, "alertmanager": {"urls": [AM]}}}, clock=clock,
+                       transport=httpx.MockTransport(handler))
+    am: Any = svc.component("alertmanager")
+    bad = Finding(check="odd", kind="business", active=True, value=1.0, severity="low",
+                  labels={"model": "bad", "bad-label": "x"})
+    svc.component("alert_book").on_findings([_finding("asr"), bad], clock.now())  # type: ignore[attr-defined]
+    assert await am.flush_all() == {AM: "empty"}
+    assert posts == [2, 1, 1]
+    (row,) = await _audit(svc, "alert_delivery_failed")
+    assert row["labels"]["model"] == "bad" and "bad-label" in row["reason"]
+    assert svc.registry.get_sample_value("sidecar_alertmanager_notices_rejected_total", {"alertmanager": AM}) == 1
+    assert svc.registry.get_sample_value("sidecar_alertmanager_notices_sent_total", {"alertmanager": AM}) == 1
+    assert await _audit(svc, "alert_delivered_after_retry") == []  # a batch refused for another notice
+    await svc.shutdown()
