@@ -31,7 +31,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from exporters.config import AlertmanagerConfig
 from exporters.httpauth import client_for, request_auth
 from exporters.outbox import OutboxQueue, OutboxRow
-from exporters.sender import DeliveryError, Outcome, RefusedError, RetryPolicy, Sender, check_response, scrub
+from exporters.sender import (
+    DeliveryError,
+    Outcome,
+    Partial,
+    RefusedError,
+    RetryPolicy,
+    Sender,
+    check_response,
+    scrub,
+)
 from exporters.telemetry import ExportTelemetry
 from sidecar.clock import Clock
 from sidecar.component import Readiness
@@ -52,6 +61,14 @@ class DeliveryOutcome:
     reason: str  # Alertmanager's answer (refused), or the last failure before it went through
     status: int | None
     at: float
+
+
+class _Refused(RefusedError):
+    """A refusal with the answer it came in, for the log and the audit row."""
+
+    def __init__(self, reason: str, message: str, response: httpx.Response) -> None:
+        super().__init__(reason, message)
+        self.response = response
 
 
 class AlertmanagerExporter:
@@ -135,7 +152,9 @@ class AlertmanagerExporter:
                 idle_wake_secs=cfg.flush_interval_secs,
             )
 
-    def _poster(self, am: str) -> Callable[[list[OutboxRow]], Awaitable[list[OutboxRow]]]:
+    def _poster(
+        self, am: str
+    ) -> Callable[[list[OutboxRow]], Awaitable[Sequence[OutboxRow] | Partial[OutboxRow]]]:
         shown = mask_url(am)
         failed: dict[str, tuple[int, str]] = {}  # fingerprint -> (failed POSTs since delivered, last reason)
 
@@ -161,7 +180,7 @@ class AlertmanagerExporter:
                 except Exception:  # the audit failing must not stop delivery (it counts its own errors)
                     self.log.exception("could not report %d delivery outcomes", len(out))
 
-        async def post(rows: list[OutboxRow]) -> list[OutboxRow]:
+        async def post_once(rows: list[OutboxRow]) -> httpx.Response:
             body = b"[" + b",".join(r.payload for r in rows) + b"]"
             try:
                 resp = await self.http.post(
@@ -184,20 +203,41 @@ class AlertmanagerExporter:
                 self._failures.labels(shown, exc.reason).inc()
                 note(rows, exc.reason)
                 raise
-            except RefusedError:
-                self._rejected.labels(shown).inc(len(rows))
-                report("delivery_failed", rows, f"HTTP {resp.status_code}: {scrub(resp.text[:500])}", resp.status_code)
-                self.log.error(
-                    "Alertmanager %s refused %d notices with %d: %s",
-                    shown,
-                    len(rows),
-                    resp.status_code,
-                    resp.text[:500],
-                )
-                raise
+            except RefusedError as exc:
+                raise _Refused(exc.reason, str(exc), resp) from None
             self._sent.labels(shown).inc(len(rows))
             report("delivered_after_retry", rows, None, resp.status_code)
-            return []
+            return resp
+
+        def refused(rows: list[OutboxRow], resp: httpx.Response) -> None:
+            self._rejected.labels(shown).inc(len(rows))
+            report("delivery_failed", rows, f"HTTP {resp.status_code}: {scrub(resp.text[:500])}", resp.status_code)
+            self.log.error("Alertmanager %s refused %d notices with %d: %s", shown, len(rows), resp.status_code,
+                           scrub(resp.text[:500]))
+
+        async def post(rows: list[OutboxRow]) -> Sequence[OutboxRow] | Partial[OutboxRow]:
+            try:
+                await post_once(rows)
+                return []
+            except _Refused as exc:
+                if len(rows) == 1:
+                    refused(rows, exc.response)
+                    raise
+            # Alertmanager 0.25 answers 400 to a batch holding one invalid alert (it stores the valid ones all
+            # the same): each notice is sent alone, so only the invalid ones are dropped and recorded as failed.
+            retry: list[OutboxRow] = []
+            bad = 0
+            for r in rows:
+                try:
+                    await post_once([r])
+                except _Refused as exc:
+                    refused([r], exc.response)
+                    bad += 1
+                except (httpx.HTTPError, DeliveryError):
+                    retry.append(r)
+            if bad == len(rows):
+                raise RefusedError("http_4xx", f"Alertmanager {shown} refused each of {len(rows)} notices")
+            return Partial(retry, bad)
 
         return post
 
