@@ -7,6 +7,7 @@ from typing import Any
 
 from exporters.alertmanager import AlertmanagerExporter
 from exporters.audit_findings import FindingAudit
+from exporters.elasticsearch import ClientFactory, client_from_config
 from sidecar.alerting.book import AlertBook
 from sidecar.alerting.runbook_pages import RunbookPages
 from sidecar.component import Context
@@ -18,13 +19,13 @@ from sidecar.wiring.changes import build as build_changes
 __all__ = ["build"]
 
 
-def build(ctx: Context) -> list[Any]:
+def build(ctx: Context, *, es_client: ClientFactory = client_from_config) -> list[Any]:
     cfg = ctx.config.alerting
     if not cfg.enabled:
         return []
     log = ctx.logger.getChild("alerting")
     out: list[Any] = []
-    audit = build_audit(ctx)
+    audit = build_audit(ctx, es_client=es_client)
     if audit is not None:
         out.append(audit)
     out.extend(build_requests(ctx, audit))
