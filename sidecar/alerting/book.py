@@ -5,7 +5,8 @@ Sending follows Prometheus too: a firing alert is (re-)sent when it starts firin
 ``resend_delay_secs`` with ``endsAt = now + 4 x max(eval interval, resend delay)``, so Alertmanager resolves
 it by itself if the sidecar dies; a resolved alert is sent with ``endsAt`` = when it resolved (in the past)
 and re-sent on the same interval while it is kept (``resolved_retention_secs``). Notices go to the outbox of
-the Alertmanager exporter, which persists them.
+the Alertmanager exporter, which persists them. ``on_transition`` hears "fired", "resolved" and "resent" (a
+firing alert's notice queued again after one was already queued, a restored one included; once queued).
 
 A finding with ``insufficient_data`` never fires an alert; it counts as "condition not holding".
 """
