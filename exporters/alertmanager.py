@@ -227,14 +227,15 @@ class AlertmanagerExporter:
             # the same): each notice is sent alone, so only the invalid ones are dropped and recorded as failed.
             retry: list[OutboxRow] = []
             bad = 0
-            for r in rows:
+            for i, r in enumerate(rows):
                 try:
                     await post_once([r])
                 except _Refused as exc:
                     refused([r], exc.response)
                     bad += 1
                 except (httpx.HTTPError, DeliveryError):
-                    retry.append(r)
+                    retry.extend(rows[i:])  # down meanwhile: the rest waits for the next attempt, not a timeout each
+                    break
             if bad == len(rows):
                 raise RefusedError("http_4xx", f"Alertmanager {shown} refused each of {len(rows)} notices")
             return Partial(retry, bad)

@@ -133,3 +133,25 @@ async def test_one_bad_notice_in_a_batch_fails_alone(tmp_path: Path) -> None:
     assert svc.registry.get_sample_value("sidecar_alertmanager_notices_sent_total", {"alertmanager": AM}) == 1
     assert await _audit(svc, "alert_delivered_after_retry") == []  # a batch refused for another notice
     await svc.shutdown()
+
+
+async def test_alertmanager_down_while_a_refused_batch_is_split_keeps_the_rest_queued(tmp_path: Path) -> None:
+    answers = [400, 200, "down", 200]  # batch refused; first alone ok; then down; the rest later
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        a = answers.pop(0)
+        if a == "down":
+            raise httpx.ConnectError("refused")
+        return httpx.Response(int(a))
+
+    clock = FakeClock(T0)
+    svc = make_service(tmp_path, {"alerting": {"enabled": True, "alertmanager": {"urls": [AM]}}}, clock=clock,
+                       transport=httpx.MockTransport(handler))
+    am: Any = svc.component("alertmanager")
+    svc.component("alert_book").on_findings(  # type: ignore[attr-defined]
+        [_finding("a"), _finding("b"), _finding("c")], clock.now())
+    assert await am.flush_once(AM) == ("retry", None)
+    assert sorted(n["labels"]["model"] for n in am.pending(AM)) == ["b", "c"]  # one request for both, not two
+    assert await am.flush_all() == {AM: "empty"} and answers == []
+    assert await _audit(svc, "alert_delivery_failed") == []
+    await svc.shutdown()
