@@ -7,30 +7,68 @@ is lost: when it is back it gets every notice exactly as the book last held it.
 Answers: 2xx removes the delivered rows; 408, 429, 5xx and transport errors keep them and back off
 (honouring Retry-After); any other 4xx means Alertmanager will never take the batch as sent: the reason is
 logged, counted, and the rows are removed rather than retried forever.
+
+Outcomes worth an audit row go to ``on_outcome`` (wiring turns them into audit events): a notice refused for
+good, and a notice delivered only after failed attempts, each with the attempt count. The count is held in
+memory per alert (bounded by ``max_outbox``): after a restart the attempts of the process before are not in it.
+The outbox is durable and never given up on, so "gave up after retries" does not happen here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from exporters.config import AlertmanagerConfig
 from exporters.httpauth import client_for, request_auth
 from exporters.outbox import OutboxQueue, OutboxRow
-from exporters.sender import DeliveryError, Outcome, RefusedError, RetryPolicy, Sender, check_response
+from exporters.sender import (
+    DeliveryError,
+    Outcome,
+    Partial,
+    RefusedError,
+    RetryPolicy,
+    Sender,
+    check_response,
+    scrub,
+)
 from exporters.telemetry import ExportTelemetry
 from sidecar.clock import Clock
 from sidecar.component import Readiness
 from sidecar.redact import mask_url
 from sidecar.store import Store
 
-__all__ = ["AlertmanagerExporter"]
+__all__ = ["AlertmanagerExporter", "DeliveryOutcome"]
+
+
+@dataclass(frozen=True)
+class DeliveryOutcome:
+    what: str  # delivery_failed | delivered_after_retry
+    alertmanager: str  # masked URL
+    fingerprint: str
+    notice: Mapping[str, Any]
+    digest: str  # of the notice as sent, so two outcomes of different notices never share an id
+    attempts: int  # POSTs that carried this alert's notice since it was last delivered, this one included
+    reason: str  # Alertmanager's answer (refused), or the last failure before it went through
+    status: int | None
+    at: float
+
+
+class _Refused(RefusedError):
+    """A refusal with the answer it came in, for the log and the audit row."""
+
+    def __init__(self, reason: str, message: str, response: httpx.Response) -> None:
+        super().__init__(reason, message)
+        self.response = response
 
 
 class AlertmanagerExporter:
@@ -48,8 +86,10 @@ class AlertmanagerExporter:
         logger: logging.Logger | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
+        on_outcome: Callable[[Sequence[DeliveryOutcome]], None] | None = None,
     ) -> None:
         self.cfg = cfg
+        self.on_outcome = on_outcome
         self.clock = clock
         self.store = store
         self.http = client_for(cfg, http)
@@ -112,10 +152,35 @@ class AlertmanagerExporter:
                 idle_wake_secs=cfg.flush_interval_secs,
             )
 
-    def _poster(self, am: str) -> Callable[[list[OutboxRow]], Awaitable[list[OutboxRow]]]:
+    def _poster(
+        self, am: str
+    ) -> Callable[[list[OutboxRow]], Awaitable[Sequence[OutboxRow] | Partial[OutboxRow]]]:
         shown = mask_url(am)
+        failed: dict[str, tuple[int, str]] = {}  # fingerprint -> (failed POSTs since delivered, last reason)
 
-        async def post(rows: list[OutboxRow]) -> list[OutboxRow]:
+        def note(rows: list[OutboxRow], reason: str) -> None:
+            for r in rows:
+                failed[r.fp] = (failed.get(r.fp, (0, ""))[0] + 1, reason)
+            while len(failed) > self.cfg.max_outbox:  # an alert cleared from the outbox meanwhile
+                del failed[next(iter(failed))]
+
+        def report(what: str, rows: list[OutboxRow], reason: str | None, status: int | None) -> None:
+            now = self.clock.now()
+            out = []
+            for r in rows:
+                n, last = failed.pop(r.fp, (0, ""))
+                if what == "delivered_after_retry" and n == 0:
+                    continue
+                out.append(DeliveryOutcome(what, shown, r.fp, orjson.loads(r.payload),
+                                           hashlib.sha256(r.payload).hexdigest()[:16], n + 1,
+                                           last if reason is None else reason, status, now))
+            if out and self.on_outcome is not None:
+                try:
+                    self.on_outcome(out)
+                except Exception:  # the audit failing must not stop delivery (it counts its own errors)
+                    self.log.exception("could not report %d delivery outcomes", len(out))
+
+        async def post_once(rows: list[OutboxRow]) -> httpx.Response:
             body = b"[" + b",".join(r.payload for r in rows) + b"]"
             try:
                 resp = await self.http.post(
@@ -128,25 +193,52 @@ class AlertmanagerExporter:
                 check_response(resp, self.clock.now(), f"Alertmanager {shown}")
             except httpx.TimeoutException:
                 self._failures.labels(shown, "timeout").inc()
+                note(rows, "timeout")
                 raise
             except httpx.HTTPError:
                 self._failures.labels(shown, "connect").inc()
+                note(rows, "connect")
                 raise
             except DeliveryError as exc:
                 self._failures.labels(shown, exc.reason).inc()
+                note(rows, exc.reason)
                 raise
-            except RefusedError:
-                self._rejected.labels(shown).inc(len(rows))
-                self.log.error(
-                    "Alertmanager %s refused %d notices with %d: %s",
-                    shown,
-                    len(rows),
-                    resp.status_code,
-                    resp.text[:500],
-                )
-                raise
+            except RefusedError as exc:
+                raise _Refused(exc.reason, str(exc), resp) from None
             self._sent.labels(shown).inc(len(rows))
-            return []
+            report("delivered_after_retry", rows, None, resp.status_code)
+            return resp
+
+        def refused(rows: list[OutboxRow], resp: httpx.Response) -> None:
+            self._rejected.labels(shown).inc(len(rows))
+            report("delivery_failed", rows, f"HTTP {resp.status_code}: {scrub(resp.text[:500])}", resp.status_code)
+            self.log.error("Alertmanager %s refused %d notices with %d: %s", shown, len(rows), resp.status_code,
+                           scrub(resp.text[:500]))
+
+        async def post(rows: list[OutboxRow]) -> Sequence[OutboxRow] | Partial[OutboxRow]:
+            try:
+                await post_once(rows)
+                return []
+            except _Refused as exc:
+                if len(rows) == 1:
+                    refused(rows, exc.response)
+                    raise
+            # Alertmanager 0.25 answers 400 to a batch holding one invalid alert (it stores the valid ones all
+            # the same): each notice is sent alone, so only the invalid ones are dropped and recorded as failed.
+            retry: list[OutboxRow] = []
+            bad = 0
+            for i, r in enumerate(rows):
+                try:
+                    await post_once([r])
+                except _Refused as exc:
+                    refused([r], exc.response)
+                    bad += 1
+                except (httpx.HTTPError, DeliveryError):
+                    retry.extend(rows[i:])  # down meanwhile: the rest waits for the next attempt, not a timeout each
+                    break
+            if bad == len(rows):
+                raise RefusedError("http_4xx", f"Alertmanager {shown} refused each of {len(rows)} notices")
+            return Partial(retry, bad)
 
         return post
 

@@ -11,11 +11,20 @@ honoured). The client's own retries are off, so there is one retry loop, counted
 
 The index template (explicit mappings) and the ILM policy are installed before the first bulk of each run;
 while that fails the bulk is not sent, and the install is retried like a bulk.
+
+The client is injected (``ElasticsearchBulk(client=...)``; wiring passes a ``ClientFactory``, by default
+``client_from_config``), as every HTTP client of the sidecar is. What is injected is the official
+``AsyncElasticsearch``, not the sidecar's shared ``httpx.AsyncClient``: elastic_transport owns the connection
+pool of each node, the choice and failover among several nodes (a dead node is passed over, sniffing when
+enabled) and the per-node retries; handing it our httpx client would bypass all of that. It still speaks httpx:
+its node class is elastic_transport's ``HttpxAsyncHttpNode`` (one HTTP library in the process), each node with
+a client of its own built from this config (timeouts, TLS, auth).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -30,7 +39,9 @@ from exporters.es_template import lifecycle_policy, template_body
 from exporters.sender import DeliveryError, Partial, RefusedError, retry_after_secs
 from sidecar.clock import Clock
 
-__all__ = ["ElasticsearchBulk", "client_from_config"]
+__all__ = ["ClientFactory", "ElasticsearchBulk", "client_from_config"]
+
+ClientFactory = Callable[[ElasticsearchConfig], AsyncElasticsearch]
 
 
 def client_from_config(cfg: ElasticsearchConfig) -> AsyncElasticsearch:

@@ -5,7 +5,8 @@ Sending follows Prometheus too: a firing alert is (re-)sent when it starts firin
 ``resend_delay_secs`` with ``endsAt = now + 4 x max(eval interval, resend delay)``, so Alertmanager resolves
 it by itself if the sidecar dies; a resolved alert is sent with ``endsAt`` = when it resolved (in the past)
 and re-sent on the same interval while it is kept (``resolved_retention_secs``). Notices go to the outbox of
-the Alertmanager exporter, which persists them.
+the Alertmanager exporter, which persists them. ``on_transition`` hears "fired", "resolved" and "resent" (a
+firing alert's notice queued again after one was already queued, a restored one included; once queued).
 
 A finding with ``insufficient_data`` never fires an alert; it counts as "condition not holding".
 """
@@ -51,6 +52,9 @@ class Alert:
     # wall-clock step (NTP, a resumed VM) must neither cut a hold short nor stop resends for its size.
     mono_at: float | None = None
     sent_mono: float | None = None
+    # A firing notice of this alert was queued (this process, or the one before a restart): the next firing
+    # notice is a re-send, reported to ``on_transition`` as "resent".
+    fired_sent: bool = False
 
     def notice(self, generator_url: str) -> dict[str, Any]:
         """The Alertmanager v2 representation (a postableAlert)."""
@@ -152,6 +156,7 @@ class AlertBook(Passive):
             # Re-send on the first round: a notice the old process queued may not have left it (Alertmanager
             # de-duplicates a repeat, and the original activeAt keeps startsAt).
             a.last_sent_at = None
+            a.fired_sent = a.state == "firing"
 
     @staticmethod
     def _row(a: Alert) -> tuple[Any, ...]:
@@ -209,7 +214,7 @@ class AlertBook(Passive):
         return mono - a.mono_at
 
     def on_findings(self, findings: Sequence[Finding], now: float) -> None:
-        notices: list[tuple[str, dict[str, Any]]] = []
+        notices: list[tuple[str, dict[str, Any], bool]] = []
         # Without a monotonic clock (unit tests that drive the book with explicit times) durations use ``now``.
         mono = self._mono() if self._mono is not None else now
         with self._lock:
@@ -259,18 +264,28 @@ class AlertBook(Passive):
             self._persist()
         if notices and self.sink is not None:
             try:
-                self.sink.enqueue([n for _, n in notices])
+                self.sink.enqueue([n for _, n, _ in notices])
             except Exception:
                 # Not queued (the outbox's store failed): not sent either, so due again next round instead of
                 # one resend delay later; Alertmanager de-duplicates a notice that did get through.
                 self._unqueued.inc(len(notices))
                 self.log.exception("could not queue %d notices; retrying next round", len(notices))
                 with self._lock:
-                    for fp, _ in notices:
+                    for fp, _, resend in notices:
                         a = self.alerts.get(fp)
                         if a is not None:
                             a.last_sent_at = a.sent_mono = None
+                            a.fired_sent = resend  # a first send not queued is still a first send
                     self._persist()
+                return
+            self._report_resends(notices, now)
+
+    def _report_resends(self, notices: Sequence[tuple[str, dict[str, Any], bool]], now: float) -> None:
+        # Outside the lock, once queued: the audit writes to SQLite, and a re-send not queued did not happen.
+        for fp, _, resend in notices:
+            a = self.alerts.get(fp)
+            if resend and a is not None:
+                self._transition("resent", a, now)
 
     def _count_active(self) -> int:
         return sum(1 for a in self.alerts.values() if a.state != "inactive")
@@ -290,7 +305,8 @@ class AlertBook(Passive):
             except Exception:
                 self.log.exception("transition hook failed")
 
-    def _due(self, now: float, mono: float) -> list[tuple[str, dict[str, Any]]]:
+    def _due(self, now: float, mono: float) -> list[tuple[str, dict[str, Any], bool]]:
+        """The notices due now: (fingerprint, notice, whether it re-sends a firing alert already sent)."""
         out = []
         valid = now + 4 * max(self.eval_interval, self.cfg.resend_delay_secs)
         gen = self.sidecar_url + "/v1/alerts" if self.sidecar_url else ""
@@ -307,8 +323,10 @@ class AlertBook(Passive):
                 continue
             a.last_sent_at = now
             a.sent_mono = mono
+            resend = False
             if a.state == "firing":
                 a.valid_until = valid
-            out.append((fp, a.notice(gen)))
+                resend, a.fired_sent = a.fired_sent, True
+            out.append((fp, a.notice(gen), resend))
             self._notices.labels("firing" if a.state == "firing" else "resolved").inc()
         return out

@@ -74,7 +74,8 @@ class TemplatesConfig(StrictModel):
 
 class AuditConfig(StrictModel):
     enabled: bool = Field(
-        default=True, description="Record alerts fired/resolved and changes as audit events."
+        default=True,
+        description="Record alerts (fired, re-sent, resolved, delivery outcomes) and changes as audit events.",
     )
     max_rows: int = Field(
         default=100_000, gt=0, description="Audit events kept in SQLite; the oldest go first (counted)."
@@ -86,6 +87,12 @@ class AuditConfig(StrictModel):
         default=256 * 1024 * 1024,
         gt=0,
         description="Size cap of the audit events' bodies in SQLite; the oldest go first (counted).",
+    )
+    resent_every_secs: float = Field(
+        default=3600.0,
+        gt=0,
+        description="A firing alert re-sent to Alertmanager is recorded (alert_resent) once per window of this "
+        "length, counted from when it became active: the first re-send in each window (docs/audit.md).",
     )
     elasticsearch: ElasticsearchConfig | None = Field(
         default=None, description="Also ship audit events to Elasticsearch."

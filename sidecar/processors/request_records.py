@@ -7,7 +7,9 @@ code as the client saw it, the routing rule and canary bucket when it sends them
 (``/v1/events``) carrying the trace id or request id.
 
 A record is emitted once both sides have arrived, or when the join window has passed with only one (counted
-in ``sidecar_request_records_unjoined_total{side}``: the outcome then is Triton's or the caller's alone).
+in ``sidecar_request_records_unjoined_total{side}``: the outcome then is Triton's or the caller's alone). The
+window is checked when spans or events arrive and every ``sweep_interval_secs`` (``sidecar.periodic``, the
+injected clock's monotonic time), so in a quiet period a lone side still leaves within window + one tick.
 Pending joins are bounded (``max_pending``; the oldest is emitted early, counted as ``evicted``).
 
 Every emitted record counts in ``sidecar_requests_total{model,version,outcome}``, outcome as the client saw it
@@ -35,6 +37,7 @@ from prometheus_client import CollectorRegistry, Counter
 from sidecar.clock import Clock
 from sidecar.component import Readiness
 from sidecar.model import Batch, Event, Span
+from sidecar.periodic import Periodic
 from sidecar.processors.request_records_config import RequestRecordsConfig
 from sidecar.processors.stages import stage_durations
 from sidecar.records import MODEL, NAME, Record, to_span
@@ -129,6 +132,11 @@ class RequestRecords:
         self._evicted = Counter(
             "sidecar_request_records_evicted", "Pending joins emitted early to stay under max_pending.",
             registry=registry)
+        self._sweep_errors = Counter(
+            "sidecar_request_records_sweep_errors", "Periodic sweeps of the pending joins that failed (logged).",
+            registry=registry)
+        self._periodic = Periodic("request-records-sweep", self.sweep_once, cfg.sweep_interval_secs,
+                                  on_error=self._sweep_failed, delay_first=True)
         self._kept = Counter(
             "sidecar_request_records_kept", "Records handed to the audit log, by why (failed, slow, sampled).",
             ["why"], registry=registry)
@@ -215,6 +223,18 @@ class RequestRecords:
             if not (p.triton and p.client):
                 self._unjoined.labels("triton" if p.triton else "client").inc()
             out.append(self._record(key, p))
+
+    async def sweep_once(self) -> int:
+        """Emit the joins whose window has passed (the periodic tick); returns how many were emitted."""
+        out: list[tuple[str, str, float, dict[str, Any]]] = []
+        with self._lock:
+            self._sweep(out)
+        self._emit(out)
+        return len(out)
+
+    def _sweep_failed(self, exc: Exception) -> None:
+        self._sweep_errors.inc()
+        self.log.error("sweeping the pending request joins failed: %r", exc)
 
     def flush(self) -> None:
         """Emit every pending join now (shutdown, tests): later arrivals would not be joined anyway."""
@@ -305,9 +325,10 @@ class RequestRecords:
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        return None
+        self._periodic.start()
 
     async def shutdown(self) -> None:
+        await self._periodic.stop()
         self.flush()
 
     def readiness(self) -> Readiness | None:

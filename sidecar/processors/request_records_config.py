@@ -17,6 +17,11 @@ class RequestRecordsConfig(StrictModel):
     join_window_secs: float = Field(
         default=30.0, gt=0, description="How long one side waits for the other before the record is emitted alone."
     )
+    sweep_interval_secs: float = Field(
+        default=5.0, gt=0, le=3600,
+        description="How often waiting joins are checked when no spans or events arrive: a side left alone is "
+        "emitted within join_window_secs plus this.",
+    )
     max_pending: int = Field(default=50_000, gt=0, description="Requests waiting for their other side at once.")
     sample_rate: float = Field(
         default=0.01, ge=0, le=1, description="Share of ok, fast requests kept in the audit log (by trace id)."

@@ -7,11 +7,11 @@ from typing import Any
 
 from exporters.alertmanager import AlertmanagerExporter
 from exporters.audit_findings import FindingAudit
-from sidecar.alerting.book import Alert, AlertBook
+from exporters.elasticsearch import ClientFactory, client_from_config
+from sidecar.alerting.book import AlertBook
 from sidecar.alerting.runbook_pages import RunbookPages
 from sidecar.component import Context
-from sidecar.naming import fingerprint
-from sidecar.state.changes import iso
+from sidecar.wiring.alert_audit import delivery_recorder, transition_recorder
 from sidecar.wiring.audit import build as build_audit
 from sidecar.wiring.audit import build_requests
 from sidecar.wiring.changes import build as build_changes
@@ -19,13 +19,13 @@ from sidecar.wiring.changes import build as build_changes
 __all__ = ["build"]
 
 
-def build(ctx: Context) -> list[Any]:
+def build(ctx: Context, *, es_client: ClientFactory = client_from_config) -> list[Any]:
     cfg = ctx.config.alerting
     if not cfg.enabled:
         return []
     log = ctx.logger.getChild("alerting")
     out: list[Any] = []
-    audit = build_audit(ctx)
+    audit = build_audit(ctx, es_client=es_client)
     if audit is not None:
         out.append(audit)
     out.extend(build_requests(ctx, audit))
@@ -38,21 +38,14 @@ def build(ctx: Context) -> list[Any]:
         store=ctx.store,
         http=ctx.http,
         logger=log.getChild("alertmanager"),
+        on_outcome=delivery_recorder(audit) if audit is not None else None,
     )
     out.append(am)
     changes, components = build_changes(ctx, audit)
     out.extend(components)
 
-    def on_transition(what: str, alert: Alert, now: float) -> None:
-        if audit is not None:
-            # Deterministic id (labels + when it became active), so a replay never duplicates in Elasticsearch.
-            audit.record(
-                f"alert_{what}",
-                f"{what}-{fingerprint(alert.labels)}-{int(alert.active_at * 1000)}",
-                now,
-                {"labels": alert.labels, "annotations": alert.annotations, "at_iso": iso(now)},
-            )
-
+    on_transition = (transition_recorder(audit, cfg.audit.resent_every_secs, cfg.max_active_alerts)
+                     if audit is not None else None)
     srv = ctx.config.server
     sidecar_url = (srv.public_url or f"http://{srv.host}:{srv.port}").rstrip("/")
     out.append(RunbookPages(registry=ctx.registry))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from exporters.audit import AuditLog
 from exporters.audit_outbox import AuditOutbox, DeadLetters, EsDoc
-from exporters.elasticsearch import ElasticsearchBulk, client_from_config
+from exporters.elasticsearch import ClientFactory, ElasticsearchBulk, client_from_config
 from exporters.sender import RetryPolicy, Sender
 from exporters.telemetry import ExportTelemetry
 from sidecar.component import Context
@@ -18,7 +18,9 @@ __all__ = ["build", "build_requests"]
 _IDLE_WAKE_SECS = 5.0
 
 
-def build(ctx: Context) -> AuditLog | None:
+def build(ctx: Context, *, es_client: ClientFactory = client_from_config) -> AuditLog | None:
+    """``es_client`` makes the Elasticsearch client (the official one: exporters/elasticsearch.py says why it
+    is not the shared httpx client)."""
     cfg = ctx.config.alerting.audit
     if not cfg.enabled:
         return None
@@ -31,7 +33,7 @@ def build(ctx: Context) -> AuditLog | None:
         index = ec.index
         outbox = AuditOutbox(ctx.store, max_rows=ec.max_queue, overflow=ec.overflow)
         dead = DeadLetters(ctx.store, max_rows=ec.max_dead_letters, registry=ctx.registry)
-        bulk = ElasticsearchBulk(ec, client=client_from_config(ec), dead_letters=dead, registry=ctx.registry,
+        bulk = ElasticsearchBulk(ec, client=es_client(ec), dead_letters=dead, registry=ctx.registry,
                                  clock=ctx.clock, logger=log.getChild("elasticsearch"))
         es = Sender(
             f"Elasticsearch {mask_url(ec.url)}",

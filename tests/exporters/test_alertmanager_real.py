@@ -308,3 +308,57 @@ async def test_alertmanager_down_then_restarted_gets_every_pending_notice(
     _same_as_book(note, held["asr-a"])
     assert fingerprint(b["labels"]) != fingerprint(note["labels"])
     await svc.shutdown()
+
+
+def _rows(svc: Any, kind: str, model: str) -> list[dict[str, Any]]:
+    got = svc.component("audit").page({"kind": kind, "limit": "1000"}, ["kind", "limit"])["events"]
+    return [e for e in got if e["labels"].get("model") == model]
+
+
+async def test_audit_rows_of_a_real_alertmanager_refusing_down_and_back(
+    tmp_path: Path, am: Alertmanager, hook: Hook
+) -> None:
+    from sidecar.model import Finding
+
+    clock = FakeClock(time.time() - 3600)
+    svc = make_service(tmp_path, _cfg(am.url), clock=clock, transport=httpx.AsyncHTTPTransport())
+    exporter: Any = svc.component("alertmanager")
+    book: Any = svc.component("alert_book")
+    # Alertmanager 0.25 answers 400 to a label name outside [a-zA-Z_][a-zA-Z0-9_]*.
+    bad = Finding(check="odd", kind="business", active=True, value=1.0, severity="low",
+                  labels={"model": "asr-bad", "bad-label": "x"})
+    book.on_findings([bad], clock.now())
+    assert await exporter.flush_all() == {am.url: "empty"}
+    (failed,) = _rows(svc, "alert_delivery_failed", "asr-bad")
+    assert failed["status"] == 400 and "bad-label" in failed["reason"] and failed["attempts"] == 1
+    assert failed["alertmanager"] == am.url and failed["state"] == "firing"
+
+    for _ in range(2):  # fires and is delivered at the first try: no delivery row
+        _feed(svc, clock, "asr-audit", 0.2)
+        svc.evaluate_once(clock.now())
+        clock.advance(60)
+    assert await exporter.flush_all() == {am.url: "empty"}
+    wait_for(lambda: am.alerts(model="asr-audit"), 10, "asr-audit never showed up")
+    assert _rows(svc, "alert_delivered_after_retry", "asr-audit") == []
+
+    am.stop()
+    try:
+        clock.advance(1800)  # the resend delay: re-sent into an Alertmanager that is down
+        _feed(svc, clock, "asr-audit", 0.2)
+        svc.evaluate_once(clock.now())
+        assert await exporter.flush_all() == {am.url: "retry"}
+        assert await exporter.flush_all() == {am.url: "retry"}
+    finally:
+        am.start()
+    assert await exporter.flush_all() == {am.url: "empty"}
+    (after,) = _rows(svc, "alert_delivered_after_retry", "asr-audit")
+    assert after["attempts"] == 3 and after["reason"] == "connect" and after["state"] == "firing"
+    (resent,) = _rows(svc, "alert_resent", "asr-audit")
+    assert resent["window"] == 0
+    assert [e["kind"] for e in _rows(svc, "alert_fired", "asr-audit")] == ["alert_fired"]
+    assert _rows(svc, "alert_delivery_failed", "asr-audit") == []
+    # The invalid alert was re-sent too (a new notice, refused again after the two connect failures): one row
+    # per refused notice, none repeated by the flushes in between.
+    twice = _rows(svc, "alert_delivery_failed", "asr-bad")
+    assert sorted(r["attempts"] for r in twice) == [1, 3] and len({r["id"] for r in twice}) == 2
+    await svc.shutdown()

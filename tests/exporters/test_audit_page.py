@@ -79,3 +79,14 @@ def test_the_trace_waterfall_links_to_its_audit_records() -> None:
     svc.component("traces").ingest(spans, "test")
     html = TestClient(create_app(svc)).get(f"/traces/{spans[0].trace_id}").text
     assert f'id="audit-link" href="/audit?trace_id={spans[0].trace_id}"' in html
+
+
+def test_a_delivery_failure_row_shows_its_attempts_alertmanager_and_reason() -> None:
+    svc = _svc()
+    svc.component("audit").record("alert_delivery_failed", "df-1", NOW - 10, {
+        "labels": {"alertname": "WerHigh", "model": "asr"}, "annotations": {"summary": "WER high"},
+        "alertmanager": "http://am-0:9093", "attempts": 3, "status": 400,
+        "reason": 'HTTP 400: "invalid label set"', "state": "firing"})
+    html = TestClient(create_app(svc)).get("/audit", params={"kind": "alert_delivery_failed"}).text
+    assert 'data-id="df-1"' in html and "WerHigh" in html
+    assert "3 attempts to http://am-0:9093" in html and "invalid label set" in html

@@ -222,3 +222,35 @@ async def test_several_nodes_a_dead_node_is_passed_over(tmp_path: Path) -> None:
     assert a.creates == [] and a.requests >= 1  # it was tried, and failed
     assert b.creates == [f"c-{i:03d}" for i in range(120)]
     assert s.value("sidecar_export_failed_total", {**ES, "reason": "connect"}) >= 1
+
+
+async def test_wiring_takes_an_injected_client_factory_and_the_client_speaks_httpx(tmp_path: Path) -> None:
+    """The ES client is injected by wiring (a factory of the official client), not built inside the exporter;
+    the default factory's nodes are elastic_transport's httpx node, the one HTTP library of the sidecar."""
+    from functools import partial
+
+    import httpx
+    from elastic_transport import HttpxAsyncHttpNode
+
+    from sidecar.config import parse_config
+    from sidecar.service import Service
+    from sidecar.wiring.alerting import build as alerting_build
+
+    made: list[Any] = []
+
+    def factory(cfg: ElasticsearchConfig) -> Any:
+        made.append(client_from_config(cfg))
+        return made[-1]
+
+    with EsStandIn() as es:
+        config = parse_config({"alerting": {"enabled": True, "audit": {"elasticsearch": {"url": es.url}}}})
+        svc = Service(config, clock=FakeClock(T0), http=httpx.AsyncClient(), registry=CollectorRegistry(),
+                      store=Store(tmp_path / "s.sqlite"), factories=[partial(alerting_build, es_client=factory)])
+        audit: Any = svc.component("audit")
+        assert len(made) == 1
+        nodes = made[0].transport.node_pool.all()
+        assert nodes and all(isinstance(n, HttpxAsyncHttpNode) for n in nodes)
+        assert audit.record("change", "c-inj", T0, {"what": "deploy"})
+        await audit.es.flush()
+        await svc.shutdown()
+    assert es.creates == ["c-inj"]

@@ -44,8 +44,9 @@ async def test_password_in_the_alertmanager_url_goes_as_basic_auth_and_never_sho
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     seen: list[httpx.Request] = []
+    # The refused batch of three is sent again notice by notice (each refused too) before it is dropped.
     answers: list[Any] = [httpx.ConnectError(f"refused http://bob:{SECRET}@am:9093"), httpx.Response(503),
-                          httpx.Response(400, text="bad alert"), httpx.Response(200)]
+                          *[httpx.Response(400, text="bad alert")] * 4, httpx.Response(200)]
 
     def handler(req: httpx.Request) -> httpx.Response:
         seen.append(req)
@@ -64,7 +65,7 @@ async def test_password_in_the_alertmanager_url_goes_as_basic_auth_and_never_sho
         await am.flush_all()
     am.enqueue([_notice("D")])
     assert await am.flush_all() == {"http://am:9093": "empty"}
-    assert len(seen) == 4
+    assert len(seen) == 7
     assert all(str(r.url) == "http://am:9093/api/v2/alerts" for r in seen)
     assert all(r.headers["authorization"] == _basic("bob", SECRET) for r in seen)
     metrics = generate_latest(svc.registry).decode()
@@ -72,7 +73,9 @@ async def test_password_in_the_alertmanager_url_goes_as_basic_auth_and_never_sho
     ok, details = svc.readiness()
     assert ok and "http://am:9093" in details["alertmanager"]
     assert "Alertmanager http://am:9093 refused" in caplog.text  # the logs do name the Alertmanager...
-    for text in (caplog.text, metrics, str(details), repr(svc.config.alerting.alertmanager)):
+    rows = svc.component("audit").events(kind="alert_delivery_failed")
+    assert sorted(r["labels"]["alertname"] for r in rows) == ["A", "B", "C"]
+    for text in (caplog.text, metrics, str(details), repr(svc.config.alerting.alertmanager), str(rows)):
         assert SECRET not in text  # ...but never its password
 
 

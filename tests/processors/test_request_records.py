@@ -153,3 +153,45 @@ async def test_wired_records_reach_the_audit_log_and_get_v1_audit(tmp_path: Path
     [doc] = r.json()["events"]
     assert doc["outcome"] == "error" and doc["code"] == "http_500" and doc["triton_outcome"] == "ok"
     assert svc.registry.get_sample_value("sidecar_audit_events_total", {"kind": "request"}) == 1
+
+
+async def test_a_lone_side_is_emitted_by_the_sweep_with_no_further_traffic_exactly_once() -> None:
+    reg, clock, got = CollectorRegistry(), FakeClock(), []
+    rr = _rr(reg, clock, got, sample_rate=1.0, join_window_secs=30, sweep_interval_secs=5)
+    rr.on_spans(_spans(_triton()[:3]))  # one request, Triton's side only; then nothing arrives
+    clock.advance(29)
+    assert await rr.sweep_once() == 0 and got == []
+    clock.advance(5)  # the next tick after the window: join_window + one tick at most
+    assert await rr.sweep_once() == 1
+    assert len(got) == 1 and not got[0][3]["joined"]
+    clock.advance(60)
+    assert await rr.sweep_once() == 0
+    rr.on_spans(_spans([]))
+    await rr.shutdown()
+    assert len(got) == 1
+    assert reg.get_sample_value("sidecar_request_records_unjoined_total", {"side": "triton"}) == 1
+
+
+async def test_the_started_component_sweeps_on_its_own() -> None:
+    import asyncio
+
+    reg, clock = CollectorRegistry(), FakeClock()
+    done = asyncio.Event()
+    got: list[Rec] = []
+
+    def sink(recs: list[Rec]) -> None:
+        got.extend(recs)
+        done.set()
+
+    rr = RequestRecords(RequestRecordsConfig(enabled=True, sample_rate=1.0, join_window_secs=30,
+                                             sweep_interval_secs=0.01), sink=sink, registry=reg, clock=clock)
+    rr.on_events(Batch(kind="events", source="t", items=(
+        Event(model="ctr", version="1", timestamp=clock.now(), request_id="q-1"),)))
+    clock.advance(31)  # past the window; no span, no event, no flush follows
+    await rr.start()
+    try:
+        await asyncio.wait_for(done.wait(), 10)  # waits for the loop's first sweeps, bounded
+    finally:
+        await rr.shutdown()
+    assert [r[3]["request_id"] for r in got] == ["q-1"]
+    assert reg.get_sample_value("sidecar_request_records_unjoined_total", {"side": "client"}) == 1
