@@ -18,7 +18,8 @@ from typing import Any
 __all__ = ["MAPPINGS", "index_for", "lifecycle_policy", "template_body"]
 
 _KEYWORDS = ("id", "kind", "model", "version", "trace_id", "request_id", "outcome", "code", "rule",
-             "bucket", "user", "who", "source", "alertname", "severity", "status", "fingerprint")
+             "bucket", "user", "who", "source", "alertname", "severity", "status", "fingerprint", "state",
+             "alertmanager")
 _TEXTS = ("what", "summary", "description", "reason", "link")
 
 MAPPINGS: dict[str, Any] = {
@@ -28,6 +29,13 @@ MAPPINGS: dict[str, Any] = {
         **{k: {"type": "keyword", "ignore_above": 256} for k in _KEYWORDS},
         **{k: {"type": "text"} for k in _TEXTS},
         "latency_ms": {"type": "double"},
+        # Alert delivery and re-send rows: how many tries, which re-send window, when the alert became active.
+        "attempts": {"type": "integer"},
+        "window": {"type": "long"},
+        "window_secs": {"type": "double"},
+        "active_at": {"type": "date", "format": "epoch_second"},
+        "starts_at": {"type": "date"},
+        "ends_at": {"type": "date"},
         "stages_ms": {"type": "object", "dynamic": True},
         "labels": {"type": "flattened"},
         "annotations": {"type": "flattened"},
