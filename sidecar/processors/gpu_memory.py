@@ -1,12 +1,14 @@
 """GPU memory per model version, from three independent methods, each exported under its own ``method``:
 
-- ``process``: NVML's per-process memory for Python-backend stubs. Each model instance of the Python
+- ``process``: NVML's per-process memory (rows joined to ``/proc/<pid>/cmdline`` by the NVML source, which
+  therefore needs Triton's PID namespace) for Python-backend stubs. Each model instance of the Python
   backend is a separate ``triton_python_backend_stub`` process whose command line names the model file
   (``.../<model>/<version>/model.py``) and the instance (``<model>_<group>_<n>``), so its memory is the
   model's alone. Memory of the ``tritonserver`` process itself (every in-process backend) cannot be split
   this way.
 - ``load_delta``: GPU memory used just after a version appeared in Triton's repository index minus just
-  before (``changes`` batches from the repository index), for in-process backends (TensorRT, ONNX, PyTorch).
+  before (``changes`` batches from the repository index; readings from the NVML source's ``samples`` batches
+  and from the diagnose probe's ``nv_gpu_memory_used_bytes``), for in-process backends (TensorRT, ONNX, PyTorch).
   A delta is only taken when exactly one load happened between the two readings; otherwise it is ambiguous
   and counted, not guessed. An unload removes the figure.
 - ``triton_stats``: the ``memory_usage`` Triton reports in ``/v2/models/{m}/versions/{v}/stats`` (GPU
@@ -26,7 +28,8 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from sidecar.model import Batch, Change
+from sidecar.model import Batch, Change, GpuMemoryReading
+from sidecar.model import GpuProcess as ProcessRow
 
 __all__ = ["GpuMemoryByModel", "ProcessRow", "StubIdentity", "parse_stub", "stats_gpu_bytes"]
 
@@ -40,16 +43,6 @@ class StubIdentity:
     model: str
     version: str
     instance: str
-
-
-@dataclass(frozen=True)
-class ProcessRow:
-    """One NVML compute-process row joined to its command line (``cmdline`` empty when unreadable)."""
-
-    gpu_uuid: str
-    pid: int
-    used_bytes: float
-    cmdline: Sequence[str] = ()
 
 
 def parse_stub(cmdline: Sequence[str]) -> StubIdentity | None:
@@ -95,7 +88,8 @@ class _Collect(Collector):
 
 
 class GpuMemoryByModel:
-    """The attribution state; fed by whoever reads NVML and Triton (see docs/gpu.md for what is wired)."""
+    """The attribution state; fed over the bus (NVML readings, repository changes) and by the diagnose probe
+    (Triton's statistics and memory used); see docs/gpu.md."""
 
     def __init__(self, registry: CollectorRegistry, *, max_models: int = 500) -> None:
         self.max_models = max_models
@@ -133,6 +127,16 @@ class GpuMemoryByModel:
         with self._lock:
             self._set("process", per)
 
+    def on_samples(self, batch: Batch) -> None:
+        """The bus subscriber: the ``GpuMemoryReading`` an NVML sample carries beside its snapshot."""
+        for item in batch.items:
+            if not isinstance(item, GpuMemoryReading):
+                continue  # GPU snapshots, Triton scrapes and model statistics share the kind
+            if item.processes_complete:
+                self.observe_processes(item.processes)
+            if item.used:
+                self.observe_memory(item.used)
+
     def observe_memory(self, used_by_gpu: Mapping[str, float]) -> None:
         """One reading of memory used per GPU; settles the loads that happened since the previous one."""
         with self._lock:
@@ -142,7 +146,9 @@ class GpuMemoryByModel:
         if self._pending:
             if len(self._pending) == 1:
                 key, before = self._pending[0]
-                delta = sum(used_by_gpu.get(g, 0.0) - b for g, b in before.items())
+                # Only GPUs in both readings: the two may come from different readers (NVML sees every GPU,
+                # Triton only those it was given), and a GPU missing from one is not a GPU that emptied.
+                delta = sum(used_by_gpu[g] - b for g, b in before.items() if g in used_by_gpu)
                 figures = dict(self._figures["load_delta"])
                 figures[key] = max(0.0, delta)
                 self._set("load_delta", figures)
