@@ -125,3 +125,35 @@ def test_without_nvml_there_is_no_process_or_load_delta_figure_and_readiness_say
     assert _scrape(svc) == {}
     body = TestClient(create_app(svc, manage_lifecycle=False)).get("/readyz").json()
     assert "NVML unavailable" in json.dumps(body["components"])
+
+
+def _sample_every_10s(svc: Service, clock: FakeClock, gpu: FakeGpu, used_mib: list[int]) -> None:
+    for used in used_mib:
+        gpu.memory = (used * MIB, (80000 - used) * MIB, 80000 * MIB)
+        svc.component("gpu_nvml").sample_once()
+        clock.advance(10)
+
+
+def test_the_reading_before_a_load_is_from_before_the_poll_that_missed_it(tmp_path: Path) -> None:
+    # NVML samples every 10 s, the repository poll every 30 s (the default): the load began at ~5 s, so the
+    # samples at 10 and 20 s already hold it; the poll at 30 s is the first to see the version READY.
+    gpu = FakeGpu(UUID)
+    svc, _, clock = _service(tmp_path, FakeNvml([gpu]), FakeProc(CMDLINES))
+    _sample_every_10s(svc, clock, gpu, [2000, 2700, 2700])
+    _load(svc, clock, "rank", "3")
+    _sample_every_10s(svc, clock, gpu, [2700])
+    assert _scrape(svc)[("rank", "3", "load_delta")] == 700 * MIB
+
+
+def test_another_load_inside_the_window_makes_the_delta_ambiguous(tmp_path: Path) -> None:
+    gpu = FakeGpu(UUID)
+    svc, registry, clock = _service(tmp_path, FakeNvml([gpu]), FakeProc(CMDLINES))
+    _sample_every_10s(svc, clock, gpu, [2000, 2700, 2700])
+    _load(svc, clock, "rank", "3")
+    _sample_every_10s(svc, clock, gpu, [2700, 2700])
+    _load(svc, clock, "ctr", "3")  # its window reaches back over the rank load
+    _sample_every_10s(svc, clock, gpu, [3000])
+    figures = _scrape(svc)
+    assert figures[("rank", "3", "load_delta")] == 700 * MIB
+    assert ("ctr", "3", "load_delta") not in figures
+    assert registry.get_sample_value("sidecar_model_gpu_memory_refused_total", {"reason": "ambiguous_delta"}) == 1
