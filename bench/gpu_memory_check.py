@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -138,8 +139,9 @@ def main() -> int:
         print(f"== Triton {triton.http_url}, sidecar {check.base}, each stub holds {args.hold_mib} MiB; in {work}")
         check.wait_for(f"process figure of gpu_hold v1 >= {args.hold_mib} MiB",
                        lambda f: f.get(("gpu_hold", "1", "process"), 0) >= hold)
-        subprocess.run(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv"],
-                       check=False)
+        if shutil.which("nvidia-smi"):
+            subprocess.run(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv"],
+                           check=False)
         time.sleep(5)  # more than one repository poll and several NVML samples: a clean reading before the load
         httpx.post(f"{triton.http_url}/v2/repository/models/gpu_late/load", timeout=120).raise_for_status()
         check.wait_for(f"load_delta figure of gpu_late v1 >= {args.hold_mib} MiB",
@@ -162,8 +164,9 @@ def main() -> int:
             sidecar.wait(30)
         triton.stop()
     if check.failures:
-        tail = (work / "sidecar.log").read_text(errors="replace").splitlines()[-30:]
-        print("== sidecar log tail:\n" + "\n".join(tail))
+        if sidecar is not None:
+            tail = (work / "sidecar.log").read_text(errors="replace").splitlines()[-30:]
+            print("== sidecar log tail:\n" + "\n".join(tail))
         print(f"== per-model GPU memory: {len(check.failures)} check(s) failed")
         return 5
     print("== per-model GPU memory: every check passed")
