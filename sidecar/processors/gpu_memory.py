@@ -108,7 +108,6 @@ class GpuMemoryByModel:
         # the exposition thread.
         self._lock = threading.Lock()
         self._figures: dict[str, dict[Key, float]] = {m: {} for m in METHODS}
-        self._used: dict[str, float] = {}  # gpu uuid -> memory used at the last reading
         # loads waiting for the reading after them: (version, when the reading before was taken, that reading)
         self._pending: list[tuple[Key, float, dict[str, float]]] = []
         self._refused = Counter("sidecar_model_gpu_memory_refused",
@@ -174,8 +173,7 @@ class GpuMemoryByModel:
             else:
                 self._refused.labels("ambiguous_delta").inc(len(self._pending))
             self._pending = []
-        self._used = dict(used_by_gpu)
-        self._history.append((at, self._used))
+        self._history.append((at, dict(used_by_gpu)))
 
     def on_changes(self, batch: Batch) -> None:
         """The bus subscriber: versions appearing or disappearing in Triton's repository index."""
