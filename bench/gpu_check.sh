@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Runs the sidecar's NVML source against the real GPUs of this machine and prints what it saw, next to
 # nvidia-smi's view of the same GPUs for a cross-check. Run from the repo root: bash bench/gpu_check.sh
-# Exit status: 0 when at least one GPU was sampled, 3 when NVML sees no GPU (the no-GPU path, printed too).
+# Then, unless GPU_CHECK_TRITON=0, GPU memory per model with a real Triton and `sidecar run`
+# (bench/gpu_memory_check.py: process and load_delta figures of two Python-backend models whose stubs hold
+# GPU_CHECK_HOLD_MIB of GPU memory each).
+# Exit status: 0 when at least one GPU was sampled and the Triton part passed (or was skipped: no
+# nvidia-pytriton wheel), 3 when NVML sees no GPU (the no-GPU path, printed too), 5 when a per-model GPU memory
+# check failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -x .venv/bin/python ]]; then PY=.venv/bin/python; else PY=python3; fi
@@ -17,6 +22,7 @@ else
   echo "== nvidia-smi: not installed"
 fi
 
+set +e
 PYTHONPATH=. SAMPLES="$SAMPLES" GAP="$GAP" "$PY" - <<'PYEOF'
 import logging, os, sys, time
 
@@ -55,3 +61,14 @@ import asyncio
 asyncio.run(src.shutdown())
 sys.exit(0 if hub.visible("nvml") else 3)
 PYEOF
+status=$?
+set -e
+if [[ $status -ne 0 || "${GPU_CHECK_TRITON:-1}" == "0" ]]; then exit "$status"; fi
+
+echo "== GPU memory per model: a real Triton and sidecar run"
+set +e
+"$PY" bench/gpu_memory_check.py --hold-mib "${GPU_CHECK_HOLD_MIB:-256}"
+status=$?
+set -e
+if [[ $status -eq 4 ]]; then exit 0; fi  # no Triton here: skipped (printed)
+exit "$status"

@@ -9,7 +9,7 @@ import it, and it stays the one vocabulary they share.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -21,6 +21,8 @@ __all__ = [
     "Event",
     "Finding",
     "GpuIdentity",
+    "GpuMemoryReading",
+    "GpuProcess",
     "GpuSnapshot",
     "Sample",
     "SeriesSnapshot",
@@ -137,6 +139,30 @@ class GpuSnapshot:
     visible: int
     detail: str = ""
     sampled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """One NVML compute-process row joined to its command line (``cmdline`` empty when unreadable)."""
+
+    gpu_uuid: str
+    pid: int
+    used_bytes: float
+    cmdline: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemoryReading:
+    """The memory view of one NVML sample, published in the same ``samples`` batch as its ``GpuSnapshot``.
+
+    ``used`` is the memory used per GPU (uuid -> bytes); ``processes`` the compute processes of every GPU read.
+    ``processes_complete`` is False when the process table of some GPU could not be read (or reading it is
+    off): the rows are then partial and must not replace figures derived from a whole table.
+    """
+
+    used: Mapping[str, float]
+    processes: tuple[GpuProcess, ...] = ()
+    processes_complete: bool = False
 
 
 @dataclass(frozen=True, slots=True)

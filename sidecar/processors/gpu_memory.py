@@ -1,14 +1,19 @@
 """GPU memory per model version, from three independent methods, each exported under its own ``method``:
 
-- ``process``: NVML's per-process memory for Python-backend stubs. Each model instance of the Python
+- ``process``: NVML's per-process memory (rows joined to ``/proc/<pid>/cmdline`` by the NVML source, which
+  therefore needs Triton's PID namespace) for Python-backend stubs. Each model instance of the Python
   backend is a separate ``triton_python_backend_stub`` process whose command line names the model file
   (``.../<model>/<version>/model.py``) and the instance (``<model>_<group>_<n>``), so its memory is the
   model's alone. Memory of the ``tritonserver`` process itself (every in-process backend) cannot be split
   this way.
 - ``load_delta``: GPU memory used just after a version appeared in Triton's repository index minus just
-  before (``changes`` batches from the repository index), for in-process backends (TensorRT, ONNX, PyTorch).
-  A delta is only taken when exactly one load happened between the two readings; otherwise it is ambiguous
-  and counted, not guessed. An unload removes the figure.
+  before (``changes`` batches from the repository index; readings from the NVML source's ``samples`` batches
+  and from the diagnose probe's ``nv_gpu_memory_used_bytes``), for in-process backends (TensorRT, ONNX, PyTorch).
+  The poller sees a version only once it is READY, up to one poll interval after its load began, and
+  readings come more often than polls: the reading "before" is therefore the last one taken at least
+  ``lookback_secs`` (the poll interval) before the change was seen, not merely the last one, which may
+  already hold the new model. A delta is only taken when exactly one load or unload happened between the
+  two readings; otherwise it is ambiguous and counted, not guessed. An unload removes the figure.
 - ``triton_stats``: the ``memory_usage`` Triton reports in ``/v2/models/{m}/versions/{v}/stats`` (GPU
   entries), where the backend fills it in.
 
@@ -18,6 +23,7 @@ Everything is bounded by ``max_models`` model/version pairs per method (more ref
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -26,7 +32,9 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from sidecar.model import Batch, Change
+from sidecar.clock import Clock
+from sidecar.model import Batch, Change, GpuMemoryReading
+from sidecar.model import GpuProcess as ProcessRow
 
 __all__ = ["GpuMemoryByModel", "ProcessRow", "StubIdentity", "parse_stub", "stats_gpu_bytes"]
 
@@ -40,16 +48,6 @@ class StubIdentity:
     model: str
     version: str
     instance: str
-
-
-@dataclass(frozen=True)
-class ProcessRow:
-    """One NVML compute-process row joined to its command line (``cmdline`` empty when unreadable)."""
-
-    gpu_uuid: str
-    pid: int
-    used_bytes: float
-    cmdline: Sequence[str] = ()
 
 
 def parse_stub(cmdline: Sequence[str]) -> StubIdentity | None:
@@ -95,16 +93,23 @@ class _Collect(Collector):
 
 
 class GpuMemoryByModel:
-    """The attribution state; fed by whoever reads NVML and Triton (see docs/gpu.md for what is wired)."""
+    """The attribution state; fed over the bus (NVML readings, repository changes) and by the diagnose probe
+    (Triton's statistics and memory used); see docs/gpu.md."""
 
-    def __init__(self, registry: CollectorRegistry, *, max_models: int = 500) -> None:
+    def __init__(self, registry: CollectorRegistry, *, max_models: int = 500, clock: Clock | None = None,
+                 lookback_secs: float = 0.0, max_readings: int = 256) -> None:
         self.max_models = max_models
+        self._clock = clock
+        self._lookback = lookback_secs
+        # (taken at, memory used per GPU), oldest first: where the reading before a load is looked up.
+        self._history: deque[tuple[float, dict[str, float]]] = deque(maxlen=max_readings)
+        self._recent: deque[float] = deque(maxlen=max_readings)  # when repository changes were seen
         # Changes arrive from whichever thread publishes them, readings from the event loop, scrapes from
         # the exposition thread.
         self._lock = threading.Lock()
         self._figures: dict[str, dict[Key, float]] = {m: {} for m in METHODS}
-        self._used: dict[str, float] = {}  # gpu uuid -> memory used at the last reading
-        self._pending: list[tuple[Key, dict[str, float]]] = []  # loads waiting for the reading after them
+        # loads waiting for the reading after them: (version, when the reading before was taken, that reading)
+        self._pending: list[tuple[Key, float, dict[str, float]]] = []
         self._refused = Counter("sidecar_model_gpu_memory_refused",
                                 "Figures not kept: model/version pairs over the bound, or a load delta that was "
                                 "ambiguous (several loads between two readings).", ["reason"], registry=registry)
@@ -133,23 +138,42 @@ class GpuMemoryByModel:
         with self._lock:
             self._set("process", per)
 
-    def observe_memory(self, used_by_gpu: Mapping[str, float]) -> None:
-        """One reading of memory used per GPU; settles the loads that happened since the previous one."""
-        with self._lock:
-            self._settle(used_by_gpu)
+    def on_samples(self, batch: Batch) -> None:
+        """The bus subscriber: the ``GpuMemoryReading`` an NVML sample carries beside its snapshot."""
+        for item in batch.items:
+            if not isinstance(item, GpuMemoryReading):
+                continue  # GPU snapshots, Triton scrapes and model statistics share the kind
+            if item.processes_complete:
+                self.observe_processes(item.processes)
+            if item.used:
+                self.observe_memory(item.used, at=batch.received_at)
 
-    def _settle(self, used_by_gpu: Mapping[str, float]) -> None:
+    def _now(self) -> float:
+        return self._clock.now() if self._clock is not None else 0.0
+
+    def observe_memory(self, used_by_gpu: Mapping[str, float], *, at: float | None = None) -> None:
+        """One reading of memory used per GPU (taken ``at``, wall seconds; now when not given); settles the
+        loads seen since the previous one."""
+        with self._lock:
+            self._settle(used_by_gpu, self._now() if at is None else at)
+
+    def _settle(self, used_by_gpu: Mapping[str, float], at: float) -> None:
         if self._pending:
-            if len(self._pending) == 1:
-                key, before = self._pending[0]
-                delta = sum(used_by_gpu.get(g, 0.0) - b for g, b in before.items())
+            # Another load or unload seen inside this load's window would be in the delta too.
+            crowded = len(self._pending) > 1 or any(
+                sum(1 for t in self._recent if since < t <= at) > 1 for _, since, _ in self._pending)
+            if not crowded:
+                key, _, before = self._pending[0]
+                # Only GPUs in both readings: the two may come from different readers (NVML sees every GPU,
+                # Triton only those it was given), and a GPU missing from one is not a GPU that emptied.
+                delta = sum(used_by_gpu[g] - b for g, b in before.items() if g in used_by_gpu)
                 figures = dict(self._figures["load_delta"])
                 figures[key] = max(0.0, delta)
                 self._set("load_delta", figures)
             else:
                 self._refused.labels("ambiguous_delta").inc(len(self._pending))
             self._pending = []
-        self._used = dict(used_by_gpu)
+        self._history.append((at, dict(used_by_gpu)))
 
     def on_changes(self, batch: Batch) -> None:
         """The bus subscriber: versions appearing or disappearing in Triton's repository index."""
@@ -163,10 +187,27 @@ class GpuMemoryByModel:
             key = (c.model, c.version)
             # "disappeared" ends in "appeared" too: test it first.
             if c.what.endswith(" disappeared in Triton"):
+                self._recent.append(c.at)
                 for figures in self._figures.values():
                     figures.pop(key, None)
-            elif c.what.endswith(" appeared in Triton") and self._used:
-                self._pending.append((key, dict(self._used)))
+            elif c.what.endswith(" appeared in Triton"):
+                self._recent.append(c.at)
+                before = self._before(c.at)
+                if before is not None:
+                    self._pending.append((key, *before))
+
+    def _before(self, seen_at: float) -> tuple[float, dict[str, float]] | None:
+        """The reading from before the load began: the last one at least ``lookback_secs`` before it was seen,
+        else the oldest kept (just after start-up, the earliest state known)."""
+        if not self._history:
+            return None
+        if not self._lookback:
+            return self._history[-1]
+        limit = seen_at - self._lookback
+        for taken_at, used in reversed(self._history):
+            if taken_at <= limit:
+                return taken_at, used
+        return self._history[0]
 
     def observe_stats(self, body: object) -> None:
         """One answer of Triton's ``GET /v2/models/stats``: replaces the ``triton_stats`` figures."""

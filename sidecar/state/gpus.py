@@ -20,7 +20,7 @@ from prometheus_client.core import Metric
 
 from sidecar.clock import Clock
 from sidecar.component import Bus, Passive, Readiness
-from sidecar.model import Batch, GpuSnapshot
+from sidecar.model import Batch, GpuMemoryReading, GpuSnapshot
 from sidecar.model import GpuIdentity as ModelGpu
 from sidecar.processors.gpu_series import SERIES, GpuSample
 
@@ -125,8 +125,11 @@ class GpuHub(Passive):
         *,
         visible: int,
         detail: str = "",
+        reading: GpuMemoryReading | None = None,
     ) -> int:
-        """Replace ``source``'s snapshot; returns how many samples were kept (the rest: counted, dropped)."""
+        """Replace ``source``'s snapshot; returns how many samples were kept (the rest: counted, dropped).
+
+        ``reading`` is not kept here: the per-model GPU memory takes it from the bus."""
         kept: list[GpuSample] = []
         seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
         over = dup = 0

@@ -19,10 +19,16 @@ def build(ctx: Context) -> list[Any]:
                                       logger=ctx.logger.getChild(f"webhook.{w.name}")) for w in cfg.webhooks]
     if not cfg.diagnose.enabled or not cfg.triton.enabled:
         return out
-    # GPU memory per model: load/unload changes from the bus; memory_usage from Triton's statistics and the
-    # memory used per GPU, both read with each probe. NVML per-process rows are not fed yet (docs/gpu.md).
-    memory = GpuMemoryByModel(ctx.registry, max_models=cfg.diagnose.max_models)
+    # GPU memory per model: load/unload changes and the NVML source's readings (memory used per GPU, compute
+    # processes joined to their command lines) from the bus; memory_usage from Triton's statistics and the
+    # memory used per GPU Triton reports, both read with each probe.
+    # The poller sees a version up to one poll interval after its load began: the reading before is looked up
+    # that far back.
+    changes = cfg.alerting.changes
+    memory = GpuMemoryByModel(ctx.registry, max_models=cfg.diagnose.max_models, clock=ctx.clock,
+                              lookback_secs=changes.poll_interval_secs if changes.poll_repository else 0.0)
     ctx.bus.subscribe("changes", "gpu_memory", memory.on_changes)
+    ctx.bus.subscribe("samples", "gpu_memory", memory.on_samples)
     traces = cfg.traces
     spans_expected = traces.enabled and (traces.receiver_enabled or traces.file.path is not None)
     diag = Diagnoser(cfg.diagnose, metrics_url=cfg.triton.metrics_url, http_url=cfg.triton.http_url,

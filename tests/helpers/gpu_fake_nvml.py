@@ -57,6 +57,15 @@ class FakeNvml:
         self.registered: list[int] = []
         self.register_error: dict[int, int] = {}
         self.shutdowns = 0
+        self.v3 = True  # False: a library from before R510, whose unversioned process call fails
+
+    def _procs(self, g: FakeGpu) -> list[Any]:
+        return [
+            SimpleNamespace(
+                pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF
+            )
+            for pid, used in g.processes
+        ]
 
     # -- helpers -----------------------------------------------------------------------------------------
     def _count(self, fn: str) -> None:
@@ -155,12 +164,13 @@ class FakeNvml:
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: Any) -> list[Any]:
         g = self._gpu("nvmlDeviceGetComputeRunningProcesses", h)
-        return [
-            SimpleNamespace(
-                pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF
-            )
-            for pid, used in g.processes
-        ]
+        if not self.v3:
+            # what pynvml's throwOnVersionMismatch raises when the library has no _v3 entry point
+            raise pynvml.NVMLLibraryMismatchError("Unversioned function called ...")
+        return self._procs(g)
+
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, h: Any) -> list[Any]:
+        return self._procs(self._gpu("nvmlDeviceGetComputeRunningProcesses_v2", h))
 
     def nvmlEventSetCreate(self) -> Any:
         return SimpleNamespace(kind="event_set")
@@ -183,6 +193,24 @@ class FakeNvml:
         self._count("nvmlEventSetFree")
 
 
+class FakeProc:
+    """``/proc/<pid>/cmdline`` as a dict: a pid absent is a process that ended (FileNotFoundError, as the real
+    file raises); a pid in ``unreadable`` is another user's (PermissionError)."""
+
+    def __init__(self, cmdlines: dict[int, bytes], unreadable: frozenset[int] = frozenset()) -> None:
+        self.cmdlines = dict(cmdlines)  # a test changes its own copy
+        self.unreadable = unreadable
+        self.reads: list[int] = []
+
+    def __call__(self, pid: int) -> bytes:
+        self.reads.append(pid)
+        if pid in self.unreadable:
+            raise PermissionError(13, "Permission denied", f"/proc/{pid}/cmdline")
+        if pid not in self.cmdlines:
+            raise FileNotFoundError(2, "No such file or directory", f"/proc/{pid}/cmdline")
+        return self.cmdlines[pid]
+
+
 @dataclass
 class Rig:
     nvml: FakeNvml
@@ -201,6 +229,7 @@ def make_rig(
     init_error: int | None = None,
     processes: dict[int, str] | None = None,
     gpu_config: dict[str, Any] | None = None,
+    cmdlines: dict[int, bytes] | None = None,
 ) -> Rig:
     cfg = GpuConfig.model_validate(gpu_config or {})
     reg = CollectorRegistry(auto_describe=True)
@@ -208,5 +237,6 @@ def make_rig(
     hub = GpuHub(reg, clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs)
     nvml = FakeNvml(gpus, init_error=init_error)
     names = processes or {}
-    src = NvmlSource(cfg.nvml, hub, reg, clock, nvml=nvml, process_name=names.get)
+    src = NvmlSource(cfg.nvml, hub, reg, clock, nvml=nvml, process_name=names.get,
+                     cmdline=FakeProc(cmdlines or {}))
     return Rig(nvml, src, hub, reg, clock)

@@ -69,6 +69,16 @@ def test_load_delta_is_the_memory_a_single_load_added(registry: CollectorRegistr
     assert gauge(registry, "rank", "3", "load_delta") is None
 
 
+def test_a_gpu_absent_from_one_of_the_two_readings_is_left_out_of_the_delta(registry: CollectorRegistry) -> None:
+    # NVML reads every GPU; Triton's nv_gpu_memory_used_bytes only those it was given. A load between an NVML
+    # reading and a Triton one must not count the GPU Triton does not see as emptied.
+    mem = GpuMemoryByModel(registry)
+    mem.observe_memory({"GPU-4a1c": 2000 * MIB, "GPU-77b0": 30000 * MIB})
+    mem.on_changes(_change("appeared", "rank", "3"))
+    mem.observe_memory({"GPU-4a1c": 2900 * MIB})
+    assert gauge(registry, "rank", "3", "load_delta") == 900 * MIB
+
+
 def test_two_loads_between_readings_are_ambiguous_and_counted(registry: CollectorRegistry) -> None:
     mem = GpuMemoryByModel(registry)
     mem.observe_memory({"GPU-4a1c": 2000 * MIB})

@@ -36,7 +36,8 @@ class NvmlConfig(StrictModel):
     )
     processes: bool = Field(
         default=True,
-        description="Export the GPU memory each compute process holds (needs the host PID namespace).",
+        description="Export the GPU memory each compute process holds, and join each process to its "
+        "/proc/PID/cmdline for the per-model `process` figures (both need Triton's PID namespace: docs/gpu.md).",
     )
     max_processes_per_gpu: int = Field(
         default=32,

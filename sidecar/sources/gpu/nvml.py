@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Counter
 from sidecar.clock import Clock
 from sidecar.processors.gpu_series import GpuSample
 from sidecar.sources.gpu.config import NvmlConfig
-from sidecar.sources.gpu.nvml_calls import NvmlCalls, Uninitialized, read_process_name, reason, text
+from sidecar.sources.gpu.nvml_calls import NvmlCalls, Uninitialized, read_cmdline, read_process_name, reason, text
 from sidecar.sources.gpu.nvml_device import DeviceReader
 from sidecar.sources.gpu.nvml_xid import XidEvents
 from sidecar.sources.gpu.publisher import GpuSink
@@ -53,6 +53,7 @@ class NvmlSource:
         *,
         nvml: Any = pynvml,
         process_name: Callable[[int], str | None] = read_process_name,
+        cmdline: Callable[[int], bytes] = read_cmdline,
         logger: logging.Logger | None = None,
     ) -> None:
         self._cfg = config
@@ -79,6 +80,16 @@ class NvmlSource:
             ["what"],
             registry=registry,
         )
+        cmdline_failures = Counter(
+            "sidecar_gpu_process_cmdline_failures",
+            "GPU processes whose /proc/PID/cmdline could not be read, so their memory is not attributed to a "
+            "model: vanished (ended between NVML and /proc: pid churn) or unreadable (another PID namespace, "
+            "no permission).",
+            ["reason"],
+            registry=registry,
+        )
+        for r in ("vanished", "unreadable"):
+            cmdline_failures.labels(r)
         self._lock = threading.Lock()
         self._initialized = False
         self._next_init_at = float("-inf")
@@ -87,7 +98,8 @@ class NvmlSource:
         self._driver = ""
         self._calls = NvmlCalls(self._errors)
         self._xid = XidEvents(nvml, self._calls, self._skipped, config.max_events_per_sample)
-        self._device = DeviceReader(config, nvml, self._calls, self._xid, self._skipped, process_name)
+        self._device = DeviceReader(config, nvml, self._calls, self._xid, self._skipped, process_name, cmdline,
+                                    cmdline_failures)
         self._periodic = Periodic("sidecar-gpu-nvml", self._sample, config.interval_secs, on_error=self._sample_failed)
         self._stopped = False
         hub.register_source(SOURCE)
@@ -198,6 +210,7 @@ class NvmlSource:
         gpus: dict[str, GpuIdentity] = {}
         up = 0
         try:
+            self._device.begin()
             handles = self._handles(min(count, self._cfg.max_gpus), samples)
             self._xid.drain()
             for index, handle in handles.items():
@@ -215,6 +228,7 @@ class NvmlSource:
             gpus,
             visible=count,
             detail=f"driver {self._driver}" + (f", {count - up} not answering" if up < count else ""),
+            reading=self._device.reading(),
         )
 
     def _fail_whole_sample(self, field: str, exc: pynvml.NVMLError) -> int:

@@ -10,7 +10,12 @@ from typing import Any
 import pynvml
 from prometheus_client import Counter
 
-__all__ = ["MISSING", "GpuLost", "NvmlCalls", "Uninitialized", "read_process_name", "reason", "text"]
+__all__ = ["MAX_CMDLINE_BYTES", "MISSING", "GpuLost", "NvmlCalls", "Uninitialized", "read_cmdline",
+           "read_process_name", "reason", "split_cmdline", "text"]
+
+# A stub's argv (binary, model path, shm names, instance) is a few hundred bytes; a longer line is cut here.
+MAX_CMDLINE_BYTES = 4096
+MAX_CMDLINE_ARGS = 32
 
 _REASONS: dict[int, str] = {
     pynvml.NVML_ERROR_NOT_SUPPORTED: "not_supported",
@@ -42,6 +47,21 @@ def read_process_name(pid: int) -> str | None:
             return f.read().strip() or None
     except OSError:
         return None
+
+
+def read_cmdline(pid: int) -> bytes:
+    """``/proc/<pid>/cmdline``, at most ``MAX_CMDLINE_BYTES``; raises OSError (FileNotFoundError or
+    ProcessLookupError when the process is gone, PermissionError when it is not ours to read)."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read(MAX_CMDLINE_BYTES)
+
+
+def split_cmdline(raw: bytes) -> tuple[str, ...]:
+    """The NUL-separated argv, bounded in length and argument count."""
+    args = raw[:MAX_CMDLINE_BYTES].split(b"\0")
+    if args and args[-1] == b"":
+        args.pop()
+    return tuple(a.decode("utf-8", "replace") for a in args[:MAX_CMDLINE_ARGS])
 
 
 class GpuLost(Exception):

@@ -1,5 +1,9 @@
 """One GPU's sample from NVML: utilisation, memory, power, temperature, clocks, PCIe, energy, throttle reasons,
-ECC and XID counts, and per-process memory (bounded), each field skipped alone when NVML fails on it."""
+ECC and XID counts, and per-process memory (bounded), each field skipped alone when NVML fails on it.
+
+Beside the series it keeps, per sample, the memory used per GPU and the compute processes joined to their
+``/proc/<pid>/cmdline`` (``reading()``): the per-model GPU memory attribution is fed from them.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,17 @@ from typing import Any
 import pynvml
 from prometheus_client import Counter
 
+from sidecar.model import GpuMemoryReading, GpuProcess
 from sidecar.processors.gpu_series import GpuSample, decode_throttle_reasons
 from sidecar.sources.gpu.config import NvmlConfig
-from sidecar.sources.gpu.nvml_calls import MISSING, GpuLost, NvmlCalls, text
+from sidecar.sources.gpu.nvml_calls import MISSING, GpuLost, NvmlCalls, split_cmdline, text
 from sidecar.sources.gpu.nvml_xid import XidEvents
 from sidecar.state.gpus import GpuIdentity
 
-__all__ = ["DeviceReader"]
+__all__ = ["NOT_AVAILABLE", "DeviceReader"]
+
+# NVML_VALUE_NOT_AVAILABLE for an unsigned long long: bindings that do not turn it into None hand it on as is.
+NOT_AVAILABLE = 2**64 - 1
 
 
 class DeviceReader:
@@ -27,6 +35,8 @@ class DeviceReader:
         xid: XidEvents,
         skipped: Counter,
         process_name: Callable[[int], str | None],
+        cmdline: Callable[[int], bytes],
+        cmdline_failures: Counter,
     ) -> None:
         self._cfg = config
         self._nvml = nvml
@@ -34,9 +44,26 @@ class DeviceReader:
         self._xid = xid
         self._skipped = skipped
         self._process_name = process_name
+        self._cmdline = cmdline
+        self._cmdline_failures = cmdline_failures
+        self._v2_only = False  # the library has no _v3 process call (older driver): ask _v2 from then on
+        self._used: dict[str, float] = {}
+        self._rows: list[GpuProcess] = []
+        self._complete = False
         # The last identity read of each GPU index, so a GPU that stops answering is still named.
         self.idents: dict[int, GpuIdentity] = {}
         self.uuids: dict[int, str] = {}
+
+    def begin(self) -> None:
+        """Start a sample: forget the previous sample's memory reading."""
+        self._used, self._rows, self._complete = {}, [], self._cfg.processes
+
+    def reading(self) -> GpuMemoryReading | None:
+        """This sample's memory view, None when no GPU gave a memory reading."""
+        if not self._used:
+            return None
+        return GpuMemoryReading(used=dict(self._used), processes=tuple(self._rows),
+                                processes_complete=self._complete)
 
     def export_down(self, index: int, samples: list[GpuSample]) -> None:
         ident = self.idents.get(index)
@@ -66,8 +93,11 @@ class DeviceReader:
             if util is not MISSING:
                 put("sidecar_gpu_utilization_ratio", util.gpu / 100.0)
                 put("sidecar_gpu_memory_utilization_ratio", util.memory / 100.0)
+            used_now: float | None = None
+            rows: list[GpuProcess] = []
             mem = self._calls.call(index, "memory", nv.nvmlDeviceGetMemoryInfo, h)
             if mem is not MISSING:
+                used_now = float(mem.used)
                 put("sidecar_gpu_memory_used_bytes", mem.used)
                 put("sidecar_gpu_memory_free_bytes", mem.free)
                 put("sidecar_gpu_memory_total_bytes", mem.total)
@@ -155,10 +185,14 @@ class DeviceReader:
                 if uuid_s in self._xid.last:
                     put("sidecar_gpu_last_xid", self._xid.last[uuid_s])
             if self._cfg.processes:
-                self._processes(index, h, lab, mine)
+                self._processes(index, h, lab, mine, rows)
         except GpuLost:
+            self._complete = False
             self.export_down(index, out)
             return False
+        if used_now is not None and uuid_s:
+            self._used[uuid_s] = used_now
+        self._rows.extend(rows)
         out.extend(mine)
         out.append(GpuSample.of("sidecar_gpu_up", lab, 1))
         out.append(GpuSample.of("sidecar_gpu_info", {**lab, "driver_version": driver}, 1))
@@ -185,16 +219,41 @@ class DeviceReader:
         fn = getattr(self._nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
         return fn if fn is not None else self._nvml.nvmlDeviceGetCurrentClocksThrottleReasons
 
-    def _processes(self, index: int, h: Any, lab: dict[str, str], out: list[GpuSample]) -> None:
-        procs = self._calls.call(index, "processes", self._nvml.nvmlDeviceGetComputeRunningProcesses, h)
+    def _process_list(self, index: int, h: Any) -> Any:
+        nv = self._nvml
+        if not self._v2_only:
+            try:
+                return self._calls.call(index, "processes", nv.nvmlDeviceGetComputeRunningProcesses, h)
+            except pynvml.NVMLLibraryMismatchError:
+                # pynvml's unversioned call is _v3, which drivers before R510 lack.
+                self._v2_only = True
+        return self._calls.call(index, "processes", nv.nvmlDeviceGetComputeRunningProcesses_v2, h)
+
+    def _joined(self, uuid: str, pid: int, used: float) -> GpuProcess:
+        try:
+            argv = split_cmdline(self._cmdline(pid))
+        except (FileNotFoundError, ProcessLookupError):
+            self._cmdline_failures.labels("vanished").inc()  # the process ended between NVML and /proc
+            argv = ()
+        except OSError:
+            self._cmdline_failures.labels("unreadable").inc()  # not ours to read, or another PID namespace
+            argv = ()
+        return GpuProcess(uuid, pid, used, argv)
+
+    def _processes(self, index: int, h: Any, lab: dict[str, str], out: list[GpuSample],
+                   joined: list[GpuProcess]) -> None:
+        procs = self._process_list(index, h)
         if procs is MISSING:
+            self._complete = False
             return
         owners = {"triton": 0.0, "other": 0.0}
         rows: list[tuple[float, int, str, str]] = []
         for p in procs:
             used = getattr(p, "usedGpuMemory", None)
-            if used is None:
-                continue  # NVML cannot attribute memory here (e.g. some virtualised setups): not a zero
+            if used is None or used == NOT_AVAILABLE:
+                # NVML cannot attribute memory here (e.g. some virtualised setups): not a zero
+                self._skipped.labels("process_memory_unavailable").inc()
+                continue
             pid = int(p.pid)
             comm = self._process_name(pid) or "unknown"
             owner = "triton" if any(comm.startswith(n) for n in self._cfg.triton_process_names) else "other"
@@ -205,6 +264,7 @@ class DeviceReader:
         if len(rows) > limit:
             self._skipped.labels("processes").inc(len(rows) - limit)
         for used, pid, comm, owner in rows[:limit]:
+            joined.append(self._joined(lab["uuid"], pid, used))
             out.append(
                 GpuSample.of(
                     "sidecar_gpu_process_memory_used_bytes",

@@ -1,8 +1,9 @@
 """How the GPU sources hand their samples on: as ``GpuSnapshot`` batches on the bus.
 
 The sources call the three methods of ``GpuSink``; in the service that sink is ``BusGpuSink``, and the GPU state
-(``state/gpus.py``) subscribes to ``samples`` batches from the GPU sources. Unit tests may hand a source the GPU
-state itself, which has the same three methods.
+(``state/gpus.py``) subscribes to ``samples`` batches from the GPU sources. The NVML source's memory view of a
+sample (``GpuMemoryReading``) travels in the same batch, after the snapshot, for the per-model GPU memory.
+Unit tests may hand a source the GPU state itself, which has the same three methods.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 
 from sidecar.clock import Clock
 from sidecar.component import Bus
-from sidecar.model import Batch, GpuSnapshot
+from sidecar.model import Batch, GpuMemoryReading, GpuSnapshot
 
 __all__ = ["BusGpuSink", "GpuSink"]
 
@@ -22,7 +23,7 @@ class GpuSink(Protocol):
     def register_source(self, source: str) -> None: ...
 
     def publish(self, source: str, samples: Iterable[Any], gpus: Mapping[str, Any], *, visible: int,
-                detail: str = "") -> int: ...
+                detail: str = "", reading: GpuMemoryReading | None = None) -> int: ...
 
     def note(self, source: str, detail: str) -> None: ...
 
@@ -32,17 +33,18 @@ class BusGpuSink:
         self.bus = bus
         self.clock = clock
 
-    def _send(self, source: str, snap: GpuSnapshot) -> None:
-        self.bus.publish(Batch(kind="samples", source=source, items=(snap,), received_at=self.clock.now(),
+    def _send(self, source: str, snap: GpuSnapshot, reading: GpuMemoryReading | None = None) -> None:
+        items: tuple[Any, ...] = (snap,) if reading is None else (snap, reading)
+        self.bus.publish(Batch(kind="samples", source=source, items=items, received_at=self.clock.now(),
                                complete=snap.sampled))
 
     def register_source(self, source: str) -> None:
         self._send(source, GpuSnapshot((), MappingProxyType({}), 0, "not sampled yet", sampled=False))
 
     def publish(self, source: str, samples: Iterable[Any], gpus: Mapping[str, Any], *, visible: int,
-                detail: str = "") -> int:
+                detail: str = "", reading: GpuMemoryReading | None = None) -> int:
         items = tuple(samples)
-        self._send(source, GpuSnapshot(items, MappingProxyType(dict(gpus)), visible, detail))
+        self._send(source, GpuSnapshot(items, MappingProxyType(dict(gpus)), visible, detail), reading)
         return len(items)
 
     def note(self, source: str, detail: str) -> None:

@@ -292,3 +292,18 @@ async def test_start_samples_in_the_background_and_shutdown_is_idempotent() -> N
     assert rig2.nvml.shutdowns == 1
     assert rig2.nvml.calls.get("nvmlEventSetFree") == 1
     assert rig2.source.sample_once() == 0  # stopped: no more NVML calls
+
+
+def test_command_lines_are_read_from_proc_bounded_and_a_gone_pid_raises_file_not_found() -> None:
+    import os
+
+    from sidecar.sources.gpu.nvml_calls import MAX_CMDLINE_ARGS, MAX_CMDLINE_BYTES, read_cmdline, split_cmdline
+
+    with open("/proc/self/cmdline", "rb") as f:
+        expected = f.read().split(b"\0")[0].decode()
+    assert split_cmdline(read_cmdline(os.getpid()))[0] == expected  # argv, NUL split, trailing NUL dropped
+    with pytest.raises(FileNotFoundError):
+        read_cmdline(0)  # /proc/0 never exists: what a pid that ended looks like
+    long = b"\0".join([b"x" * 100] * 100) + b"\0"
+    assert len(split_cmdline(long)) == MAX_CMDLINE_ARGS
+    assert sum(len(a) + 1 for a in split_cmdline(b"y" * (2 * MAX_CMDLINE_BYTES))) <= MAX_CMDLINE_BYTES + 1
