@@ -1,4 +1,4 @@
-"""Cost of the canary comparison for 50 models x 2 versions (not collected by pytest).
+"""Cost of the canary comparison for 50 models x 2 versions.
 
 Run from the repository root: ``PYTHONPATH=. python tests/checks/bench_canary.py``. Fills each version's window
 the default way (10 minutes: ``max_samples`` 2000 event latencies, errors and scores per version, and 120 Triton
@@ -8,11 +8,15 @@ evaluation of the 50 pairs with its share of the default 15 s evaluation interva
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 from prometheus_client import CollectorRegistry
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sidecar.checks.canary import CanaryCheck
 from sidecar.checks.canary_config import CanaryConfig
