@@ -18,7 +18,7 @@ from sidecar.clock import Clock
 from sidecar.component import Passive
 from sidecar.pages.readers import MAX_ROWS, Api, read_metrics
 from sidecar.pages.render import render, static_routes
-from sidecar.pages.verdicts_line import verdict_line
+from sidecar.pages.verdicts_line import gpu_memory_line, verdict_line
 
 __all__ = ["AlertView", "StatusPages", "alert_views", "verdicts"]
 
@@ -132,7 +132,7 @@ class StatusPages(Passive):
             changes=_changes(changes), changes_why=changes_why, m=m,
             drifting=[d for d in m.drift if d.get("drifting")], runbook_url=self.runbook_url,
             verdicts=verdicts(self.registry),
-            verdict_line=verdict_line(self.registry),
+            verdict_line=verdict_line(self.registry), gpu_memory_line=gpu_memory_line(self.registry),
         ))
 
     async def alerts_page(self, request: Request) -> HTMLResponse:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-__all__ = ["verdict_line"]
+__all__ = ["gpu_memory_line", "verdict_line"]
 
 _FAMILIES = {"sidecar_cold_start_condition", "sidecar_batching_verdict", "sidecar_tracing_governor_boosted"}
 _ADVICE = {"enable": "enable dynamic batching", "saturated": "instances saturated",
@@ -39,3 +39,28 @@ def verdict_line(registry: CollectorRegistry) -> str | None:
     if boosted:
         parts.append("tracing raised for " + ", ".join(sorted(boosted)))
     return "; ".join(parts) or "nothing to report"
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def gpu_memory_line(registry: CollectorRegistry, limit: int = 10) -> str | None:
+    """The largest per-model GPU memory figures, each with the method that gave it; None when nothing is
+    attributed (no GPU, no NVML, or GPU memory per model not wired)."""
+    rows: list[tuple[float, str]] = []
+    for family in registry.collect():
+        if family.name != "sidecar_model_gpu_memory_bytes":
+            continue
+        for s in family.samples:
+            lab = s.labels
+            rows.append((s.value, f"{lab.get('model', '?')} v{lab.get('version', '?')} {_bytes(s.value)} "
+                                  f"({lab.get('method', '?')})"))
+    if not rows:
+        return None
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    more = len(rows) - limit
+    return "; ".join(text for _, text in rows[:limit]) + (f"; {more} more on /metrics" if more > 0 else "")

@@ -23,7 +23,8 @@ from test_trace_views import MODEL, _ev
 from sidecar.app import create_app
 from sidecar.config import parse_config
 from sidecar.demo.tritonserver import free_port
-from sidecar.model import Change, Span
+from sidecar.model import Change, GpuProcess, Span
+from sidecar.processors.gpu_memory import GpuMemoryByModel
 from sidecar.service import Service
 from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting
@@ -93,6 +94,11 @@ def build() -> Service:
     for n, v in (("up", 1), ("utilization_ratio", .63), ("memory_used_bytes", 37 * 2**30),
                  ("memory_total_bytes", 141 * 2**30)):
         Gauge(f"sidecar_gpu_{n}", n, gl, registry=svc.registry).labels("0", "GPU-5d1c", "NVIDIA H200").set(v)
+    mem = GpuMemoryByModel(svc.registry)
+    stub = "/opt/tritonserver/backends/python/triton_python_backend_stub"
+    mem.observe_processes([GpuProcess("GPU-5d1c", pid, mib * 2**20, (stub, f"/models/{m}/{v}/model.py"))
+                           for pid, m, v, mib in ((101, "ctr", "2", 1843), (102, "ctr", "1", 1790),
+                                                  (103, "fraud", "3", 612))])
     changes = svc.component("changes")
     changes.record(Change(what="feature pipeline v7 rolled out", who="ana", at=now - 900, model="ctr",
                           version="2", link=None, source="api", id=""))

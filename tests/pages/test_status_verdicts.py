@@ -54,3 +54,23 @@ def test_status_page_says_when_no_verdict_check_runs() -> None:
     r = TestClient(create_app(svc)).get("/")
     assert "No canary comparison or output sanity check running" in parse(r.text).by_id("verdicts").text()
     assert svc.components and all(c.name != "canary" for c in svc.components)
+
+
+def test_status_page_names_gpu_memory_per_model_with_its_method_largest_first() -> None:
+    from sidecar.model import GpuProcess
+    from sidecar.processors.gpu_memory import GpuMemoryByModel
+
+    svc = _service({})
+    mem = GpuMemoryByModel(svc.registry)
+    stub = "/opt/tritonserver/backends/python/triton_python_backend_stub"
+
+    def row(pid: int, model: str, version: str, mib: int) -> GpuProcess:
+        return GpuProcess("GPU-0", pid, mib * 1024 * 1024.0,
+                          (stub, f"/models/{model}/{version}/model.py", "-1", f"{model}_0_0"))
+
+    r = TestClient(create_app(svc)).get("/")
+    assert 'id="gpu-memory-line"' not in r.text  # nothing attributed: no line at all
+    mem.observe_processes([row(10, "ctr", "1", 300), row(11, "fraud", "2", 2048), row(12, "ctr", "1", 212)])
+    r = TestClient(create_app(svc)).get("/")
+    line = parse(r.text).by_id("gpu-memory-line").text()
+    assert line == "GPU memory by model: fraud v2 2.0 GiB (process); ctr v1 512.0 MiB (process)"
