@@ -173,25 +173,57 @@ class StageHistograms:
         self._keys.append(((mv[0], mv[1], STAGES[i]), s))
         return s
 
-    def _observe(self, mv: tuple[str, str], obs: list[tuple[int, float]], tid: str) -> None:
-        """Observe (stage, seconds) pairs of one model span in order: one series lookup for all of them, and
-        the lookup only when there is something to observe (a model never observed takes no
-        max_model_versions slot). Refused observations are counted one each, as before."""
-        series = self._by_mv.get(mv)
+    def _put(self, mv: tuple[str, str], i: int, secs: float, trace_id: str) -> None:
+        series = self._series_of(mv)
         if series is None:
-            series = self._series_of(mv)
-            if series is None:
-                self._refused.inc(len(obs))
-                return
+            self._refused.inc()
+            return
+        s = series[i] or self._new_series(series, mv, i)
+        j = bisect_left(self._bounds, secs)
+        s.counts[j] += 1
+        s.sum += secs
+        # Only the latest exemplar of a bucket is kept: that is all the OpenMetrics exposition shows.
+        s.exemplars[j] = (trace_id, secs, self._now)
+
+    def _gaps(self, mv: tuple[str, str], t: Mapping[str, int], spec: _Spec, tid: str) -> None:
+        """Observe each (stage, from event, to event) of ``spec`` that ``t`` holds both events of, in order.
+
+        ``_spec_secs`` with the observation written out, not a call per stage: a Triton request makes seven
+        observations, and a call each cost a tenth of the request's budget."""
+        series: list[_Series | None] | None = None
+        looked_up = False
         bounds = self._bounds
         now = self._now
-        for i, secs in obs:
+        for i, ea, eb, alt_a, alt_b in spec:
+            a = t.get(ea)
+            if a is None and alt_a:
+                a = t.get(alt_a)
+            if a is None:
+                continue
+            b = t.get(eb)
+            if b is None and alt_b:
+                b = t.get(alt_b)
+            if b is None or b < a:
+                continue
+            if not looked_up:
+                # Only on an observation: a model that is never observed takes no max_model_versions slot.
+                series = self._series_of(mv)
+                looked_up = True
+            if series is None:
+                self._refused.inc()
+                continue
+            secs = (b - a) / 1e9
             s = series[i] or self._new_series(series, mv, i)
             j = bisect_left(bounds, secs)
             s.counts[j] += 1
             s.sum += secs
-            # Only the latest exemplar of a bucket is kept: that is all the OpenMetrics exposition shows.
             s.exemplars[j] = (tid, secs, now)
+
+    def _compute_group(self, mv: tuple[str, str], m: Mapping[str, int], c: Mapping[str, int], tid: str) -> None:
+        q = _queue_secs(m, c)
+        if q is not None:
+            self._put(mv, _QUEUE, q, tid)
+        self._gaps(mv, c, _COMPUTE_SPEC, tid)
 
     def on_stored(self, e: TraceEntry, r: Record) -> None:
         """Observe the stages that the just-stored record ``r`` completes (the store calls this, see
@@ -201,21 +233,18 @@ class StageHistograms:
         parent (the request span). Each stage group is observed when the later of its spans is stored, whatever
         the order and batching: the model span alone (``request``), model + compute (queue and the three
         compute stages; the first compute span of a model span counts), model + parent (network and send). The
-        store never holds a span id twice, so a re-sent batch never counts a stage twice. A model span's
-        stages are observed in the order request, queue, compute, network, send (the order in which their
-        series first appear in the exposition).
+        store never holds a span id twice, so a re-sent batch never counts a stage twice.
         """
         tid = e.trace_id
         times: Mapping[str, int] | None = None
         mv = r[MODEL]
         if mv is not None:
             times = event_times(r)
-            obs: list[tuple[int, float]] = []
-            _spec_obs(times, _REQUEST_SPEC, obs)
+            self._gaps(mv, times, _REQUEST_SPEC, tid)
             comp = e.stage_compute
             c = comp.get(r[SPAN]) if comp is not None else None
             if c is not None:
-                _compute_obs(times, event_times(c), obs)
+                self._compute_group(mv, times, event_times(c), tid)
             else:
                 # Kept for the compute span (Triton's exporter sends it first, the bench and SDKs after):
                 # reading a span's events is the costliest step of stage derivation.
@@ -228,7 +257,7 @@ class StageHistograms:
             if parent is not None:
                 pr = e.by_id.get(parent)
                 if pr is not None:
-                    _spec_obs(event_times(pr), _PARENT_SPEC, obs)
+                    self._gaps(mv, event_times(pr), _PARENT_SPEC, tid)
                 else:
                     waiting = e.stage_waiting
                     if waiting is None:
@@ -237,8 +266,6 @@ class StageHistograms:
                         waiting[parent].append(r)
                     else:
                         waiting[parent] = [r]
-            if obs:
-                self._observe(mv, obs, tid)
         elif r[NAME] == "compute" and r[PARENT] is not None:
             parent = r[PARENT]
             comp = e.stage_compute
@@ -251,10 +278,7 @@ class StageHistograms:
                     times = event_times(r)
                     mt = e.stage_times
                     m_times = mt.pop(parent, None) if mt is not None else None
-                    cobs: list[tuple[int, float]] = []
-                    _compute_obs(event_times(m) if m_times is None else m_times, times, cobs)
-                    if cobs:
-                        self._observe(m[MODEL], cobs, tid)
+                    self._compute_group(m[MODEL], event_times(m) if m_times is None else m_times, times, tid)
         waiting = e.stage_waiting
         if waiting is not None:
             kids = waiting.pop(r[SPAN], None)
@@ -264,30 +288,4 @@ class StageHistograms:
                 if times is None:
                     times = event_times(r)
                 for k in kids:
-                    pobs: list[tuple[int, float]] = []
-                    _spec_obs(times, _PARENT_SPEC, pobs)
-                    if pobs:
-                        self._observe(k[MODEL], pobs, tid)
-
-
-def _spec_obs(t: Mapping[str, int], spec: _Spec, obs: list[tuple[int, float]]) -> None:
-    """``_spec_secs`` appending to ``obs``: no generator per group (a Triton request has three groups)."""
-    get = t.get
-    for i, ea, eb, alt_a, alt_b in spec:
-        a = get(ea)
-        if a is None and alt_a:
-            a = get(alt_a)
-        if a is None:
-            continue
-        b = get(eb)
-        if b is None and alt_b:
-            b = get(alt_b)
-        if b is not None and b >= a:
-            obs.append((i, (b - a) / 1e9))
-
-
-def _compute_obs(m: Mapping[str, int], c: Mapping[str, int], obs: list[tuple[int, float]]) -> None:
-    q = _queue_secs(m, c)
-    if q is not None:
-        obs.append((_QUEUE, q))
-    _spec_obs(c, _COMPUTE_SPEC, obs)
+                    self._gaps(k[MODEL], times, _PARENT_SPEC, tid)
