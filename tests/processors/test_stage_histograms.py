@@ -135,3 +135,31 @@ async def test_a_failing_expiry_run_is_counted_and_the_loop_goes_on(monkeypatch)
         await hub.shutdown()
     assert len(runs) >= 2  # it kept running after the first failure
     assert reg.get_sample_value("sidecar_traces_expiry_errors_total") == len(runs)
+
+
+def test_a_refused_model_counts_every_stage_observation_it_loses():
+    """One refusal per lost observation (7 per request), whatever the span order and batching: stage pairing
+    observes a model span's stages together, and must not count such a group once."""
+    import random
+
+    from sidecar.sources.otlp.decode import decode_json as dj
+
+    records = dj((DATA / "otlp-traces-triton.json").read_bytes()).records
+    shuffled = list(records)
+    random.Random(5).shuffle(shuffled)
+    for order, step in ((records, len(records)), (shuffled, 7), (list(reversed(records)), 1)):
+        reg = CollectorRegistry()
+        cfg = parse_config({"traces": {"enabled": True, "max_model_versions": 1}}).traces
+        hub = TraceHub(cfg, reg, FakeClock())
+        for i in range(0, len(order), step):
+            hub.ingest_records(order[i : i + step], "otlp")
+        # 120 requests of three models; one model holds the only slot, the other two's 80 requests are refused.
+        assert reg.get_sample_value("sidecar_traces_stage_series_refused_total") == 80 * 7
+        counts = [
+            s.value
+            for m in reg.collect()
+            if m.name == "sidecar_triton_stage_duration_seconds"
+            for s in m.samples
+            if s.name.endswith("_count")
+        ]
+        assert counts == [40] * 7

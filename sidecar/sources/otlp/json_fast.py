@@ -8,11 +8,16 @@ which rejects span by span and names every problem. So this path never decides a
 differential property test and the fuzz target hold it to giving the same records as ``json_decode`` wherever
 it answers. One leniency is left: a number beyond a double's range (``1e999``) in a field the receiver does not
 read is skipped here, where orjson refuses the whole body.
+
+Structs are ``gc=False`` (decoded JSON cannot hold a cycle; tracking ~700 objects a body only fed the collector)
+and a body is first decoded with events that may hold nothing but a name and a time (``BareEvent``), so the
+clean Triton case needs no per-event look at attributes; a body with anything more in an event is decoded
+again with the full ``Event``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -34,7 +39,7 @@ class _Slow(Exception):
     """This body needs the precise path."""
 
 
-class AnyValue(msgspec.Struct, frozen=True):
+class AnyValue(msgspec.Struct, frozen=True, gc=False):
     stringValue: str | UnsetType = UNSET
     intValue: int | str | UnsetType = UNSET
     doubleValue: float | UnsetType = UNSET
@@ -45,23 +50,35 @@ class AnyValue(msgspec.Struct, frozen=True):
     bytesValue: Any = UNSET
 
 
-class KeyValue(msgspec.Struct, frozen=True):
+class KeyValue(msgspec.Struct, frozen=True, gc=False):
     key: str
     value: AnyValue | UnsetType | None = UNSET
 
 
-class Event(msgspec.Struct, frozen=True):
+class Event(msgspec.Struct, frozen=True, gc=False):
     name: str
     timeUnixNano: int | str
     attributes: list[KeyValue] | UnsetType | None = UNSET
 
 
-class Status(msgspec.Struct, frozen=True):
+class BareEvent(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+    """An event with nothing but a name and a time (Triton's): any other field, attributes included, fails
+    the decode, and the body is decoded again with ``Event``. Declared apart so the clean case needs no
+    per-event check for attributes."""
+
+    name: str
+    timeUnixNano: int | str
+
+
+E = TypeVar("E", Event, BareEvent)
+
+
+class Status(msgspec.Struct, frozen=True, gc=False):
     code: int | str | None = None
     message: str = ""
 
 
-class Span(msgspec.Struct, frozen=True):
+class Span(msgspec.Struct, Generic[E], frozen=True, gc=False):
     traceId: str
     spanId: str
     startTimeUnixNano: int | str
@@ -70,29 +87,31 @@ class Span(msgspec.Struct, frozen=True):
     name: str = ""
     kind: int | str | None = None
     attributes: list[KeyValue] | None = None
-    events: list[Event] | None = None
+    events: list[E] | None = None
     status: Status | None = None
 
 
-class ScopeSpans(msgspec.Struct, frozen=True):
-    spans: list[Span] | None = None
+class ScopeSpans(msgspec.Struct, Generic[E], frozen=True, gc=False):
+    spans: list[Span[E]] | None = None
 
 
-class Resource(msgspec.Struct, frozen=True):
+class Resource(msgspec.Struct, frozen=True, gc=False):
     attributes: list[KeyValue] | None = None
 
 
-class ResourceSpans(msgspec.Struct, frozen=True):
+class ResourceSpans(msgspec.Struct, Generic[E], frozen=True, gc=False):
     resource: Resource | None = None
-    scopeSpans: list[ScopeSpans] | None = None
-    instrumentationLibrarySpans: list[ScopeSpans] | None = None
+    scopeSpans: list[ScopeSpans[E]] | None = None
+    instrumentationLibrarySpans: list[ScopeSpans[E]] | None = None
 
 
-class Request(msgspec.Struct, frozen=True):
-    resourceSpans: list[ResourceSpans] | None = None
+class Request(msgspec.Struct, Generic[E], frozen=True, gc=False):
+    resourceSpans: list[ResourceSpans[E]] | None = None
 
 
-_decoder = msgspec.json.Decoder(Request)
+# Bare events first (every Triton body); a body any of whose events has more is decoded again with Event.
+_bare_decoder = msgspec.json.Decoder(Request[BareEvent])
+_decoder = msgspec.json.Decoder(Request[Event])
 
 
 def _int64(n: int) -> int:
@@ -134,8 +153,8 @@ def _attrs(kvs: list[KeyValue], nmax: int) -> tuple[tuple[str, object], ...]:
 
 
 
-def _events(evs: list[Event], nmax: int) -> Any:
-    if all(e.attributes is UNSET for e in evs):
+def _events(evs: list[Event] | list[BareEvent], nmax: int) -> Any:
+    if type(evs[0]) is BareEvent or all(e.attributes is UNSET for e in evs):  # type: ignore[union-attr]
         times = {e.name: int(e.timeUnixNano) for e in evs}
         if len(times) == len(evs):
             ns = times.values()
@@ -147,12 +166,12 @@ def _events(evs: list[Event], nmax: int) -> Any:
         t = int(e.timeUnixNano)
         if len(e.name) > nmax or not 0 <= t <= _MAX_NS:
             raise _Slow
-        a = e.attributes
+        a = getattr(e, "attributes", None)
         out.append((e.name, t, _attrs(a, nmax) if a else None))
     return tuple(out)
 
 
-def _span(s: Span, service: str, nmax: int, vmax: int) -> Record:
+def _span(s: Span[Any], service: str, nmax: int, vmax: int) -> Record:
     if len(s.traceId) != 32 or len(s.spanId) != 16:
         raise _Slow
     tid = _fromhex(s.traceId)
@@ -197,7 +216,7 @@ def _span(s: Span, service: str, nmax: int, vmax: int) -> Record:
     )
 
 
-def _service(rs: ResourceSpans, nmax: int) -> str:
+def _service(rs: ResourceSpans[Any], nmax: int) -> str:
     service = ""
     res = rs.resource
     if res is not None:
@@ -219,9 +238,15 @@ def decode_fast(body: bytes, lim: SpanLimits) -> DecodeResult | None:
             body.decode()
         except UnicodeDecodeError:
             return None
+    req: Request[Any]
     try:
-        req = _decoder.decode(body)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+        req = _bare_decoder.decode(body)
+    except msgspec.ValidationError:
+        try:
+            req = _decoder.decode(body)
+        except msgspec.DecodeError:  # ValidationError is one
+            return None
+    except msgspec.DecodeError:
         return None
     out = DecodeResult()
     append = out.records.append

@@ -25,7 +25,7 @@ from sidecar.clock import FakeClock
 from sidecar.config import parse_config
 from sidecar.errors import ParseError
 from sidecar.model import Span
-from sidecar.records import to_span
+from sidecar.records import EVENTS, to_span
 from sidecar.sources.otlp.decode import DecodeResult, decode_json, decode_json_doc, decode_protobuf
 from sidecar.sources.otlp.json_fast import decode_fast
 from sidecar.sources.otlp.limits import SpanLimits
@@ -373,6 +373,32 @@ def test_the_fast_json_path_takes_tritons_export() -> None:
     fast = decode_fast(body, SpanLimits())
     assert fast is not None and len(fast.records) == 360
     _same(fast, decode_json_doc(orjson.loads(body), SpanLimits()))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"attributes": [{"key": "exception.type", "value": {"stringValue": "E"}}]},
+        {"attributes": []},
+        {"droppedAttributesCount": 0},
+    ],
+)
+def test_the_fast_json_path_takes_a_body_whose_last_event_carries_more_than_a_name_and_time(extra: dict) -> None:
+    """Triton's events are decoded as bare (name, time) first; one event with more, however late in the body,
+    must send the body to the full event type, not to the walk, and give what the walk gives."""
+    doc = orjson.loads((DATA / "otlp-traces-triton.json").read_bytes())
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[-1]["events"][-1].update(extra)
+    body = orjson.dumps(doc)
+    fast = decode_fast(body, SpanLimits())
+    assert fast is not None and len(fast.records) == 360
+    slow = decode_json_doc(orjson.loads(body), SpanLimits())
+    _same(fast, slow)
+    last = fast.records[-1][EVENTS]
+    if "attributes" in extra:
+        assert type(last) is tuple and last[-1][2] == ((("exception.type", "E"),) if extra["attributes"] else None)
+    else:
+        assert type(last) is dict
 
 
 @SETTINGS
