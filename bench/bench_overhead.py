@@ -2,23 +2,30 @@
 Triton's /metrics every second and receiving every request's spans (OTLP, ``--trace-config rate=1``).
 
 One real Triton 2.51 (the nvidia-pytriton wheel) serves the demo repository, started once with
-``--trace-config mode=opentelemetry`` pointing its OTLP/HTTP exporter at the sidecar's /v1/traces. Runs
-alternate A/B/C, C/B/A, ... to cancel drift on a shared machine, and the medians are reported:
+``--trace-config mode=opentelemetry`` pointing its OTLP/HTTP exporter at one port. Rounds alternate A, B, E, C
+then C, E, B, A, ... to cancel drift on a shared machine; medians are reported, and each ratio's spread over
+rounds (min..max of the per-round ratios):
 
-* A "without": no sidecar process; Triton's tracing turned off at run time (``POST /v2/trace/setting``
-  ``trace_level: ["OFF"]``), so Triton does no tracing work at all;
-* C "scrape only": the same sidecar process, Triton's tracing off (isolates what scraping costs);
-* D (``--tracing-alone``): Triton tracing every request as in B, but no sidecar listening (Triton's exporter
-  builds and serialises the spans, and its POST is refused): Triton's own cost of tracing;
-* B "with": a fresh ``sidecar run`` process (the demo's full config: Triton scrape every 1 s, failure join, the
-  OTLP receiver, events, drift, business checks, alerting), and Triton tracing every request
-  (``trace_rate 1``, ``trace_level TIMESTAMPS``). B therefore includes Triton's own cost of tracing.
+* A "without": no sidecar; Triton's tracing off at run time (``POST /v2/trace/setting`` ``trace_level: ["OFF"]``);
+* B "with": a fresh ``sidecar run`` (the demo's full config: Triton scrape every 1 s, failure join, the OTLP
+  receiver, events, drift, business checks, alerting), Triton tracing every request (rate 1, TIMESTAMPS);
+* E "tracing to a null collector": Triton tracing as in B, sent to ``bench/null_collector.py`` on the same
+  port (reads each body, answers 200 ``{}``). E replaces the former D (tracing with nothing listening): a
+  refused export takes the exporter's failure path, which is not what a deployment pays;
+* C "scrape only": the sidecar, Triton's tracing off.
 
-Load is ``wrk`` (a Lua script POSTing a KServe v2 JSON body to ctr v1), enough connections to saturate Triton.
-By default Triton and the sidecar share CPU 0 and wrk runs on CPU 1 (``taskset``): the sidecar competes
-directly with Triton for its core, the worst case; ``--no-pin`` leaves placement to the kernel.
+B/E is the sidecar's own cost given the tracing the operator turned on; E/A is Triton's cost of tracing (not
+the sidecar's); B/A is the total. Spans received are counted in B (``sidecar_otlp_spans_received_total``) and in
+E (the collector parses the kept bodies after the run), and a run whose spans per request fall short of the
+best run's is flagged, so neither baseline is cheaper because Triton gave up exporting.
 
-    .venv/bin/python bench/bench_overhead.py [--quick] [--rounds N] [--secs S] [--connections C] [--no-pin]
+Placement (``--placement``): ``separate`` (default, as deployed: a sidecar container has its own CPU) puts
+Triton alone on CPU 0 and the sidecar, the null collector and wrk on CPU 1; ``shared`` puts Triton, the
+sidecar and the collector on CPU 0 (wrk on CPU 1), the worst case; ``none`` pins nothing.
+
+    .venv/bin/python bench/bench_overhead.py [--quick] [--placement separate|shared|none] [--rounds N] [--secs S]
+
+Default: 4 rounds x 4 conditions x 10 s, about 4 minutes; ``--quick`` 2 rounds of 5 s, about 1.5 minutes.
 """
 
 from __future__ import annotations
@@ -134,26 +141,65 @@ class Sidecar:
                 proc.wait(5)
 
 
+class NullCollector:
+    def __init__(self, port: int, cpus: str | None) -> None:
+        self.port, self.cpus = port, cpus
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        cmd = [sys.executable, str(ROOT / "bench" / "null_collector.py"), str(self.port)]
+        if self.cpus:
+            cmd = ["taskset", "-c", self.cpus, *cmd]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait(lambda: self.count() is not None, 30, "null collector start")
+
+    def count(self) -> dict[str, float]:
+        return httpx.get(f"http://127.0.0.1:{self.port}/count", timeout=60).json()
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            proc.wait(10)
+
+
+PLACEMENTS = {"separate": ("0", "1", "1"), "shared": ("0", "0", "1"), "none": (None, None, None)}
+PLACED = {"separate": "Triton alone on CPU 0; sidecar, null collector and wrk on CPU 1 (as deployed)",
+          "shared": "Triton, sidecar and null collector on CPU 0, wrk on CPU 1 (worst case)",
+          "none": "no CPU pinning"}
+
+
+def _settle(read: object) -> float:
+    """Triton's exporter sends in batches: wait until the count stops growing."""
+    last, stable = -1.0, 0
+    for _ in range(100):
+        now = float(read())  # type: ignore[operator]
+        stable = stable + 1 if now == last else 0
+        last = now
+        if stable >= 5:
+            break
+        time.sleep(0.2)
+    return last
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 rounds of 5 s (default: 4 rounds of 10 s)")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds of A, B and C")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds of A, B, E and C")
     ap.add_argument("--secs", type=float, default=None, help="seconds of load per run")
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--tracing-alone", action="store_true",
-                    help="add condition D: Triton tracing rate=1 with no sidecar (its exporter's connections are "
-                         "refused), to separate Triton's own cost of tracing from the sidecar's")
-    ap.add_argument("--no-pin", action="store_true", help="do not pin Triton+sidecar to CPU 0 and wrk to CPU 1")
+    ap.add_argument("--placement", choices=sorted(PLACEMENTS), default="separate")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
+    t_start = time.monotonic()
     rounds = args.rounds or (2 if args.quick else 4)
     secs = args.secs or (5.0 if args.quick else 10.0)
     if shutil.which("wrk") is None:
         print("wrk is not installed (Debian package wrk)")
         return 1
-    pin = not args.no_pin and (os.cpu_count() or 1) >= 2
-    server_cpus, load_cpus = ("0", "1") if pin else (None, None)
+    placement = args.placement if (os.cpu_count() or 1) >= 2 else "none"
+    triton_cpus, sidecar_cpus, load_cpus = PLACEMENTS[placement]
 
     from sidecar.demo.run import demo_config
     from sidecar.demo.tritonserver import TritonServer, demo_model_repository, free_port
@@ -168,93 +214,112 @@ def main() -> int:
     lua = wd / "infer.lua"
     lua.write_text(LUA)
     sidecar: Sidecar | None = None
+    null = NullCollector(port, sidecar_cpus)
     try:
         triton.start()
-        if server_cpus:
+        if triton_cpus:
             # The whole process group: the server and its Python-backend stub processes.
             pids = subprocess.run(["pgrep", "-g", str(triton.proc.pid)], capture_output=True,  # type: ignore[union-attr]
                                   text=True).stdout.split()
             for pid in pids:
-                subprocess.run(["taskset", "-a", "-p", "-c", server_cpus, pid], capture_output=True, check=False)
+                subprocess.run(["taskset", "-a", "-p", "-c", triton_cpus, pid], capture_output=True, check=False)
         cfg = demo_config(triton.http_url, triton.metrics_url, port, wd)
         cfg["triton"]["interval_secs"] = 1.0
         cfg["gpu"] = {"enabled": False}
         cfg_path = wd / "sidecar.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg))
-        sidecar = Sidecar(cfg_path, port, wd / "sidecar.log", server_cpus)
+        sidecar = Sidecar(cfg_path, port, wd / "sidecar.log", sidecar_cpus)
         url = f"{triton.http_url}/v2/models/ctr/versions/1/infer"
-        order: tuple[str, ...] = ("A", "B", "C", "D") if args.tracing_alone else ("A", "B", "C")
+        order = ("A", "B", "E", "C")
+        print(f"placement: {placement}: {PLACED[placement]}", flush=True)
+        print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
         print(f"config: Triton 2.51 (nvidia-pytriton wheel), demo repository, load on ctr v1 (dynamic batching, "
               f"1 CPU instance); wrk -t{args.threads} -c{args.connections} -d{secs:g}s, "
               f"{rounds} rounds of {', '.join(order)} (order reversed every other round), medians; "
-              f"{'Triton+sidecar on CPU 0, wrk on CPU 1' if pin else 'no CPU pinning'}; "
               f"B = sidecar (Triton scrape every 1 s, failure join every 5 s, OTLP receiver, checks every 5 s) + "
-              f"Triton OTLP tracing rate=1 level=TIMESTAMPS to {sidecar.url}/v1/traces; A = no sidecar, "
-              f"Triton tracing level=OFF; C = the sidecar with Triton tracing level=OFF; "
-              f"D = Triton tracing, no sidecar; workdir {wd}", flush=True)
+              f"Triton OTLP tracing rate=1 level=TIMESTAMPS to port {port}; A = no sidecar, tracing OFF; "
+              f"E = tracing to a null collector on port {port}; C = the sidecar, tracing OFF; workdir {wd}",
+              flush=True)
         _trace(triton.http_url, False)
         _wrk(url, lua, 3, args.connections, args.threads, load_cpus)  # warm-up, not counted
-        runs: dict[str, list[dict[str, float]]] = {"A": [], "B": [], "C": [], "D": []}
+        runs: dict[str, list[dict[str, float]]] = {c: [] for c in order}
         for r in range(rounds):
             for cond in order if r % 2 == 0 else order[::-1]:
-                spans = 0.0
                 if cond in ("B", "C"):
                     sidecar.start()
-                    _trace(triton.http_url, cond == "B")
                     before = _metric(sidecar.metrics(), "sidecar_otlp_spans_received_total")
                     cpu0 = _cpu_secs(sidecar.pid())
-                if cond == "D":
-                    _trace(triton.http_url, True)
+                if cond == "E":
+                    null.start()
+                _trace(triton.http_url, cond in ("B", "E"))
                 got = _wrk(url, lua, secs, args.connections, args.threads, load_cpus)
-                if cond == "D":
-                    _trace(triton.http_url, False)
+                _trace(triton.http_url, False)
+                extra = ""
                 if cond in ("B", "C"):
                     got["sidecar_cpu"] = (_cpu_secs(sidecar.pid()) - cpu0) / secs
-                    _trace(triton.http_url, False)
-                    # Triton's exporter sends in batches: wait until the count stops growing.
-                    last, stable = -1.0, 0
-                    for _ in range(100):
-                        now = _metric(sidecar.metrics(), "sidecar_otlp_spans_received_total")
-                        stable = stable + 1 if now == last else 0
-                        last = now
-                        if stable >= 5:
-                            break
-                        time.sleep(0.2)
-                    spans = last - before
-                    got["spans"] = spans
+                    got["spans"] = _settle(lambda s=sidecar: _metric(s.metrics(),
+                                                                    "sidecar_otlp_spans_received_total")
+                                           ) - before
                     got["scrapes"] = _metric(sidecar.metrics(), "sidecar_triton_scrapes_total")
                     sidecar.stop()
+                    extra = (f", scrapes {got['scrapes']:.0f}, sidecar used {got['sidecar_cpu']:.0%} of a core")
+                if cond == "E":
+                    total = {"spans": 0.0}
+
+                    def _read(total: dict[str, float] = total) -> float:
+                        c = null.count()
+                        total["spans"] += c["spans"]
+                        if c.get("over_cap"):
+                            print("  null collector passed its 512 MiB cap: spans undercounted", flush=True)
+                        return total["spans"]
+
+                    got["spans"] = _settle(_read)
+                    null.stop()
+                if cond in ("B", "E"):
+                    extra = (f", spans received {got['spans']:.0f} "
+                             f"({got['spans'] / max(got['requests'], 1):.2f} per request)") + extra
                 runs[cond].append(got)
-                extra = (f", spans received {spans:.0f} ({spans / max(got['requests'], 1):.2f} per request), "
-                         f"scrapes {got['scrapes']:.0f}, sidecar used {got['sidecar_cpu']:.0%} of a core"
-                         ) if cond in ("B", "C") else ""
                 print(f"round {r + 1} {cond}: {got['rps']:,.0f} req/s, p50 {got['p50_ms']:.2f} ms, p99 "
                       f"{got['p99_ms']:.2f} ms, non-2xx {got['non2xx']:.0f}, socket errors "
                       f"{got['socket_errors']:.0f}{extra}", flush=True)
-        med = {c: {k: statistics.median(run[k] for run in v) for k in ("rps", "p50_ms", "p99_ms")}
-               for c, v in runs.items() if v}
-        print(f"{'':28s} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
-        print(f"{'A without sidecar (median)':28s} {med['A']['rps']:>10,.0f} {med['A']['p50_ms']:>8.2f} "
-              f"{med['A']['p99_ms']:>8.2f}")
-        print(f"{'B with sidecar (median)':28s} {med['B']['rps']:>10,.0f} {med['B']['p50_ms']:>8.2f} "
-              f"{med['B']['p99_ms']:>8.2f}")
-        print(f"{'C sidecar, no spans (median)':28s} {med['C']['rps']:>10,.0f} {med['C']['p50_ms']:>8.2f} "
-              f"{med['C']['p99_ms']:>8.2f}")
-        loss = 1 - med["B"]["rps"] / med["A"]["rps"]
-        print(f"throughput B/A = {med['B']['rps'] / med['A']['rps']:.3f} (loss {loss:+.1%}; target under 3%), "
-              f"p99 B/A = {med['B']['p99_ms'] / med['A']['p99_ms']:.3f}; per-round A rps spread "
-              f"{min(x['rps'] for x in runs['A']):,.0f}..{max(x['rps'] for x in runs['A']):,.0f}")
-        if "D" in med:
-            print(f"Triton's tracing alone (D/A, no receiver) = {med['D']['rps'] / med['A']['rps']:.3f} (loss "
-                  f"{1 - med['D']['rps'] / med['A']['rps']:+.1%}), p99 D/A = "
-                  f"{med['D']['p99_ms'] / med['A']['p99_ms']:.3f}")
-        print(f"scrape only (C/A) = {med['C']['rps'] / med['A']['rps']:.3f} (loss "
-              f"{1 - med['C']['rps'] / med['A']['rps']:+.1%}), p99 C/A = {med['C']['p99_ms'] / med['A']['p99_ms']:.3f}")
+        _report(runs, rounds)
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+              f"runtime {time.monotonic() - t_start:.0f} s; placement {placement}", flush=True)
         return 0
     finally:
         if sidecar is not None:
             sidecar.stop()
+        null.stop()
         triton.stop()
+
+
+def _report(runs: dict[str, list[dict[str, float]]], rounds: int) -> None:
+    names = {"A": "A no tracing, no sidecar", "B": "B sidecar + every span", "E": "E spans to null collector",
+             "C": "C sidecar, no spans"}
+    med = {c: {k: statistics.median(run[k] for run in v) for k in ("rps", "p50_ms", "p99_ms")}
+           for c, v in runs.items() if v}
+    print(f"{'(median)':28s} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8}  req/s min..max")
+    for c in ("A", "B", "E", "C"):
+        print(f"{names[c]:28s} {med[c]['rps']:>10,.0f} {med[c]['p50_ms']:>8.2f} {med[c]['p99_ms']:>8.2f}  "
+              f"{min(x['rps'] for x in runs[c]):,.0f}..{max(x['rps'] for x in runs[c]):,.0f}")
+    meaning = {("B", "A"): "total: sidecar + Triton's tracing, vs neither; target loss under 3%",
+               ("B", "E"): "the sidecar's own cost, given the tracing turned on",
+               ("E", "A"): "Triton's own cost of tracing every request (not the sidecar's)",
+               ("C", "A"): "scraping alone"}
+    for (num, den), what in meaning.items():
+        parts = []
+        for key, label in (("rps", "throughput"), ("p99_ms", "p99")):
+            per_round = [runs[num][i][key] / runs[den][i][key] for i in range(rounds)]
+            parts.append(f"{label} {num}/{den} = {med[num][key] / med[den][key]:.3f} "
+                         f"(rounds {min(per_round):.3f}..{max(per_round):.3f})")
+        loss = 1 - med[num]["rps"] / med[den]["rps"]
+        print(f"{'; '.join(parts)}; loss {loss:+.1%}: {what}")
+    per_req = [(c, i, x["spans"] / max(x["requests"], 1)) for c in ("B", "E") for i, x in enumerate(runs[c])]
+    best = max(p for _, _, p in per_req)
+    short = [f"{c} round {i + 1} ({p:.2f})" for c, i, p in per_req if p < 0.98 * best]
+    print(f"delivery: spans per request, best {best:.2f}; "
+          + (f"SHORT (Triton dropped spans, that baseline is cheaper): {', '.join(short)}" if short
+             else "every B and E run within 2% of it"))
 
 
 if __name__ == "__main__":
