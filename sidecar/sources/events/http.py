@@ -25,6 +25,14 @@ from sidecar.sources.media import JSON, JSON_LINES, media_type
 __all__ = ["EventsEndpoint"]
 
 ENDPOINT = "/v1/events"
+_DESCRIPTION = (
+    "A batch of prediction events: one object, a list, `{\"events\": [...]}`, or JSON Lines. 200 lists what was "
+    "accepted and, per index and field, what was rejected; 400 when nothing was usable. **Durability: at most "
+    "once.** A 200 means the events were added to the drift windows and business buckets in memory; those are "
+    "written to the store after every evaluation round (business, `checks.eval_interval_secs`) and every "
+    "`checks.drift.persist_interval_secs` (drift), so events acknowledged since the last write are lost if the "
+    "process is killed (kill -9, OOM). A graceful stop writes everything. Figures: docs/reliability.md."
+)
 
 
 class EventsEndpoint(Passive):
@@ -99,7 +107,8 @@ class EventsEndpoint(Passive):
     def routes(self) -> APIRouter | None:
         router = APIRouter()
 
-        @router.post(ENDPOINT, tags=["events"])
+        @router.post(ENDPOINT, tags=["events"], summary="Push prediction events (drift and business checks)",
+                     description=_DESCRIPTION)
         async def post_events(request: Request) -> JSONResponse:
             return await self.handle(request)
 

@@ -113,3 +113,11 @@ def test_ndjson_and_auth(app_and_seen: tuple[TestClient, list[Batch], Service]) 
     r = client.post("/v1/events", json=[_ev()], headers={"authorization": "Bearer wrong"})
     assert r.status_code == 401
     assert len(seen) == 1
+
+
+def test_the_api_description_of_post_events_states_its_durability(app_and_seen: Any) -> None:
+    # An operator reading /docs must learn what a 200 does and does not promise across a crash.
+    client, _, _ = app_and_seen
+    op = client.get("/openapi.json").json()["paths"]["/v1/events"]["post"]
+    assert "at most once" in op["description"].lower()
+    assert "checks.eval_interval_secs" in op["description"] and "kill -9" in op["description"]
