@@ -33,13 +33,10 @@ from sidecar.sources.otlp.limits import (
     show,
     truncate,
 )
-from sidecar.sources.otlp.result import DecodeResult, model_of
+from sidecar.sources.otlp.result import DecodeResult, hex_ids, model_of
 
 __all__ = ["decode_json", "decode_json_doc", "json_span", "load_json"]
 
-_ZERO16 = bytes(16)
-_ZERO8 = bytes(8)
-_fromhex = bytes.fromhex
 _MAX_NS = (1 << 64) - 1
 _MIN_I64, _MAX_I64 = -(1 << 63), (1 << 63) - 1
 
@@ -163,21 +160,7 @@ def json_span(s: Any, service: str, out: DecodeResult, lim: SpanLimits = DEFAULT
     its names is over the limit (the whole request is refused)."""
     try:
         # The common case in one go; any failure is explained by _id_problem.
-        tid = s["traceId"]
-        sid = s["spanId"]
-        pid = s.get("parentSpanId")
-        if len(tid) != 32 or len(sid) != 16:
-            raise ValueError
-        tid = _fromhex(tid)
-        sid = _fromhex(sid)
-        if pid:
-            if len(pid) != 16:
-                raise ValueError
-            pid = _fromhex(pid)
-        else:
-            pid = None
-        if tid == _ZERO16 or sid == _ZERO8:
-            raise ValueError
+        tid, sid, pid = hex_ids(s["traceId"], s["spanId"], s.get("parentSpanId"))
     except (KeyError, TypeError, ValueError, AttributeError):
         problem = _id_problem(s) if isinstance(s, dict) else None
         out.reject(problem or "span: not an object with traceId and spanId")

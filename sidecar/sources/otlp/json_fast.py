@@ -24,15 +24,12 @@ from msgspec import UNSET, UnsetType
 
 from sidecar.records import FMT_JSON, KIND_NAMES, Record, enum_value, status_code_json
 from sidecar.sources.otlp.limits import SpanLimits
-from sidecar.sources.otlp.result import DecodeResult, model_of
+from sidecar.sources.otlp.result import DecodeResult, hex_ids, model_of
 
 __all__ = ["decode_fast"]
 
 _MAX_NS = (1 << 64) - 1
 _MIN_I64, _MAX_I64 = -(1 << 63), (1 << 63) - 1
-_ZERO16 = bytes(16)
-_ZERO8 = bytes(8)
-_fromhex = bytes.fromhex
 
 
 class _Slow(Exception):
@@ -172,19 +169,10 @@ def _events(evs: list[Event] | list[BareEvent], nmax: int) -> Any:
 
 
 def _span(s: Span[Any], service: str, nmax: int, vmax: int) -> Record:
-    if len(s.traceId) != 32 or len(s.spanId) != 16:
-        raise _Slow
-    tid = _fromhex(s.traceId)
-    sid = _fromhex(s.spanId)
-    pid: Any = s.parentSpanId
-    if pid:
-        if len(pid) != 16:
-            raise _Slow
-        pid = _fromhex(pid)
-    else:
-        pid = None
-    if tid == _ZERO16 or sid == _ZERO8:
-        raise _Slow
+    try:
+        tid, sid, pid = hex_ids(s.traceId, s.spanId, s.parentSpanId)
+    except ValueError:
+        raise _Slow from None
     name = s.name
     start = int(s.startTimeUnixNano)
     end = int(s.endTimeUnixNano)

@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 from sidecar.model import Span
 from sidecar.records import MODEL_ATTR, VERSION_ATTR, Record, to_span
 
-__all__ = ["DecodeResult", "model_of"]
+__all__ = ["DecodeResult", "hex_ids", "model_of"]
+
+_ZERO16 = bytes(16)
+_ZERO8 = bytes(8)
+_fromhex = bytes.fromhex
 
 
 @dataclass
@@ -43,3 +47,20 @@ def model_of(attrs: tuple[tuple[str, object], ...]) -> tuple[str, str] | None:
     if name is None:
         return None
     return str(name), "" if version is None else str(version)
+
+
+def hex_ids(tid: str, sid: str, pid: str | None) -> tuple[bytes, bytes, bytes | None]:
+    """Trace, span and parent ids from OTLP JSON's hex, the one rule both JSON paths apply: 32 and 16 hex digits,
+    a parent empty or 16 digits, neither id all zero. Raises ValueError (TypeError for a non-string)."""
+    if len(tid) != 32 or len(sid) != 16:
+        raise ValueError
+    t = _fromhex(tid)
+    s = _fromhex(sid)
+    p = None
+    if pid:
+        if len(pid) != 16:
+            raise ValueError
+        p = _fromhex(pid)
+    if t == _ZERO16 or s == _ZERO8:
+        raise ValueError
+    return t, s, p
