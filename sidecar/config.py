@@ -189,8 +189,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
         line = key_node.start_mark.line + 1
+        if not isinstance(key_node, yaml.ScalarNode):
+            # YAML allows `? {a: 1}` or `? [a, b]` as a key; no config key is one, and it cannot be hashed
+            # for the duplicate check, so it is refused here with its line rather than raising TypeError.
+            raise ConfigError(".".join(_mapping_path(loader, node)),
+                              f"a key must be a plain name, not a {key_node.id} (line {line})")
+        key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             path = ".".join([*_mapping_path(loader, node), str(key)])
             raise ConfigError(path, f"duplicate key (line {seen[key]} and line {line}); keep one")

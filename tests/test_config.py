@@ -75,6 +75,20 @@ def test_a_duplicate_key_at_any_depth_is_refused_naming_both_lines(tmp_path: Pat
     assert err.value.path == "server" and "line 1" in str(err.value) and "line 3" in str(err.value)
 
 
+def test_a_mapping_or_list_used_as_a_key_is_a_config_error_not_a_crash() -> None:
+    # Found by the CI fuzz run: a YAML key may itself be a mapping (`? {a: 1}`), which the duplicate check
+    # could not hash; the loader raised TypeError instead of naming the line.
+    from sidecar.config import load_config_text
+
+    for text in ("triton:\n  {a: 1}: 5\n", "triton:\n  ? [a, b]\n  : 5\n", "{x: 1}: 2\n"):
+        with pytest.raises(ConfigError) as err:
+            load_config_text(text)
+        assert "key must be a plain name" in str(err.value) and "line" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        load_config_text("triton:\n  {a: 1}: 5\n")
+    assert err.value.path == "triton"
+
+
 def test_the_shipped_example_has_no_duplicate_key_and_keeps_its_eval_interval() -> None:
     cfg = load_config(EXAMPLE)  # the loader refuses duplicates, so this proves none is left
     assert cfg.checks.eval_interval_secs == 15  # the first `checks:` block used to be silently dropped
