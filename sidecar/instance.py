@@ -26,8 +26,10 @@ def bind_listener(host: str, port: int) -> socket.socket:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise ConfigError("server.host", f"cannot resolve {host!r}: {exc.strerror}") from None
-    family, _, _, _, addr = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    family, kind, proto, _, addr = infos[0]
+    # The proto from getaddrinfo (IPPROTO_TCP), not 0: asyncio turns Nagle off only on accepted sockets whose
+    # proto says TCP, and with Nagle on a response written head-then-body waits for the client's delayed ACK.
+    sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(addr)
