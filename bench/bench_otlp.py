@@ -20,6 +20,7 @@ import http.client
 import multiprocessing as mp
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -171,43 +172,48 @@ def _to_pb(doc: dict) -> bytes:
 
 
 def _serve(port: int) -> None:
+    """The sidecar's server as ``sidecar run`` builds it (protocol, limits, event loop), with the traces area
+    only."""
     os.sched_setaffinity(0, {0})
-    import uvicorn
     from prometheus_client import CollectorRegistry
 
     from sidecar.app import create_app
     from sidecar.config import parse_config
+    from sidecar.httpserver import uvicorn_server
+    from sidecar.instance import bind_listener
+    from sidecar.runtime import run, tune_gc
     from sidecar.service import Service
     from sidecar.wiring.traces import build
 
     cfg = parse_config(
         {
             "store": {"path": ":memory:"},
-            "server": {"max_inflight_requests": 1024, "max_body_bytes": 8 * 1024 * 1024},
+            "server": {"port": port, "max_inflight_requests": 1024, "max_body_bytes": 8 * 1024 * 1024},
             "traces": {
                 "enabled": True,
             },
         }
     )
     svc = Service(cfg, registry=CollectorRegistry(), factories=[build])
+    sock = bind_listener("127.0.0.1", port)
+    server = uvicorn_server(create_app(svc), cfg.server, lambda: None)
     if os.environ.get("SIDECAR_BENCH_DEFAULT_GC") != "1":
-        from sidecar.runtime import tune_gc
-
         tune_gc()  # as `sidecar run` does
-    uvicorn.run(
-        create_app(svc),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        loop="uvloop",
-        http="httptools",
-        access_log=False,
-    )
+    if os.environ.get("SIDECAR_BENCH_LOOP") == "asyncio":
+        import asyncio
+
+        asyncio.run(server.serve(sockets=[sock]))
+    else:
+        run(server.serve(sockets=[sock]))
 
 
 def _generate(port: int, bodies: list[bytes], ctype: str, secs: float, q: mp.Queue, gen: int) -> None:
     os.sched_setaffinity(0, {1})
     conn = http.client.HTTPConnection("127.0.0.1", port)
+    conn.connect()
+    # Nagle off, as libcurl (Triton's OTLP exporter) has it: http.client sends a large body apart from its
+    # headers, and the load should look like the exporter's.
+    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     ok = bad = 0
     end = time.perf_counter() + secs
     i = 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -60,11 +59,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 async def _serve(cfg_path: str) -> None:
-    import uvicorn
-
     from sidecar.app import create_app
     from sidecar.config import load_config
-    from sidecar.httpserver import protocol_class
+    from sidecar.httpserver import uvicorn_server
     from sidecar.instance import StoreLock, bind_listener
     from sidecar.runtime import tune_gc
     from sidecar.service import Service
@@ -77,15 +74,8 @@ async def _serve(cfg_path: str) -> None:
     try:
         lock.acquire()
         service = Service(cfg)
-        app = create_app(service)
-        srv = cfg.server
         too_slow = service.guard.refused.labels("*", "header_timeout").inc
-        server = uvicorn.Server(uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="on",
-            http=protocol_class(srv.header_timeout_secs, too_slow, logging.getLogger("sidecar.http")),
-            timeout_keep_alive=int(srv.keep_alive_timeout_secs),
-            h11_max_incomplete_event_size=srv.max_header_bytes,
-            limit_concurrency=srv.max_connections))
+        server = uvicorn_server(create_app(service), cfg.server, too_slow)
         tune_gc()
         host, port = sock.getsockname()[:2]
         logging.getLogger("sidecar").info("sidecar %s listening on http://%s:%d", __version__, host, port)
@@ -96,7 +86,9 @@ async def _serve(cfg_path: str) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    asyncio.run(_serve(args.config))
+    from sidecar.runtime import run
+
+    run(_serve(args.config))
     return 0
 
 

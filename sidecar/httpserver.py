@@ -13,9 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["protocol_class"]
+if TYPE_CHECKING:
+    import uvicorn
+
+    from sidecar.config import ServerConfig
+
+__all__ = ["protocol_class", "uvicorn_server"]
 
 
 def _base() -> type[Any]:
@@ -79,3 +84,16 @@ def protocol_class(header_timeout_secs: float, on_timeout: Callable[[], None],
 
     HeaderTimed.__name__ = f"HeaderTimed{parent.__name__}"
     return HeaderTimed
+
+
+def uvicorn_server(app: Any, srv: ServerConfig, on_header_timeout: Callable[[], None]) -> uvicorn.Server:
+    """The uvicorn server ``sidecar run`` serves with (the benchmarks build theirs here too, so they measure
+    the same protocol, limits and loop): the caller runs it with ``sidecar.runtime.run``."""
+    import uvicorn
+
+    return uvicorn.Server(uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on",
+        http=protocol_class(srv.header_timeout_secs, on_header_timeout, logging.getLogger("sidecar.http")),
+        timeout_keep_alive=int(srv.keep_alive_timeout_secs),
+        h11_max_incomplete_event_size=srv.max_header_bytes,
+        limit_concurrency=srv.max_connections))
