@@ -20,11 +20,14 @@ E (the collector parses the kept bodies after the run), and a run whose spans pe
 best run's is flagged, so neither baseline is cheaper because Triton gave up exporting.
 
 Placement (``--placement``): ``separate`` (default, as deployed: a sidecar container has its own CPU) puts
-Triton alone on CPU 0 and the sidecar, the null collector and wrk on CPU 1; ``shared`` puts Triton, the
-sidecar and the collector on CPU 0 (wrk on CPU 1), the worst case; ``none`` pins nothing.
+Triton alone on CPU 0 and the sidecar, the null collector and wrk on CPU 1; ``isolated`` puts wrk with Triton
+on CPU 0 and the sidecar or the collector alone on CPU 1, so the sidecar's CPU cannot slow the load generator
+(on a 2-CPU machine the only way to keep wrk off the sidecar's CPU; Triton is slower, the same in every
+condition); ``shared`` puts Triton, the sidecar and the collector on CPU 0 (wrk on CPU 1), the worst case;
+``none`` pins nothing.
 
-    .venv/bin/python bench/bench_overhead.py [--quick] [--placement separate|shared|none] [--rounds N] [--secs S]
-                                             [--trace-rate N]
+    .venv/bin/python bench/bench_overhead.py [--quick] [--placement separate|isolated|shared|none]
+                                             [--rounds N] [--secs S] [--trace-rate N]
 
 ``--trace-rate N`` makes Triton trace one request in N in B and E (default 1, every request: the worst case the
 target is about). A deployment with the tracing governor on traces 1 in 1000 while healthy.
@@ -107,6 +110,16 @@ def _cpu_secs(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _group_cpu_secs(pgid: int) -> float:
+    """CPU seconds used so far by every process of a group (Triton and its Python-backend stubs)."""
+    pids = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout.split()
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            total += _cpu_secs(int(pid))
+    return total
+
+
 def _metric(text: str, name: str) -> float:
     return sum(float(m.group(1)) for m in re.finditer(rf"^{name}(?:\{{[^}}]*\}})? (\S+)$", text, re.MULTILINE))
 
@@ -167,8 +180,11 @@ class NullCollector:
             proc.wait(10)
 
 
-PLACEMENTS = {"separate": ("0", "1", "1"), "shared": ("0", "0", "1"), "none": (None, None, None)}
+PLACEMENTS = {"separate": ("0", "1", "1"), "isolated": ("0", "1", "0"), "shared": ("0", "0", "1"),
+              "none": (None, None, None)}
 PLACED = {"separate": "Triton alone on CPU 0; sidecar, null collector and wrk on CPU 1 (as deployed)",
+          "isolated": "Triton and wrk on CPU 0; sidecar and null collector alone on CPU 1 (the sidecar cannot "
+                      "slow wrk)",
           "shared": "Triton, sidecar and null collector on CPU 0, wrk on CPU 1 (worst case)",
           "none": "no CPU pinning"}
 
@@ -278,7 +294,9 @@ def main() -> int:
                 crashed = ""
                 try:
                     _trace(triton.http_url, cond in ("B", "E"), args.trace_rate)
+                    tcpu0 = _group_cpu_secs(triton.proc.pid)  # type: ignore[union-attr]
                     got = _wrk(url, lua, secs, args.connections, args.threads, load_cpus)
+                    tcpu = _group_cpu_secs(triton.proc.pid) - tcpu0  # type: ignore[union-attr]
                     _trace(triton.http_url, False)
                 except (httpx.HTTPError, subprocess.CalledProcessError, AttributeError) as exc:
                     crashed = f"{type(exc).__name__}"
@@ -305,7 +323,12 @@ def main() -> int:
                     _wrk(url, lua, 3, args.connections, args.threads, load_cpus)  # warm-up, not counted
                     pending.insert(0, cond)
                     continue
-                extra = ""
+                # Triton's CPU time per request: CPU time is not charged while the host steals the CPU, so
+                # this figure is far steadier than throughput on a shared machine, and while Triton is
+                # CPU-bound on its core its throughput is 1 / (CPU per request).
+                got["triton_cpu_ms"] = 1000 * tcpu / max(got["requests"], 1)
+                got["triton_util"] = tcpu / secs
+                extra = f", Triton {got['triton_cpu_ms']:.3f} CPU ms/request ({got['triton_util']:.0%} of a core)"
                 if cond in ("B", "C"):
                     got["sidecar_cpu"] = (_cpu_secs(sidecar.pid()) - cpu0) / secs
                     got["spans"] = _settle(lambda s=sidecar: _metric(s.metrics(),
@@ -313,7 +336,7 @@ def main() -> int:
                                            ) - before
                     got["scrapes"] = _metric(sidecar.metrics(), "sidecar_triton_scrapes_total")
                     sidecar.stop()
-                    extra = (f", scrapes {got['scrapes']:.0f}, sidecar used {got['sidecar_cpu']:.0%} of a core")
+                    extra += (f", scrapes {got['scrapes']:.0f}, sidecar used {got['sidecar_cpu']:.0%} of a core")
                 if cond == "E":
                     total = {"spans": 0.0}
 
@@ -349,11 +372,13 @@ def main() -> int:
 def _report(runs: dict[str, list[dict[str, float]]], rounds: int, trace_rate: int = 1) -> None:
     names = {"A": "A no tracing, no sidecar", "B": "B sidecar + every span", "E": "E spans to null collector",
              "C": "C sidecar, no spans"}
-    med = {c: {k: statistics.median(run[k] for run in v) for k in ("rps", "p50_ms", "p99_ms")}
-           for c, v in runs.items() if v}
-    print(f"{'(median)':28s} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8}  req/s min..max")
+    keys = ("rps", "p50_ms", "p99_ms", "triton_cpu_ms", "triton_util")
+    med = {c: {k: statistics.median(run[k] for run in v) for k in keys} for c, v in runs.items() if v}
+    print(f"{'(median)':28s} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'Triton CPU ms/req':>18} {'Triton CPU':>10}"
+          f"  req/s min..max")
     for c in ("A", "B", "E", "C"):
-        print(f"{names[c]:28s} {med[c]['rps']:>10,.0f} {med[c]['p50_ms']:>8.2f} {med[c]['p99_ms']:>8.2f}  "
+        print(f"{names[c]:28s} {med[c]['rps']:>10,.0f} {med[c]['p50_ms']:>8.2f} {med[c]['p99_ms']:>8.2f} "
+              f"{med[c]['triton_cpu_ms']:>18.3f} {med[c]['triton_util']:>10.0%}  "
               f"{min(x['rps'] for x in runs[c]):,.0f}..{max(x['rps'] for x in runs[c]):,.0f}")
     meaning = {("B", "A"): "total: sidecar + Triton's tracing, vs neither; target loss under 3%",
                ("B", "E"): "the sidecar's own cost, given the tracing turned on",
@@ -367,6 +392,11 @@ def _report(runs: dict[str, list[dict[str, float]]], rounds: int, trace_rate: in
                          f"(rounds {min(per_round):.3f}..{max(per_round):.3f})")
         loss = 1 - med[num]["rps"] / med[den]["rps"]
         print(f"{'; '.join(parts)}; loss {loss:+.1%}: {what}")
+        cpu_round = [runs[num][i]["triton_cpu_ms"] / runs[den][i]["triton_cpu_ms"] for i in range(rounds)]
+        cpu = med[num]["triton_cpu_ms"] / med[den]["triton_cpu_ms"]
+        print(f"    Triton CPU per request {num}/{den} = {cpu:.3f} "
+              f"(rounds {min(cpu_round):.3f}..{max(cpu_round):.3f}): {cpu - 1:+.1%} CPU a request, so "
+              f"{1 - 1 / cpu:+.1%} throughput where Triton is CPU-bound")
     per_req = [(c, i, x["spans"] / max(x["requests"], 1)) for c in ("B", "E") for i, x in enumerate(runs[c])]
     best = max(p for _, _, p in per_req)
     # Traced one in N, a run's spans per request carry sampling noise: about 1/sqrt(traced requests).
