@@ -210,13 +210,15 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--placement", choices=sorted(PLACEMENTS), default="separate")
-    ap.add_argument("--trace-rate", type=int, default=1,
+    ap.add_argument("--trace-rate", type=int, default=1, metavar="N",
                     help="Triton traces one request in N in B and E (1: every request, the worst case; the "
                          "tracing governor's healthy default is 1000)")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--max-crashes", type=int, default=4,
                     help="Triton crashes survived (each voids one run) before giving up")
     args = ap.parse_args()
+    if args.trace_rate < 1:
+        ap.error("--trace-rate must be at least 1")
     t_start = time.monotonic()
     rounds = args.rounds or (2 if args.quick else 4)
     secs = args.secs or (5.0 if args.quick else 10.0)
@@ -399,14 +401,18 @@ def _report(runs: dict[str, list[dict[str, float]]], rounds: int, trace_rate: in
               f"{1 - 1 / cpu:+.1%} throughput where Triton is CPU-bound")
     per_req = [(c, i, x["spans"] / max(x["requests"], 1)) for c in ("B", "E") for i, x in enumerate(runs[c])]
     best = max(p for _, _, p in per_req)
-    # Traced one in N, a run's spans per request carry sampling noise: about 1/sqrt(traced requests).
-    traced = min(x["requests"] for c in ("B", "E") for x in runs[c]) / trace_rate
-    tol = 0.02 if trace_rate == 1 else max(0.02, 3 / max(traced, 1) ** 0.5)
-    short = [f"{c} round {i + 1} ({p:.4f})" for c, i, p in per_req if p < (1 - tol) * best]
-    print(f"delivery: spans per request, best {best:.4f} (a run short by more than {tol:.0%} is flagged); "
+    if trace_rate > 1:
+        # Triton's exporter sends a batch every few seconds, so the last seconds' spans of a run reach whatever
+        # listens next (the next condition's receiver, or nothing): at rate=1 that is a small share of a run's
+        # spans, one in N traced it is most of the difference between runs. Shown, not judged.
+        print(f"delivery: spans per request (expected about {3 / trace_rate:.4f}): "
+              + ", ".join(f"{c}{i + 1} {p:.4f}" for c, i, p in per_req)
+              + "; not checked at rate > 1 (spans spill between runs)")
+        return
+    short = [f"{c} round {i + 1} ({p:.2f})" for c, i, p in per_req if p < 0.98 * best]
+    print(f"delivery: spans per request, best {best:.2f}; "
           + (f"SHORT (Triton dropped spans, that baseline is cheaper): {', '.join(short)}" if short
-             else f"every B and E run within {tol:.0%} of it"))
-
+             else "every B and E run within 2% of it"))
 
 if __name__ == "__main__":
     sys.exit(main())
