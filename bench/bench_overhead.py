@@ -325,9 +325,10 @@ def main() -> int:
                     _wrk(url, lua, 3, args.connections, args.threads, load_cpus)  # warm-up, not counted
                     pending.insert(0, cond)
                     continue
-                # Triton's CPU time per request: CPU time is not charged while the host steals the CPU, so
-                # this figure is far steadier than throughput on a shared machine, and while Triton is
-                # CPU-bound on its core its throughput is 1 / (CPU per request).
+                # Triton's CPU time per request, and its share of a core: it shows whether Triton was CPU-bound
+                # (then its throughput is 1 / CPU per request) and whether a condition made Triton itself work
+                # harder rather than slowed its load generator. (Measured 2026-12-04: at ~99% of a core in every
+                # run it swings with throughput, so it is no steadier a figure on a shared host.)
                 got["triton_cpu_ms"] = 1000 * tcpu / max(got["requests"], 1)
                 got["triton_util"] = tcpu / secs
                 extra = f", Triton {got['triton_cpu_ms']:.3f} CPU ms/request ({got['triton_util']:.0%} of a core)"
