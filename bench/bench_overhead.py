@@ -32,6 +32,12 @@ condition); ``shared`` puts Triton, the sidecar and the collector on CPU 0 (wrk 
 ``--trace-rate N`` makes Triton trace one request in N in B and E (default 1, every request: the worst case the
 target is about). A deployment with the tracing governor on traces 1 in 1000 while healthy.
 
+``--trace-mode file`` traces to Triton's own trace files instead (``mode=triton``, ``triton,file=PATH``,
+``triton,log-frequency=N``, a new ``PATH.K`` every N traces): in B the sidecar follows them
+(``traces.file.path``, ``delete_after_read``), in E nobody reads them (the files are counted, then deleted,
+after the run). Requests traced are counted in B (``sidecar_trace_file_requests_total``) and E (distinct ids in
+the files). Triton's file tracing costs it far less than its OpenTelemetry exporter does (docs/reliability-measured.md).
+
 Default: 4 rounds x 4 conditions x 10 s, about 4 minutes; ``--quick`` 2 rounds of 5 s, about 1.5 minutes.
 """
 
@@ -93,9 +99,14 @@ def _wrk(url: str, lua: Path, secs: float, connections: int, threads: int, cpus:
     total = float(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    return {"rps": rps, "p50_ms": p50, "p99_ms": p99, "requests": total,
-            "non2xx": float(bad.group(1)) if bad else 0.0,
-            "socket_errors": float(sum(int(g) for g in errors.groups())) if errors else 0.0}
+    return {
+        "rps": rps,
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "requests": total,
+        "non2xx": float(bad.group(1)) if bad else 0.0,
+        "socket_errors": float(sum(int(g) for g in errors.groups())) if errors else 0.0,
+    }
 
 
 def _ms(s: str) -> float:
@@ -180,23 +191,29 @@ class NullCollector:
             proc.wait(10)
 
 
-PLACEMENTS = {"separate": ("0", "1", "1"), "isolated": ("0", "1", "0"), "shared": ("0", "0", "1"),
-              "none": (None, None, None)}
-PLACED = {"separate": "Triton alone on CPU 0; sidecar, null collector and wrk on CPU 1 (as deployed)",
-          "isolated": "Triton and wrk on CPU 0; sidecar and null collector alone on CPU 1 (the sidecar cannot "
-                      "slow wrk)",
-          "shared": "Triton, sidecar and null collector on CPU 0, wrk on CPU 1 (worst case)",
-          "none": "no CPU pinning"}
+PLACEMENTS = {
+    "separate": ("0", "1", "1"),
+    "isolated": ("0", "1", "0"),
+    "shared": ("0", "0", "1"),
+    "none": (None, None, None),
+}
+PLACED = {
+    "separate": "Triton alone on CPU 0; sidecar, null collector and wrk on CPU 1 (as deployed)",
+    "isolated": "Triton and wrk on CPU 0; sidecar and null collector alone on CPU 1 (the sidecar cannot slow wrk)",
+    "shared": "Triton, sidecar and null collector on CPU 0, wrk on CPU 1 (worst case)",
+    "none": "no CPU pinning",
+}
 
 
-def _settle(read: object) -> float:
-    """Triton's exporter sends in batches: wait until the count stops growing."""
+def _settle(read: object, quiet_s: float = 1.0) -> float:
+    """Triton's exporter sends in batches (and the sidecar polls trace files): wait until the count has not grown
+    for ``quiet_s``, at most 20 s."""
     last, stable = -1.0, 0
     for _ in range(100):
         now = float(read())  # type: ignore[operator]
         stable = stable + 1 if now == last else 0
         last = now
-        if stable >= 5:
+        if stable >= quiet_s / 0.2:
             break
         time.sleep(0.2)
     return last
@@ -210,12 +227,32 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--placement", choices=sorted(PLACEMENTS), default="separate")
-    ap.add_argument("--trace-rate", type=int, default=1, metavar="N",
-                    help="Triton traces one request in N in B and E (1: every request, the worst case; the "
-                         "tracing governor's healthy default is 1000)")
+    ap.add_argument(
+        "--trace-rate",
+        type=int,
+        default=1,
+        metavar="N",
+        help="Triton traces one request in N in B and E (1: every request, the worst case; the "
+        "tracing governor's healthy default is 1000)",
+    )
+    ap.add_argument(
+        "--trace-mode",
+        choices=("otlp", "file"),
+        default="otlp",
+        help="otlp: Triton's OpenTelemetry exporter to the sidecar's /v1/traces (default); file: "
+        "Triton's mode=triton trace files, followed by the sidecar",
+    )
+    ap.add_argument(
+        "--log-frequency",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="with --trace-mode file: Triton starts a new trace file every N traces",
+    )
     ap.add_argument("--workdir", default=None)
-    ap.add_argument("--max-crashes", type=int, default=4,
-                    help="Triton crashes survived (each voids one run) before giving up")
+    ap.add_argument(
+        "--max-crashes", type=int, default=4, help="Triton crashes survived (each voids one run) before giving up"
+    )
     args = ap.parse_args()
     if args.trace_rate < 1:
         ap.error("--trace-rate must be at least 1")
@@ -234,9 +271,36 @@ def main() -> int:
     wd = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="sidecar-overhead-"))
     wd.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    trace_args = ["--trace-config", "mode=opentelemetry",
-                  "--trace-config", f"opentelemetry,url=http://127.0.0.1:{port}/v1/traces",
-                  "--trace-config", "rate=1", "--trace-config", "level=OFF"]
+    file_mode = args.trace_mode == "file"
+    trace_dir = wd / "trace-files"
+    trace_dir.mkdir(exist_ok=True)
+    trace_path = trace_dir / "trace.json"
+    if file_mode:
+        trace_args = [
+            "--trace-config",
+            "mode=triton",
+            "--trace-config",
+            f"triton,file={trace_path}",
+            "--trace-config",
+            f"triton,log-frequency={args.log_frequency}",
+            "--trace-config",
+            "rate=1",
+            "--trace-config",
+            "level=OFF",
+        ]
+        counted = "sidecar_trace_file_requests_total"
+    else:
+        trace_args = [
+            "--trace-config",
+            "mode=opentelemetry",
+            "--trace-config",
+            f"opentelemetry,url=http://127.0.0.1:{port}/v1/traces",
+            "--trace-config",
+            "rate=1",
+            "--trace-config",
+            "level=OFF",
+        ]
+        counted = "sidecar_otlp_spans_received_total"
     triton = TritonServer(demo_model_repository(), wd / "triton", extra_args=trace_args)
     lua = wd / "infer.lua"
     lua.write_text(LUA)
@@ -248,8 +312,11 @@ def main() -> int:
         triton.start()
         if triton_cpus:
             # The whole process group: the server and its Python-backend stub processes.
-            pids = subprocess.run(["pgrep", "-g", str(triton.proc.pid)], capture_output=True,  # type: ignore[union-attr]
-                                  text=True).stdout.split()
+            pids = subprocess.run(
+                ["pgrep", "-g", str(triton.proc.pid)],  # type: ignore[union-attr]
+                capture_output=True,
+                text=True,
+            ).stdout.split()
             for pid in pids:
                 subprocess.run(["taskset", "-a", "-p", "-c", triton_cpus, pid], capture_output=True, check=False)
 
@@ -264,6 +331,8 @@ def main() -> int:
         cfg = demo_config(triton.http_url, triton.metrics_url, port, wd)
         cfg["triton"]["interval_secs"] = 1.0
         cfg["gpu"] = {"enabled": False}
+        if file_mode:
+            cfg["traces"]["file"] = {"path": str(trace_path), "delete_after_read": True}
         cfg_path = wd / "sidecar.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg))
         sidecar = Sidecar(cfg_path, port, wd / "sidecar.log", sidecar_cpus)
@@ -271,14 +340,26 @@ def main() -> int:
         order = ("A", "B", "E", "C")
         print(f"placement: {placement}: {PLACED[placement]}", flush=True)
         print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-        print(f"config: Triton 2.51 (nvidia-pytriton wheel), demo repository, load on ctr v1 (dynamic batching, "
-              f"1 CPU instance); wrk -t{args.threads} -c{args.connections} -d{secs:g}s, "
-              f"{rounds} rounds of {', '.join(order)} (order reversed every other round), medians; "
-              f"B = sidecar (Triton scrape every 1 s, failure join every 5 s, OTLP receiver, checks every 5 s) + "
-              f"Triton OTLP tracing rate={args.trace_rate} level=TIMESTAMPS to port {port}; "
-              f"A = no sidecar, tracing OFF; "
-              f"E = tracing to a null collector on port {port}; C = the sidecar, tracing OFF; workdir {wd}",
-              flush=True)
+        print(
+            f"config: Triton 2.51 (nvidia-pytriton wheel), demo repository, load on ctr v1 (dynamic batching, "
+            f"1 CPU instance); wrk -t{args.threads} -c{args.connections} -d{secs:g}s, "
+            f"{rounds} rounds of {', '.join(order)} (order reversed every other round), medians; "
+            + "B = sidecar (Triton scrape every 1 s, failure join every 5 s, OTLP receiver, checks every 5 s) + "
+            + (
+                f"Triton trace files (mode=triton, log-frequency={args.log_frequency}) followed by the sidecar, "
+                if file_mode
+                else "Triton OTLP tracing "
+            )
+            + (
+                f"rate={args.trace_rate} level=TIMESTAMPS; "
+                if file_mode
+                else f"rate={args.trace_rate} level=TIMESTAMPS to port {port}; "
+            )
+            + "A = no sidecar, tracing OFF; "
+            + ("E = trace files nobody reads; " if file_mode else f"E = tracing to a null collector on port {port}; ")
+            + f"C = the sidecar, tracing OFF; workdir {wd}",
+            flush=True,
+        )
         _trace(triton.http_url, False)
         _wrk(url, lua, 3, args.connections, args.threads, load_cpus)  # warm-up, not counted
         runs: dict[str, list[dict[str, float]]] = {c: [] for c in order}
@@ -286,11 +367,14 @@ def main() -> int:
             pending = list(order if r % 2 == 0 else order[::-1])
             while pending:
                 cond = pending.pop(0)
+                if file_mode:
+                    # Files left by an earlier run (its last, or E's) are not this run's.
+                    _clear(trace_dir)
                 if cond in ("B", "C"):
                     sidecar.start()
-                    before = _metric(sidecar.metrics(), "sidecar_otlp_spans_received_total")
+                    before = _metric(sidecar.metrics(), counted)
                     cpu0 = _cpu_secs(sidecar.pid())
-                if cond == "E":
+                if cond == "E" and not file_mode:
                     null.start()
                 signals = triton_signals()
                 crashed = ""
@@ -310,14 +394,19 @@ def main() -> int:
                     # collector as receiver. That round of that condition is void: restart Triton, run it again.
                     crashes.append(f"round {r + 1} {cond}")
                     if len(crashes) > args.max_crashes:
-                        print(f"Triton crashed {len(crashes)} times ({', '.join(crashes)}); giving up. Log tail:\n"
-                              + triton.log_tail(5), flush=True)
+                        print(
+                            f"Triton crashed {len(crashes)} times ({', '.join(crashes)}); giving up. Log tail:\n"
+                            + triton.log_tail(5),
+                            flush=True,
+                        )
                         return 1
-                    print(f"round {r + 1} {cond}: Triton crashed ({crashed}); restarting it and running "
-                          f"{cond} again", flush=True)
+                    print(
+                        f"round {r + 1} {cond}: Triton crashed ({crashed}); restarting it and running {cond} again",
+                        flush=True,
+                    )
                     if cond in ("B", "C"):
                         sidecar.stop()
-                    if cond == "E":
+                    if cond == "E" and not file_mode:
                         null.stop()
                     triton.kill()
                     start_triton()
@@ -334,13 +423,18 @@ def main() -> int:
                 extra = f", Triton {got['triton_cpu_ms']:.3f} CPU ms/request ({got['triton_util']:.0%} of a core)"
                 if cond in ("B", "C"):
                     got["sidecar_cpu"] = (_cpu_secs(sidecar.pid()) - cpu0) / secs
-                    got["spans"] = _settle(lambda s=sidecar: _metric(s.metrics(),
-                                                                    "sidecar_otlp_spans_received_total")
-                                           ) - before
+                    # A trace file is read at the next poll (1 s) and a request spanning two files is held until
+                    # the second is read: 3 s without growth.
+                    got["spans"] = (
+                        _settle(lambda s=sidecar: _metric(s.metrics(), counted), 3.0 if file_mode else 1.0) - before
+                    )
                     got["scrapes"] = _metric(sidecar.metrics(), "sidecar_triton_scrapes_total")
                     sidecar.stop()
-                    extra += (f", scrapes {got['scrapes']:.0f}, sidecar used {got['sidecar_cpu']:.0%} of a core")
-                if cond == "E":
+                    extra += f", scrapes {got['scrapes']:.0f}, sidecar used {got['sidecar_cpu']:.0%} of a core"
+                if cond == "E" and file_mode:
+                    _settle(lambda: len(list(trace_dir.iterdir())))  # Triton's last file written
+                    got["spans"] = float(_traced_requests(trace_dir))
+                elif cond == "E":
                     total = {"spans": 0.0}
 
                     def _read(total: dict[str, float] = total) -> float:
@@ -353,17 +447,28 @@ def main() -> int:
                     got["spans"] = _settle(_read)
                     null.stop()
                 if cond in ("B", "E"):
-                    extra = (f", spans received {got['spans']:.0f} "
-                             f"({got['spans'] / max(got['requests'], 1):.4f} per request)") + extra
+                    what = "requests in trace files" if file_mode else "spans received"
+                    extra = (
+                        f", {what} {got['spans']:.0f} ({got['spans'] / max(got['requests'], 1):.4f} per request)"
+                    ) + extra
                 runs[cond].append(got)
-                print(f"round {r + 1} {cond}: {got['rps']:,.0f} req/s, p50 {got['p50_ms']:.2f} ms, p99 "
-                      f"{got['p99_ms']:.2f} ms, non-2xx {got['non2xx']:.0f}, socket errors "
-                      f"{got['socket_errors']:.0f}{extra}", flush=True)
-        _report(runs, rounds, args.trace_rate)
-        print(f"Triton crashes (runs voided and run again): {len(crashes)}"
-              + (f" ({', '.join(crashes)})" if crashes else ""), flush=True)
-        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-              f"runtime {time.monotonic() - t_start:.0f} s; placement {placement}", flush=True)
+                print(
+                    f"round {r + 1} {cond}: {got['rps']:,.0f} req/s, p50 {got['p50_ms']:.2f} ms, p99 "
+                    f"{got['p99_ms']:.2f} ms, non-2xx {got['non2xx']:.0f}, socket errors "
+                    f"{got['socket_errors']:.0f}{extra}",
+                    flush=True,
+                )
+        _report(runs, rounds, args.trace_rate, 1 if file_mode else 3, "traced requests" if file_mode else "spans")
+        print(
+            f"Triton crashes (runs voided and run again): {len(crashes)}"
+            + (f" ({', '.join(crashes)})" if crashes else ""),
+            flush=True,
+        )
+        print(
+            f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+            f"runtime {time.monotonic() - t_start:.0f} s; placement {placement}",
+            flush=True,
+        )
         return 0
     finally:
         if sidecar is not None:
@@ -372,48 +477,92 @@ def main() -> int:
         triton.stop()
 
 
-def _report(runs: dict[str, list[dict[str, float]]], rounds: int, trace_rate: int = 1) -> None:
-    names = {"A": "A no tracing, no sidecar", "B": "B sidecar + every span", "E": "E spans to null collector",
-             "C": "C sidecar, no spans"}
+def _clear(trace_dir: Path) -> None:
+    for f in trace_dir.iterdir():
+        with contextlib.suppress(OSError):
+            f.unlink()
+
+
+def _traced_requests(trace_dir: Path) -> int:
+    """Distinct requests in Triton's trace files (one record per request names its model), then the files go."""
+    import orjson
+
+    ids: set[object] = set()
+    for f in sorted(trace_dir.iterdir()):
+        with contextlib.suppress(OSError, orjson.JSONDecodeError):
+            for rec in orjson.loads(f.read_bytes()):
+                if isinstance(rec, dict) and "model_name" in rec:
+                    ids.add(rec.get("id"))
+    _clear(trace_dir)
+    return len(ids)
+
+
+def _report(
+    runs: dict[str, list[dict[str, float]]], rounds: int, trace_rate: int = 1, per_trace: int = 3, unit: str = "spans"
+) -> None:
+    names = {
+        "A": "A no tracing, no sidecar",
+        "B": "B sidecar follows the files" if unit != "spans" else "B sidecar + every span",
+        "E": "E trace files, nobody reads" if unit != "spans" else "E spans to null collector",
+        "C": f"C sidecar, no {unit}",
+    }
     keys = ("rps", "p50_ms", "p99_ms", "triton_cpu_ms", "triton_util")
     med = {c: {k: statistics.median(run[k] for run in v) for k in keys} for c, v in runs.items() if v}
-    print(f"{'(median)':28s} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'Triton CPU ms/req':>18} {'Triton CPU':>10}"
-          f"  req/s min..max")
+    print(
+        f"{'(median)':28s} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'Triton CPU ms/req':>18} {'Triton CPU':>10}"
+        f"  req/s min..max"
+    )
     for c in ("A", "B", "E", "C"):
-        print(f"{names[c]:28s} {med[c]['rps']:>10,.0f} {med[c]['p50_ms']:>8.2f} {med[c]['p99_ms']:>8.2f} "
-              f"{med[c]['triton_cpu_ms']:>18.3f} {med[c]['triton_util']:>10.0%}  "
-              f"{min(x['rps'] for x in runs[c]):,.0f}..{max(x['rps'] for x in runs[c]):,.0f}")
-    meaning = {("B", "A"): "total: sidecar + Triton's tracing, vs neither; target loss under 3%",
-               ("B", "E"): "the sidecar's own cost, given the tracing turned on",
-               ("E", "A"): "Triton's own cost of tracing every request (not the sidecar's)",
-               ("C", "A"): "scraping alone"}
+        print(
+            f"{names[c]:28s} {med[c]['rps']:>10,.0f} {med[c]['p50_ms']:>8.2f} {med[c]['p99_ms']:>8.2f} "
+            f"{med[c]['triton_cpu_ms']:>18.3f} {med[c]['triton_util']:>10.0%}  "
+            f"{min(x['rps'] for x in runs[c]):,.0f}..{max(x['rps'] for x in runs[c]):,.0f}"
+        )
+    meaning = {
+        ("B", "A"): "total: sidecar + Triton's tracing, vs neither; target loss under 3%",
+        ("B", "E"): "the sidecar's own cost, given the tracing turned on",
+        ("E", "A"): "Triton's own cost of tracing every request (not the sidecar's)",
+        ("C", "A"): "scraping alone",
+    }
     for (num, den), what in meaning.items():
         parts = []
         for key, label in (("rps", "throughput"), ("p99_ms", "p99")):
             per_round = [runs[num][i][key] / runs[den][i][key] for i in range(rounds)]
-            parts.append(f"{label} {num}/{den} = {med[num][key] / med[den][key]:.3f} "
-                         f"(rounds {min(per_round):.3f}..{max(per_round):.3f})")
+            parts.append(
+                f"{label} {num}/{den} = {med[num][key] / med[den][key]:.3f} "
+                f"(rounds {min(per_round):.3f}..{max(per_round):.3f})"
+            )
         loss = 1 - med[num]["rps"] / med[den]["rps"]
         print(f"{'; '.join(parts)}; loss {loss:+.1%}: {what}")
         cpu_round = [runs[num][i]["triton_cpu_ms"] / runs[den][i]["triton_cpu_ms"] for i in range(rounds)]
         cpu = med[num]["triton_cpu_ms"] / med[den]["triton_cpu_ms"]
-        print(f"    Triton CPU per request {num}/{den} = {cpu:.3f} "
-              f"(rounds {min(cpu_round):.3f}..{max(cpu_round):.3f}): {cpu - 1:+.1%} CPU a request, so "
-              f"{1 - 1 / cpu:+.1%} throughput where Triton is CPU-bound")
+        print(
+            f"    Triton CPU per request {num}/{den} = {cpu:.3f} "
+            f"(rounds {min(cpu_round):.3f}..{max(cpu_round):.3f}): {cpu - 1:+.1%} CPU a request, so "
+            f"{1 - 1 / cpu:+.1%} throughput where Triton is CPU-bound"
+        )
     per_req = [(c, i, x["spans"] / max(x["requests"], 1)) for c in ("B", "E") for i, x in enumerate(runs[c])]
     best = max(p for _, _, p in per_req)
     if trace_rate > 1:
         # Triton's exporter sends a batch every few seconds, so the last seconds' spans of a run reach whatever
         # listens next (the next condition's receiver, or nothing): at rate=1 that is a small share of a run's
         # spans, one in N traced it is most of the difference between runs. Shown, not judged.
-        print(f"delivery: spans per request (expected about {3 / trace_rate:.4f}): "
-              + ", ".join(f"{c}{i + 1} {p:.4f}" for c, i, p in per_req)
-              + "; not checked at rate > 1 (spans spill between runs)")
+        print(
+            f"delivery: {unit} per request (expected about {per_trace / trace_rate:.4f}): "
+            + ", ".join(f"{c}{i + 1} {p:.4f}" for c, i, p in per_req)
+            + "; not checked at rate > 1 (spans spill between runs)"
+        )
         return
     short = [f"{c} round {i + 1} ({p:.2f})" for c, i, p in per_req if p < 0.98 * best]
-    print(f"delivery: spans per request, best {best:.2f}; "
-          + (f"SHORT (Triton dropped spans, that baseline is cheaper): {', '.join(short)}" if short
-             else "every B and E run within 2% of it"))
+    print(
+        f"delivery: {unit} per request, best {best:.2f}; "
+        + (
+            f"SHORT (Triton dropped {unit}, that baseline is cheaper): {', '.join(short)}"
+            if short
+            else "every B and E run within 2% of it"
+        )
+    )
+
 
 if __name__ == "__main__":
     sys.exit(main())
