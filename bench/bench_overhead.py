@@ -504,7 +504,7 @@ def _report(
         "A": "A no tracing, no sidecar",
         "B": "B sidecar follows the files" if unit != "spans" else "B sidecar + every span",
         "E": "E trace files, nobody reads" if unit != "spans" else "E spans to null collector",
-        "C": f"C sidecar, no {unit}",
+        "C": "C sidecar, tracing off",
     }
     keys = ("rps", "p50_ms", "p99_ms", "triton_cpu_ms", "triton_util")
     med = {c: {k: statistics.median(run[k] for run in v) for k in keys} for c, v in runs.items() if v}
