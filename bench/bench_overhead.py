@@ -276,31 +276,12 @@ def main() -> int:
     trace_dir.mkdir(exist_ok=True)
     trace_path = trace_dir / "trace.json"
     if file_mode:
-        trace_args = [
-            "--trace-config",
-            "mode=triton",
-            "--trace-config",
-            f"triton,file={trace_path}",
-            "--trace-config",
-            f"triton,log-frequency={args.log_frequency}",
-            "--trace-config",
-            "rate=1",
-            "--trace-config",
-            "level=OFF",
-        ]
+        mode = ["mode=triton", f"triton,file={trace_path}", f"triton,log-frequency={args.log_frequency}"]
         counted = "sidecar_trace_file_requests_total"
     else:
-        trace_args = [
-            "--trace-config",
-            "mode=opentelemetry",
-            "--trace-config",
-            f"opentelemetry,url=http://127.0.0.1:{port}/v1/traces",
-            "--trace-config",
-            "rate=1",
-            "--trace-config",
-            "level=OFF",
-        ]
+        mode = ["mode=opentelemetry", f"opentelemetry,url=http://127.0.0.1:{port}/v1/traces"]
         counted = "sidecar_otlp_spans_received_total"
+    trace_args = [arg for setting in [*mode, "rate=1", "level=OFF"] for arg in ("--trace-config", setting)]
     triton = TritonServer(demo_model_repository(), wd / "triton", extra_args=trace_args)
     lua = wd / "infer.lua"
     lua.write_text(LUA)
@@ -347,16 +328,11 @@ def main() -> int:
             + "B = sidecar (Triton scrape every 1 s, failure join every 5 s, OTLP receiver, checks every 5 s) + "
             + (
                 f"Triton trace files (mode=triton, log-frequency={args.log_frequency}) followed by the sidecar, "
+                f"rate={args.trace_rate} level=TIMESTAMPS; A = no sidecar, tracing OFF; E = trace files nobody reads; "
                 if file_mode
-                else "Triton OTLP tracing "
+                else f"Triton OTLP tracing rate={args.trace_rate} level=TIMESTAMPS to port {port}; "
+                f"A = no sidecar, tracing OFF; E = tracing to a null collector on port {port}; "
             )
-            + (
-                f"rate={args.trace_rate} level=TIMESTAMPS; "
-                if file_mode
-                else f"rate={args.trace_rate} level=TIMESTAMPS to port {port}; "
-            )
-            + "A = no sidecar, tracing OFF; "
-            + ("E = trace files nobody reads; " if file_mode else f"E = tracing to a null collector on port {port}; ")
             + f"C = the sidecar, tracing OFF; workdir {wd}",
             flush=True,
         )
@@ -484,14 +460,15 @@ def _clear(trace_dir: Path) -> None:
 
 
 def _traced_requests(trace_dir: Path) -> int:
-    """Distinct requests in Triton's trace files (one record per request names its model), then the files go."""
-    import orjson
+    """Distinct requests in Triton's trace files (one record per request names its model), then the files go.
+    Read with the sidecar's own lenient scanner, so a file cut short still counts the records it holds."""
+    from sidecar.sources.trace_files.records import scan
 
     ids: set[object] = set()
     for f in sorted(trace_dir.iterdir()):
-        with contextlib.suppress(OSError, orjson.JSONDecodeError):
-            for rec in orjson.loads(f.read_bytes()):
-                if isinstance(rec, dict) and "model_name" in rec:
+        with contextlib.suppress(OSError):
+            for rec in scan(f.read_bytes()).records:
+                if "model_name" in rec:
                     ids.add(rec.get("id"))
     _clear(trace_dir)
     return len(ids)
