@@ -57,11 +57,26 @@ Ev = tuple[str, str, float, dict[str, Any]]
 def events(n: int) -> list[Ev]:
     out = []
     for i in range(n):
-        doc = {"trace_id": f"{i:032x}", "request_id": str(i), "model": "ctr", "version": str(1 + i % 2),
-               "outcome": "ok" if i % 50 else "error", "code": "http_200" if i % 50 else "http_500",
-               "triton_outcome": "ok", "latency_ms": 3.2 + i % 7, "joined": True,
-               "stages_ms": {"network_receive": 0.05, "queue": 0.1, "compute_input": 0.02,
-                             "compute_infer": 2.5, "compute_output": 0.03, "send": 0.04, "request": 2.9}}
+        doc = {
+            "trace_id": f"{i:032x}",
+            "request_id": str(i),
+            "model": "ctr",
+            "version": str(1 + i % 2),
+            "outcome": "ok" if i % 50 else "error",
+            "code": "http_200" if i % 50 else "http_500",
+            "triton_outcome": "ok",
+            "latency_ms": 3.2 + i % 7,
+            "joined": True,
+            "stages_ms": {
+                "network_receive": 0.05,
+                "queue": 0.1,
+                "compute_input": 0.02,
+                "compute_infer": 2.5,
+                "compute_output": 0.03,
+                "send": 0.04,
+                "request": 2.9,
+            },
+        }
         out.append(("request", f"req-{i:032x}", T0 + i / 1000, doc))
     return out
 
@@ -77,15 +92,18 @@ def baseline(path: Path, evs: list[Ev], batch: int) -> float:
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
-    con.execute("CREATE TABLE t (id TEXT PRIMARY KEY, at REAL, kind TEXT, body BLOB, model TEXT, version TEXT, "
-                "trace_id TEXT, request_id TEXT, size INTEGER)")
+    con.execute(
+        "CREATE TABLE t (id TEXT PRIMARY KEY, at REAL, kind TEXT, body BLOB, model TEXT, version TEXT, "
+        "trace_id TEXT, request_id TEXT, size INTEGER)"
+    )
     t = time.perf_counter()
     for i in range(0, len(evs), batch):
         rows = []
-        for kind, eid, at, body in evs[i:i + batch]:
+        for kind, eid, at, body in evs[i : i + batch]:
             raw = orjson.dumps({"id": eid, "kind": kind, "at": at, **body})
-            rows.append((eid, at, kind, raw, body["model"], body["version"], body["trace_id"], body["request_id"],
-                         len(raw)))
+            rows.append(
+                (eid, at, kind, raw, body["model"], body["version"], body["trace_id"], body["request_id"], len(raw))
+            )
         con.execute("BEGIN")
         con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         con.execute("COMMIT")
@@ -98,7 +116,7 @@ def audit_only(path: Path, evs: list[Ev], batch: int) -> float:
     audit = AuditLog(max_rows=10 * len(evs), max_bytes=10**12, registry=CollectorRegistry(), store=Store(path))
     t = time.perf_counter()
     for i in range(0, len(evs), batch):
-        audit.record_many(evs[i:i + batch])
+        audit.record_many(evs[i : i + batch])
     secs = time.perf_counter() - t
     audit.store.close()
     return secs
@@ -112,15 +130,29 @@ async def audit_es(path: Path, evs: list[Ev], batch: int) -> tuple[float, int]:
         outbox = AuditOutbox(store, max_rows=10 * len(evs))
         dead = DeadLetters(store, max_rows=100, registry=reg)
         bulk = ElasticsearchBulk(cfg, client=client_from_config(cfg), dead_letters=dead, registry=reg, clock=clock)
-        sender: Sender[EsDoc] = Sender("elasticsearch", bulk.send, policy=RetryPolicy(), queue=outbox,
-                                       max_batch=500, stats=ExportTelemetry.of(reg).exporter("elasticsearch"),
-                                       clock=clock, close=bulk.aclose)
-        audit = AuditLog(max_rows=10 * len(evs), max_bytes=10**12, registry=reg, store=store, es=sender,
-                         outbox=outbox, dead_letters=dead)
+        sender: Sender[EsDoc] = Sender(
+            "elasticsearch",
+            bulk.send,
+            policy=RetryPolicy(),
+            queue=outbox,
+            max_batch=500,
+            stats=ExportTelemetry.of(reg).exporter("elasticsearch"),
+            clock=clock,
+            close=bulk.aclose,
+        )
+        audit = AuditLog(
+            max_rows=10 * len(evs),
+            max_bytes=10**12,
+            registry=reg,
+            store=store,
+            es=sender,
+            outbox=outbox,
+            dead_letters=dead,
+        )
         await audit.start()
         t = time.perf_counter()
         for i in range(0, len(evs), batch):
-            audit.record_many(evs[i:i + batch])
+            audit.record_many(evs[i : i + batch])
             await asyncio.sleep(0)  # let the sender run between batches, as the event loop would
         while len(es.creates) < len(evs):
             await asyncio.sleep(0.005)
@@ -143,13 +175,23 @@ def join_rate(rounds: int = 50) -> tuple[float, float]:
     from sidecar.sources.otlp.decode import decode_json
 
     spans = list(decode_json((ROOT / "tests/data/traces/otlp-traces-triton.json").read_bytes()).spans)
-    callers = [Span(trace_id=t, span_id="ab" * 8, parent_span_id=None, name="POST /predict", start_unix_nano=1,
-                    end_unix_nano=5_000_001, attributes={"http.response.status_code": 200})
-               for t in sorted({s.trace_id for s in spans})]
+    callers = [
+        Span(
+            trace_id=t,
+            span_id="ab" * 8,
+            parent_span_id=None,
+            name="POST /predict",
+            start_unix_nano=1,
+            end_unix_nano=5_000_001,
+            attributes={"http.response.status_code": 200},
+        )
+        for t in sorted({s.trace_id for s in spans})
+    ]
     batch = Batch(kind="spans", source="bench", items=tuple(from_span(s) for s in callers + spans))
     got: list[Any] = []
-    rr = RequestRecords(RequestRecordsConfig(enabled=True), sink=got.extend, registry=CollectorRegistry(),
-                        clock=FakeClock())
+    rr = RequestRecords(
+        RequestRecordsConfig(enabled=True), sink=got.extend, registry=CollectorRegistry(), clock=FakeClock()
+    )
     t = time.perf_counter()
     for _ in range(rounds):
         rr.on_spans(batch)

@@ -33,17 +33,24 @@ def scrape(counts: dict[tuple[str, str], float], clock: FakeClock) -> Batch:
     for (m, v), n in counts.items():
         lab = f'model="{m}",version="{v}"'
         ms = 35.0 if v == "1" else 41.0
-        lines += [f"nv_inference_request_success{{{lab}}} {n:.0f}", f"nv_inference_count{{{lab}}} {n:.0f}",
-                  f'nv_inference_request_failure{{{lab},reason="BACKEND"}} {n // 100:.0f}',
-                  f"nv_inference_request_duration_us{{{lab}}} {n * ms * 1000:.0f}",
-                  f"nv_inference_queue_duration_us{{{lab}}} {n * ms * 100:.0f}",
-                  f'nv_inference_request_summary_us{{{lab},quantile="0.5"}} {ms * 900:.0f}',
-                  f'nv_inference_request_summary_us{{{lab},quantile="0.99"}} {ms * 1500:.0f}']
+        lines += [
+            f"nv_inference_request_success{{{lab}}} {n:.0f}",
+            f"nv_inference_count{{{lab}}} {n:.0f}",
+            f'nv_inference_request_failure{{{lab},reason="BACKEND"}} {n // 100:.0f}',
+            f"nv_inference_request_duration_us{{{lab}}} {n * ms * 1000:.0f}",
+            f"nv_inference_queue_duration_us{{{lab}}} {n * ms * 100:.0f}",
+            f'nv_inference_request_summary_us{{{lab},quantile="0.5"}} {ms * 900:.0f}',
+            f'nv_inference_request_summary_us{{{lab},quantile="0.99"}} {ms * 1500:.0f}',
+        ]
     expo = parse_exposition("\n".join(lines) + "\n")
     samples = tuple(expo.samples)
-    snap = SeriesSnapshot(target="t", samples=samples, parsed=MappingProxyType({r: expo.labels(r) for _n, r, _v in
-                                                                                 samples}),
-                          types=MappingProxyType({}), taken_at=clock.monotonic())
+    snap = SeriesSnapshot(
+        target="t",
+        samples=samples,
+        parsed=MappingProxyType({r: expo.labels(r) for _n, r, _v in samples}),
+        types=MappingProxyType({}),
+        taken_at=clock.monotonic(),
+    )
     return Batch("samples", SOURCE, (snap,), received_at=clock.now(), complete=True)
 
 
@@ -64,9 +71,22 @@ def main() -> None:
     for m in MODELS:
         for v in ("1", "2"):
             lat = rng.normal(35 if v == "1" else 41, 3, 2000)
-            chk.observe(Batch("events", "bench", tuple(
-                Event(model=m, version=v, timestamp=clock.now() - i * 0.1, score=float(rng.beta(2, 8)),
-                      fields={"latency_ms": float(lat[i]), "error": float(i % 100 == 0)}) for i in range(2000))))
+            chk.observe(
+                Batch(
+                    "events",
+                    "bench",
+                    tuple(
+                        Event(
+                            model=m,
+                            version=v,
+                            timestamp=clock.now() - i * 0.1,
+                            score=float(rng.beta(2, 8)),
+                            fields={"latency_ms": float(lat[i]), "error": float(i % 100 == 0)},
+                        )
+                        for i in range(2000)
+                    ),
+                )
+            )
     evals = []
     for _ in range(5):
         t0 = time.perf_counter()
@@ -74,8 +94,10 @@ def main() -> None:
         evals.append(time.perf_counter() - t0)
     ev = float(np.median(evals))
     print(f"one Triton scrape (100 versions): {np.median(took) * 1e3:.1f} ms")
-    print(f"one evaluation (50 pairs, 8 aspects each, {sum(f.active for f in found)} worse): {ev * 1e3:.0f} ms, "
-          f"{ev / 15 * 100:.1f}% of the 15 s evaluation interval")
+    print(
+        f"one evaluation (50 pairs, 8 aspects each, {sum(f.active for f in found)} worse): {ev * 1e3:.0f} ms, "
+        f"{ev / 15 * 100:.1f}% of the 15 s evaluation interval"
+    )
 
 
 if __name__ == "__main__":

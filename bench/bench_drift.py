@@ -105,6 +105,7 @@ def _peer_worker(method: str, n_features: int, n_ref: int, n_cur: int, seed: int
         d[:] = [float(r.statistic) for r in res]
         p[:] = [float(r.pvalue) for r in res]
         import scipy
+
         version = f"scipy {scipy.__version__}"
     elif method == "ours":
         t0 = time.perf_counter()
@@ -121,6 +122,7 @@ def _peer_worker(method: str, n_features: int, n_ref: int, n_cur: int, seed: int
     elif method == "alibi":
         import alibi_detect
         from alibi_detect.cd import KSDrift
+
         version = f"alibi-detect {alibi_detect.__version__}"
         t0 = time.perf_counter()
         # ref.T is a (rows, features) view whose columns are contiguous: no copy of the reference here.
@@ -136,6 +138,7 @@ def _peer_worker(method: str, n_features: int, n_ref: int, n_cur: int, seed: int
         import pandas as pd
         from evidently import DataDefinition, Dataset, Report
         from evidently.presets import DataDriftPreset
+
         version = f"evidently {evidently.__version__}"
         cols = [f"f{j}" for j in range(n_features)]
         definition = DataDefinition(numerical_columns=cols)
@@ -153,8 +156,16 @@ def _peer_worker(method: str, n_features: int, n_ref: int, n_cur: int, seed: int
                 p[cols.index(col)] = float(m["value"])
     else:
         raise SystemExit(f"unknown method {method}")
-    np.savez(out, d=d, p=p, t_eval=t_eval, t_prep=t_prep, rss_data=rss_data, rss_peak=_proc_status_mib("VmHWM"),
-             version=np.array(version))
+    np.savez(
+        out,
+        d=d,
+        p=p,
+        t_eval=t_eval,
+        t_prep=t_prep,
+        rss_data=rss_data,
+        rss_peak=_proc_status_mib("VmHWM"),
+        version=np.array(version),
+    )
 
 
 def _run_peer(method: str, n_features: int, n_ref: int, n_cur: int, seed: int) -> dict[str, object] | str:
@@ -164,8 +175,18 @@ def _run_peer(method: str, n_features: int, n_ref: int, n_cur: int, seed: int) -
         return f"{mod} not installed in {sys.executable} (pip install '.[bench]')"
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "r.npz")
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--peer-worker", method, "--peer-out", out,
-               "--peer-sizes", f"{n_features},{n_ref},{n_cur}", "--seed", str(seed)]
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--peer-worker",
+            method,
+            "--peer-out",
+            out,
+            "--peer-sizes",
+            f"{n_features},{n_ref},{n_cur}",
+            "--seed",
+            str(seed),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not Path(out).exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -174,15 +195,27 @@ def _run_peer(method: str, n_features: int, n_ref: int, n_cur: int, seed: int) -
             return {k: z[k] for k in z.files}
 
 
-def peers(n_features: int, n_ref: int, n_cur: int, seed: int, t_one: float, t_two: float,
-          ours: list[KsResult], scipy_res: list[object]) -> None:
-    print(f"== peers: one evaluation each, every method in its own fresh process (same data from seed {seed}); "
-          f"peak RSS = that process's VmHWM, which includes the interpreter, imports and the data itself ==")
+def peers(
+    n_features: int,
+    n_ref: int,
+    n_cur: int,
+    seed: int,
+    t_one: float,
+    t_two: float,
+    ours: list[KsResult],
+    scipy_res: list[object],
+) -> None:
+    print(
+        f"== peers: one evaluation each, every method in its own fresh process (same data from seed {seed}); "
+        f"peak RSS = that process's VmHWM, which includes the interpreter, imports and the data itself =="
+    )
     d_ours = np.array([o.d for o in ours])
     p_ours = np.array([o.p for o in ours])
     p_scipy = np.array([float(cast(tuple[float, float], r)[1]) for r in scipy_res])
-    print(f"{'method':44s} {'evaluation':>11s} {'one-off prep':>13s} {'peak RSS':>10s} {'data alone':>11s} "
-          f"{'vs ours 1t':>11s} {'vs ours 2t':>11s}")
+    print(
+        f"{'method':44s} {'evaluation':>11s} {'one-off prep':>13s} {'peak RSS':>10s} {'data alone':>11s} "
+        f"{'vs ours 1t':>11s} {'vs ours 2t':>11s}"
+    )
     results: dict[str, dict[str, object]] = {}
     for method in PEER_METHODS:
         t0 = time.perf_counter()
@@ -194,11 +227,14 @@ def peers(n_features: int, n_ref: int, n_cur: int, seed: int, t_one: float, t_tw
         results[method] = r
         t_eval = float(cast(np.ndarray, r["t_eval"]))
         label = f"{method}: {r['version']}"
-        print(f"{label:44s} {t_eval:10.3f}s {float(cast(np.ndarray, r['t_prep'])):12.3f}s "
-              f"{float(cast(np.ndarray, r['rss_peak'])):7.0f} MiB {float(cast(np.ndarray, r['rss_data'])):7.0f} MiB "
-              f"{t_eval / t_one:10.1f}x {t_eval / t_two:10.1f}x   ({wall:.0f}s wall incl. start-up)")
-    print(f"  (ours in this table's ratios: the in-process median above, 1 thread {t_one:.3f}s, "
-          f"2 threads {t_two:.3f}s)")
+        print(
+            f"{label:44s} {t_eval:10.3f}s {float(cast(np.ndarray, r['t_prep'])):12.3f}s "
+            f"{float(cast(np.ndarray, r['rss_peak'])):7.0f} MiB {float(cast(np.ndarray, r['rss_data'])):7.0f} MiB "
+            f"{t_eval / t_one:10.1f}x {t_eval / t_two:10.1f}x   ({wall:.0f}s wall incl. start-up)"
+        )
+    print(
+        f"  (ours in this table's ratios: the in-process median above, 1 thread {t_one:.3f}s, 2 threads {t_two:.3f}s)"
+    )
 
     def agree(name: str, ours_v: np.ndarray, theirs: np.ndarray, what: str, verdict: bool = True) -> None:
         diff = float(np.max(np.abs(ours_v - theirs)))
@@ -222,10 +258,12 @@ def peers(n_features: int, n_ref: int, n_cur: int, seed: int, t_one: float, t_tw
             # by the float32 store, so the relative difference is taken over the representable ones only.
             normal = p_ours >= np.finfo(np.float32).tiny
             rel = float(np.max(np.abs(p_r - p_ours)[normal] / p_ours[normal])) if normal.any() else 0.0
-            print(f"  alibi outputs are float32: D == float32(ours D) for {same_d}/{n_features} features, "
-                  f"p == float32(ours p) for {same_p}/{n_features}, p == float32(scipy p) for "
-                  f"{same_ps}/{n_features}; max relative |dp| = {rel:.3g} over the {int(normal.sum())} p >= 1.2e-38 "
-                  f"(float32 eps 2^-24 = {2.0**-24:.3g}); {int((~normal).sum())} smaller p stored as 0 by alibi")
+            print(
+                f"  alibi outputs are float32: D == float32(ours D) for {same_d}/{n_features} features, "
+                f"p == float32(ours p) for {same_p}/{n_features}, p == float32(scipy p) for "
+                f"{same_ps}/{n_features}; max relative |dp| = {rel:.3g} over the {int(normal.sum())} p >= 1.2e-38 "
+                f"(float32 eps 2^-24 = {2.0**-24:.3g}); {int((~normal).sum())} smaller p stored as 0 by alibi"
+            )
         elif method == "evidently":
             # Evidently calls scipy.stats.ks_2samp(reference, current) with scipy's defaults: p only, float64.
             missing = int(np.sum(np.isnan(p_r)))
@@ -237,8 +275,10 @@ def peers(n_features: int, n_ref: int, n_cur: int, seed: int, t_one: float, t_tw
 
 def speed(n_features: int, n_ref: int, n_cur: int, seed: int, repeat: int, with_peers: bool) -> None:
     ref, cur = _make_data(n_features, n_ref, n_cur, seed)
-    print(f"== speed: {n_features} numeric features, reference {n_ref:,} rows, current {n_cur:,} rows; "
-          f"{os.cpu_count()} CPUs; ours: median of {repeat} ==")
+    print(
+        f"== speed: {n_features} numeric features, reference {n_ref:,} rows, current {n_cur:,} rows; "
+        f"{os.cpu_count()} CPUs; ours: median of {repeat} =="
+    )
 
     t0 = time.perf_counter()
     scipy_res = [sps.ks_2samp(ref[j], cur[j]) for j in range(n_features)]
@@ -254,16 +294,20 @@ def speed(n_features: int, n_ref: int, n_cur: int, seed: int, repeat: int, with_
 
     print(f"{'method':62s} {'per evaluation':>15s}")
     print(f"{'scipy.stats.ks_2samp loop (baseline)':62s} {t_scipy:14.3f}s")
-    for label, t in (("ours, 1 thread (sorted reference, sort+search current, vector p)", t_one),
-                     ("ours, 2 threads (the same, features spread over a pool)", t_two)):
+    for label, t in (
+        ("ours, 1 thread (sorted reference, sort+search current, vector p)", t_one),
+        ("ours, 2 threads (the same, features spread over a pool)", t_two),
+    ):
         print(f"{label:62s} {t:14.3f}s   ratio {t_scipy / t:5.1f}x faster")
     print(f"{'  (one-off reference sort, at reference load)':62s} {t_sort:14.3f}s")
     for label, ours in (("1 thread", ours_one), ("2 threads", ours_two)):
         res = cast(list[KsResult], ours)
         dd = max(abs(o.d - float(s.statistic)) for o, s in zip(res, scipy_res, strict=True))
         dp = max(abs(o.p - float(s.pvalue)) for o, s in zip(res, scipy_res, strict=True))
-        print(f"agreement with scipy ({label}): max |dD| = {dd:.3g}, max |dp| = {dp:.3g} "
-              f"({'OK' if dd <= 1e-9 and dp <= 1e-9 else 'MISMATCH'} at 1e-9)")
+        print(
+            f"agreement with scipy ({label}): max |dD| = {dd:.3g}, max |dp| = {dp:.3g} "
+            f"({'OK' if dd <= 1e-9 and dp <= 1e-9 else 'MISMATCH'} at 1e-9)"
+        )
     ours = cast(list[KsResult], ours_one)
 
     if with_peers:
@@ -293,13 +337,17 @@ def speed(n_features: int, n_ref: int, n_cur: int, seed: int, repeat: int, with_
     ds_found = {j for j in range(n_features) if ks_test(ref_sk[j], cur_sk[j], 0.01)}
     derr = max(abs(s.d - o.d) for s, o in zip(sk, ours, strict=True))
     size = float(np.mean([len(s.serialize()) for s in ref_sk + cur_sk]))
-    print(f"sketch mode (KLL k={k}, float32 items, {size / 1024:.1f} KiB per serialized sketch on average): "
-          f"build {t_build:.3f}s (once per window), test {t_sk:.3f}s; max |D_sketch - D_exact| = {derr:.4f} "
-          f"over {n_features} features (bound used for the p-value: eps_ref + eps_cur = {sk[0].d_error:.4f}, "
-          f"KLL's single-sided normalized rank error at ~99% confidence per sketch)")
+    print(
+        f"sketch mode (KLL k={k}, float32 items, {size / 1024:.1f} KiB per serialized sketch on average): "
+        f"build {t_build:.3f}s (once per window), test {t_sk:.3f}s; max |D_sketch - D_exact| = {derr:.4f} "
+        f"over {n_features} features (bound used for the p-value: eps_ref + eps_cur = {sk[0].d_error:.4f}, "
+        f"KLL's single-sided normalized rank error at ~99% confidence per sketch)"
+    )
     print(f"  shifted features (0.1 sd): {sorted(j for j in SHIFTED if j < n_features)}")
-    print(f"  exact mode flags {sorted(exact_found)}; sketch mode flags {sorted(sk_found)}; "
-          f"datasketches ks_test flags {sorted(ds_found)}")
+    print(
+        f"  exact mode flags {sorted(exact_found)}; sketch mode flags {sorted(sk_found)}; "
+        f"datasketches ks_test flags {sorted(ds_found)}"
+    )
     print(f"peak RSS so far: {_rss_mib():.0f} MiB")
 
 
@@ -308,8 +356,12 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--section", choices=("speed", "quality", "all"), default="all")
     p.add_argument("--days", type=float, default=7.0, help="no-drift traffic to replay (quality)")
-    p.add_argument("--offset-days", type=float, default=7.0,
-                   help="the rolling reference's offset, replayed first as history (quality)")
+    p.add_argument(
+        "--offset-days",
+        type=float,
+        default=7.0,
+        help="the rolling reference's offset, replayed first as history (quality)",
+    )
     p.add_argument("--seeds", type=int, default=9, help="seeds of each detection-delay row (quality)")
     p.add_argument("--no-false-alarms", action="store_true", help="skip the days of no-drift traffic (quality)")
     p.add_argument("--no-delays", action="store_true", help="skip the detection-delay rows (quality)")
@@ -318,10 +370,17 @@ def main() -> None:
     p.add_argument("--window-secs", type=float, default=1800.0)
     p.add_argument("--sustained-secs", type=float, default=600.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="worker processes for the quality section's independent replays (default: one per CPU)")
-    p.add_argument("--peers", action="store_true",
-                   help="also run the scipy loop, ours, alibi-detect and Evidently once each in subprocesses (speed)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes for the quality section's independent replays (default: one per CPU)",
+    )
+    p.add_argument(
+        "--peers",
+        action="store_true",
+        help="also run the scipy loop, ours, alibi-detect and Evidently once each in subprocesses (speed)",
+    )
     p.add_argument("--peer-worker", choices=PEER_METHODS, help=argparse.SUPPRESS)
     p.add_argument("--peer-out", help=argparse.SUPPRESS)
     p.add_argument("--peer-sizes", help=argparse.SUPPRESS)
@@ -337,8 +396,19 @@ def main() -> None:
             speed(50, 1_000_000, 100_000, a.seed, a.repeat, a.peers)
     if a.section in ("quality", "all"):
         from drift_quality import quality
-        quality(0.25 if a.quick else a.days, 1.0 if a.quick else a.offset_days, a.seed, 2 if a.quick else a.seeds,
-                a.window_secs, a.sustained_secs, a.no_false_alarms, a.no_delays, a.method, a.jobs)
+
+        quality(
+            0.25 if a.quick else a.days,
+            1.0 if a.quick else a.offset_days,
+            a.seed,
+            2 if a.quick else a.seeds,
+            a.window_secs,
+            a.sustained_secs,
+            a.no_false_alarms,
+            a.no_delays,
+            a.method,
+            a.jobs,
+        )
 
 
 if __name__ == "__main__":

@@ -47,9 +47,21 @@ def _config(db: Path, port: int, eval_secs: float) -> dict[str, object]:
         "checks": {
             "eval_interval_secs": eval_secs,
             "drift": {"enabled": False},
-            "business": {"enabled": True, "checks": {"score_mean": {
-                "model": "ctr", "field": "score", "aggregate": "mean", "window_secs": 3600,
-                "baseline_secs": 86400, "compare": "relative", "direction": "down", "threshold": 0.15}}},
+            "business": {
+                "enabled": True,
+                "checks": {
+                    "score_mean": {
+                        "model": "ctr",
+                        "field": "score",
+                        "aggregate": "mean",
+                        "window_secs": 3600,
+                        "baseline_secs": 86400,
+                        "compare": "relative",
+                        "direction": "down",
+                        "threshold": 0.15,
+                    }
+                },
+            },
         },
     }
 
@@ -85,9 +97,13 @@ def one_run(rnd: random.Random, eval_secs: float, workdir: Path, k: int) -> tupl
     cfg_path = workdir / f"run{k}.yaml"
     cfg_path.write_text(yaml.safe_dump(_config(db, port, eval_secs)))
     exe = str(Path(sys.executable).with_name("sidecar"))  # the console script `sidecar run`, as deployed
-    proc = subprocess.Popen([exe, "run", "--config", str(cfg_path)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [exe, "run", "--config", str(cfg_path)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         _wait_ready(port, proc)
         started = time.monotonic()
@@ -96,8 +112,9 @@ def one_run(rnd: random.Random, eval_secs: float, workdir: Path, k: int) -> tupl
         acked = 0
         while time.monotonic() - started < kill_after:
             now = time.time()
-            body = orjson.dumps([{"model": "ctr", "version": "1", "timestamp": now, "score": rnd.random()}
-                                 for _ in range(100)])
+            body = orjson.dumps(
+                [{"model": "ctr", "version": "1", "timestamp": now, "score": rnd.random()} for _ in range(100)]
+            )
             conn.request("POST", "/v1/events", body=body, headers={"Content-Type": "application/json"})
             r = conn.getresponse()
             doc = orjson.loads(r.read())
@@ -121,8 +138,10 @@ def main() -> None:
     ap.add_argument("--eval-interval", type=float, default=15.0, help="checks.eval_interval_secs")
     a = ap.parse_args()
     rnd = random.Random(a.seed)
-    print(f"kill -9 during event bursts: {a.runs} runs, seed {a.seed}, checks.eval_interval_secs "
-          f"{a.eval_interval:g} (business buckets are persisted after every round)")
+    print(
+        f"kill -9 during event bursts: {a.runs} runs, seed {a.seed}, checks.eval_interval_secs "
+        f"{a.eval_interval:g} (business buckets are persisted after every round)"
+    )
     lost: list[float] = []
     with tempfile.TemporaryDirectory() as d:
         for k in range(a.runs):
@@ -130,8 +149,11 @@ def main() -> None:
             frac = (acked - kept) / acked if acked else 0.0
             lost.append(frac)
             since = alive % a.eval_interval
-            print(f"run {k}: acknowledged {acked:,}, persisted {kept:,}, lost {acked - kept:,} ({frac:.1%}); "
-                  f"killed {alive:.1f} s after ready, about {since:.1f} s after the last round", flush=True)
+            print(
+                f"run {k}: acknowledged {acked:,}, persisted {kept:,}, lost {acked - kept:,} ({frac:.1%}); "
+                f"killed {alive:.1f} s after ready, about {since:.1f} s after the last round",
+                flush=True,
+            )
     print(f"lost fraction: min {min(lost):.1%}, median {statistics.median(lost):.1%}, max {max(lost):.1%}")
 
 

@@ -120,9 +120,7 @@ def _bodies(n: int, seed: int) -> tuple[list[bytes], list[bytes]]:
             "resourceSpans": [
                 {
                     "resource": {
-                        "attributes": [
-                            {"key": "service.name", "value": {"stringValue": "triton-inference-server"}}
-                        ]
+                        "attributes": [{"key": "service.name", "value": {"stringValue": "triton-inference-server"}}]
                     },
                     "scopeSpans": [{"scope": {"name": "triton-server"}, "spans": spans}],
                 }
@@ -324,9 +322,7 @@ def main() -> None:
             t0 = time.perf_counter()
             gen_base = 0 if kind == "json" else 128  # the two runs never share a trace id either
             procs = [
-                mp.Process(
-                    target=_generate, args=(port, bodies[i :: args.generators], ctype, secs, q, gen_base + i)
-                )
+                mp.Process(target=_generate, args=(port, bodies[i :: args.generators], ctype, secs, q, gen_base + i))
                 for i in range(args.generators)
             ]
             for p in procs:
@@ -362,11 +358,7 @@ def main() -> None:
                 f"{dec:,.0f} spans/s; receiver/decode ratio {rate / dec:.2f}"
             )
             per10k = 10_000 / (rate / max(cpu / wall, 1e-9))
-            print(
-                f"{kind:8s}: CPU for 10k spans/s = {per10k:.0%} of a core "
-                "(OpenTelemetry Collector load test: "
-                f"20%)"
-            )
+            print(f"{kind:8s}: CPU for 10k spans/s = {per10k:.0%} of a core (OpenTelemetry Collector load test: 20%)")
         print(f"sidecar RSS after the run: {_rss_mib(server.pid):.0f} MiB")
         print(
             f"targets (issue 11): json >= 60,000 spans/s ({results['json'] / 60_000:.2f}x), "

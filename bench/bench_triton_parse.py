@@ -34,18 +34,33 @@ def triton_exposition(n_series: int, seed_value: int = 0) -> str:
         out.extend(rows)
 
     v = seed_value
-    fam("nv_inference_request_success", "counter", "Number of successful inference requests",
-        [f'nv_inference_request_success{{model="{m}",version="{ver}"}} {1000 + v}\n' for m, ver in keys])
-    fam("nv_inference_request_failure", "counter", "Number of failed inference requests",
-        [f'nv_inference_request_failure{{model="{m}",reason="{r}",version="{ver}"}} {v % 7}\n'
-         for m, ver in keys for r in ("OTHER", "BACKEND", "REJECTED", "CANCELED")])
+    fam(
+        "nv_inference_request_success",
+        "counter",
+        "Number of successful inference requests",
+        [f'nv_inference_request_success{{model="{m}",version="{ver}"}} {1000 + v}\n' for m, ver in keys],
+    )
+    fam(
+        "nv_inference_request_failure",
+        "counter",
+        "Number of failed inference requests",
+        [
+            f'nv_inference_request_failure{{model="{m}",reason="{r}",version="{ver}"}} {v % 7}\n'
+            for m, ver in keys
+            for r in ("OTHER", "BACKEND", "REJECTED", "CANCELED")
+        ],
+    )
     for name in ("nv_inference_count", "nv_inference_exec_count"):
         fam(name, "counter", "count", [f'{name}{{model="{m}",version="{ver}"}} {2000 + v}\n' for m, ver in keys])
     for s in STAGES:
         name = f"nv_inference_{s}_duration_us" if s != "request" else "nv_inference_request_duration_us"
         fam(name, "counter", "us", [f'{name}{{model="{m}",version="{ver}"}} {123456 + v}\n' for m, ver in keys])
-    fam("nv_inference_pending_request_count", "gauge", "pending",
-        [f'nv_inference_pending_request_count{{model="{m}",version="{ver}"}} 0\n' for m, ver in keys])
+    fam(
+        "nv_inference_pending_request_count",
+        "gauge",
+        "pending",
+        [f'nv_inference_pending_request_count{{model="{m}",version="{ver}"}} 0\n' for m, ver in keys],
+    )
     for s in STAGES:
         name = f"nv_inference_{s}_summary_us"
         rows: list[str] = []

@@ -52,8 +52,14 @@ from sidecar.model import Batch, Event, Finding, GpuMemoryReading, GpuProcess, S
 from sidecar.processors.gpu_memory import GpuMemoryByModel
 
 NOW = 1_700_000_000.0
-STATS = (("inference_count", 1.0), ("execution_count", 0.5), ("success_count", 1.0), ("success_ns", 1e6),
-         ("queue_count", 1.0), ("queue_ns", 3e6))
+STATS = (
+    ("inference_count", 1.0),
+    ("execution_count", 0.5),
+    ("success_count", 1.0),
+    ("success_ns", 1e6),
+    ("queue_count", 1.0),
+    ("queue_ns", 3e6),
+)
 CONFIG = (("max_batch_size", 16.0), ("dynamic_batching", 1.0), ("max_queue_delay_us", 2000.0))
 
 
@@ -86,10 +92,23 @@ def events(models: int, per_version: int, window_secs: float, rng: np.random.Gen
         score = rng.beta(2 + int(version), 5, per_version)
         err = rng.random(per_version) < 0.01
         ts = NOW - window_secs + np.sort(rng.random(per_version)) * window_secs * 0.99
-        out.append(Batch(kind="events", source="bench", items=tuple(
-            Event(model=model, version=version, timestamp=float(t), score=float(s),
-                  fields={"latency_ms": float(la), "error": float(e)}, trace_id=f"{i:032x}")
-            for i, (t, s, la, e) in enumerate(zip(ts, score, lat, err, strict=True)))))
+        out.append(
+            Batch(
+                kind="events",
+                source="bench",
+                items=tuple(
+                    Event(
+                        model=model,
+                        version=version,
+                        timestamp=float(t),
+                        score=float(s),
+                        fields={"latency_ms": float(la), "error": float(e)},
+                        trace_id=f"{i:032x}",
+                    )
+                    for i, (t, s, la, e) in enumerate(zip(ts, score, lat, err, strict=True))
+                ),
+            )
+        )
     return out
 
 
@@ -114,9 +133,12 @@ def exposition(models: int, *, t: int, worst: bool) -> str:
         queue = t * (60_000_000 if worst else 300_000)
         compute = t * (29_000_000 if worst else 3_000_000)
         lines += [
-            f"nv_inference_request_success{lab} {n}", f"nv_inference_count{lab} {n}",
-            f"nv_inference_exec_count{lab} {n}", f"nv_inference_request_duration_us{lab} {queue + compute}",
-            f"nv_inference_queue_duration_us{lab} {queue}", f"nv_inference_compute_input_duration_us{lab} 0",
+            f"nv_inference_request_success{lab} {n}",
+            f"nv_inference_count{lab} {n}",
+            f"nv_inference_exec_count{lab} {n}",
+            f"nv_inference_request_duration_us{lab} {queue + compute}",
+            f"nv_inference_queue_duration_us{lab} {queue}",
+            f"nv_inference_compute_input_duration_us{lab} 0",
             f"nv_inference_compute_infer_duration_us{lab} {compute}",
             f"nv_inference_compute_output_duration_us{lab} 0",
             f"nv_inference_pending_request_count{lab} {t * 9 if worst else 0}",
@@ -128,8 +150,18 @@ def exposition(models: int, *, t: int, worst: bool) -> str:
 
 
 def stub(model: str, version: str) -> tuple[str, ...]:
-    return ("/b/triton_python_backend_stub", f"/r/{model}/{version}/model.py", "shm", "1", "1", "1", "/b", "336",
-            f"{model}_0_0", "DEFAULT")
+    return (
+        "/b/triton_python_backend_stub",
+        f"/r/{model}/{version}/model.py",
+        "shm",
+        "1",
+        "1",
+        "1",
+        "/b",
+        "336",
+        f"{model}_0_0",
+        "DEFAULT",
+    )
 
 
 class _Control:
@@ -152,11 +184,18 @@ class _Control:
 
 
 def run(models: int, repeat: int) -> tuple[float, list[Row], list[Row], list[str]]:
-    cfg = parse_config({"triton": {"http_url": "http://triton:8000"}, "checks": {
-        "canary": {"enabled": True, "max_models": max(50, models)},
-        "output_sanity": {"enabled": True, "max_models": max(200, models), "models": {}},
-        "cold_start": {"enabled": True}, "batching": {"enabled": True},
-        "tracing_governor": {"enabled": True}}})
+    cfg = parse_config(
+        {
+            "triton": {"http_url": "http://triton:8000"},
+            "checks": {
+                "canary": {"enabled": True, "max_models": max(50, models)},
+                "output_sanity": {"enabled": True, "max_models": max(200, models), "models": {}},
+                "cold_start": {"enabled": True},
+                "batching": {"enabled": True},
+                "tracing_governor": {"enabled": True},
+            },
+        }
+    )
     checks = cfg.checks
     interval = checks.eval_interval_secs
     clock = FakeClock(start=NOW)
@@ -171,13 +210,16 @@ def run(models: int, repeat: int) -> tuple[float, list[Row], list[Row], list[str
     for b in events(models, per_version, min(checks.canary.window_secs, checks.output_sanity.window_secs), rng):
         canary.observe(b)
         sanity.observe(b)
-    notes.append(f"canary and output sanity: {per_version} events per version in the window "
-                 f"(canary.max_samples), v2 20% slower and scoring higher")
+    notes.append(
+        f"canary and output sanity: {per_version} events per version in the window "
+        f"(canary.max_samples), v2 20% slower and scoring higher"
+    )
     found_canary = canary.evaluate(NOW)
     evaluate.append(Row(f"canary ({len(found_canary)} pairs)", median_ms(lambda: canary.evaluate(NOW), repeat)))
     found_sanity = sanity.evaluate(NOW)
-    evaluate.append(Row(f"output sanity ({len(found_sanity)} findings)",
-                        median_ms(lambda: sanity.evaluate(NOW), repeat)))
+    evaluate.append(
+        Row(f"output sanity ({len(found_sanity)} findings)", median_ms(lambda: sanity.evaluate(NOW), repeat))
+    )
 
     cold = ColdStartWatch(checks.cold_start, registry=CollectorRegistry())
     adv = BatchingAdvisor(checks.batching, registry=CollectorRegistry())
@@ -192,20 +234,35 @@ def run(models: int, repeat: int) -> tuple[float, list[Row], list[Row], list[str
     evaluate.append(Row("batching advisor", median_ms(lambda: adv.evaluate(NOW), repeat)))
     nxt = poll(models, NOW, 100.0 * polls)
     per_interval = interval / api_every
-    ingest.append(Row(f"cold-start watch: {per_interval:g} polls", per_interval * median_ms(
-        lambda: cold.observe(nxt), repeat)))
-    ingest.append(Row(f"batching advisor: {per_interval:g} polls", per_interval * median_ms(
-        lambda: adv.observe(nxt), repeat)))
+    ingest.append(
+        Row(f"cold-start watch: {per_interval:g} polls", per_interval * median_ms(lambda: cold.observe(nxt), repeat))
+    )
+    ingest.append(
+        Row(f"batching advisor: {per_interval:g} polls", per_interval * median_ms(lambda: adv.observe(nxt), repeat))
+    )
 
-    governor = TracingGovernor(checks.tracing_governor, control=_Control(), bus=Bus(CollectorRegistry()),
-                               registry=CollectorRegistry(), clock=clock, logger=logging.getLogger("bench"))
+    governor = TracingGovernor(
+        checks.tracing_governor,
+        control=_Control(),
+        bus=Bus(CollectorRegistry()),
+        registry=CollectorRegistry(),
+        clock=clock,
+        logger=logging.getLogger("bench"),
+    )
     round_findings: list[Finding] = [*found_canary, *found_sanity, *cold.evaluate(NOW), *adv.evaluate(NOW)]
     # The worst case for the decision: every model has an active finding of a kind it boosts for.
     kind = checks.tracing_governor.kinds[0]
-    round_findings += [Finding(check="bench", kind=kind, labels={"model": m}, active=True, value=1.0)
-                       for m, v in keys(models) if v == "1"]
-    evaluate.append(Row(f"tracing governor (decide on {len(round_findings)} findings)",
-                        median_ms(lambda: governor.on_findings(round_findings, NOW), repeat)))
+    round_findings += [
+        Finding(check="bench", kind=kind, labels={"model": m}, active=True, value=1.0)
+        for m, v in keys(models)
+        if v == "1"
+    ]
+    evaluate.append(
+        Row(
+            f"tracing governor (decide on {len(round_findings)} findings)",
+            median_ms(lambda: governor.on_findings(round_findings, NOW), repeat),
+        )
+    )
     asyncio.run(governor.apply_once())
 
     dcfg = cfg.diagnose
@@ -216,29 +273,53 @@ def run(models: int, repeat: int) -> tuple[float, list[Row], list[Row], list[str
         p0 = parse_probe(text0, at=NOW - 30, url="u", max_models=dcfg.max_models, configs=configs)
         p1 = parse_probe(text1, at=NOW, url="u", max_models=dcfg.max_models, configs=configs)
         found = diagnose(Inputs(p0, p1, silent_secs=60.0), dcfg)
-        diag = Diagnoser(dcfg, metrics_url="u", http_url=None, spans_expected=True, registry=CollectorRegistry(),
-                         clock=clock, http=None)  # type: ignore[arg-type]  # no probe is made here
+        diag = Diagnoser(
+            dcfg,
+            metrics_url="u",
+            http_url=None,
+            spans_expected=True,
+            registry=CollectorRegistry(),
+            clock=clock,
+            http=None,
+        )  # type: ignore[arg-type]  # no probe is made here
         diag._probes = (p0, p1)
-        evaluate.append(Row(f"diagnoses, {case} ({len(found)} diagnoses)",
-                            median_ms(partial(diag.evaluate, NOW), repeat)))
+        evaluate.append(
+            Row(f"diagnoses, {case} ({len(found)} diagnoses)", median_ms(partial(diag.evaluate, NOW), repeat))
+        )
         if worst:
             probes = interval / dcfg.interval_secs
-            ingest.append(Row(f"diagnoses: {probes:g} probe parses ({len(text1) // 1024} KiB)", probes * median_ms(
-                partial(parse_probe, text1, at=NOW, url="u", max_models=dcfg.max_models, configs=configs), repeat)))
+            ingest.append(
+                Row(
+                    f"diagnoses: {probes:g} probe parses ({len(text1) // 1024} KiB)",
+                    probes
+                    * median_ms(
+                        partial(parse_probe, text1, at=NOW, url="u", max_models=dcfg.max_models, configs=configs),
+                        repeat,
+                    ),
+                )
+            )
 
     registry = CollectorRegistry()
-    memory = GpuMemoryByModel(registry, max_models=max(500, 2 * models), clock=clock,
-                              lookback_secs=cfg.alerting.changes.poll_interval_secs)
-    reading = GpuMemoryReading(used={"GPU-0": 40e9}, processes=tuple(
-        GpuProcess("GPU-0", 10_000 + i, 1e9, stub(m, v)) for i, (m, v) in enumerate(keys(models))),
-        processes_complete=True)
+    memory = GpuMemoryByModel(
+        registry, max_models=max(500, 2 * models), clock=clock, lookback_secs=cfg.alerting.changes.poll_interval_secs
+    )
+    reading = GpuMemoryReading(
+        used={"GPU-0": 40e9},
+        processes=tuple(GpuProcess("GPU-0", 10_000 + i, 1e9, stub(m, v)) for i, (m, v) in enumerate(keys(models))),
+        processes_complete=True,
+    )
     sample = Batch(kind="samples", source="nvml", items=(reading,), received_at=NOW)
     memory.on_samples(sample)
-    evaluate.append(Row("gpu memory: collect sidecar_model_gpu_memory_bytes",
-                        median_ms(lambda: generate_latest(registry), repeat)))
+    evaluate.append(
+        Row("gpu memory: collect sidecar_model_gpu_memory_bytes", median_ms(lambda: generate_latest(registry), repeat))
+    )
     samples = interval / cfg.gpu.nvml.interval_secs
-    ingest.append(Row(f"gpu memory: {samples:g} NVML readings ({len(reading.processes)} stubs)",
-                      samples * median_ms(lambda: memory.on_samples(sample), repeat)))
+    ingest.append(
+        Row(
+            f"gpu memory: {samples:g} NVML readings ({len(reading.processes)} stubs)",
+            samples * median_ms(lambda: memory.on_samples(sample), repeat),
+        )
+    )
     return interval, evaluate, ingest, notes
 
 
@@ -256,8 +337,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=21, help="rounds timed per row (the median is printed)")
     args = ap.parse_args()
     interval, evaluate, ingest, notes = run(args.models, args.repeat)
-    print(f"verdict checks, {args.models} models x 2 versions, median of {args.repeat} rounds, "
-          f"checks.eval_interval_secs {interval:g} s")
+    print(
+        f"verdict checks, {args.models} models x 2 versions, median of {args.repeat} rounds, "
+        f"checks.eval_interval_secs {interval:g} s"
+    )
     for n in notes:
         print(f"  ({n})")
     print("\n".join(table("evaluate (one round)", evaluate, interval)))

@@ -39,8 +39,11 @@ CATS = np.array(["A", "B", "C"])
 
 def method_cfgs(window_secs: float, sustained_secs: float) -> dict[str, dict[str, Any]]:
     return {
-        f"window (baseline: {window_secs:.0f}s window, sustained {sustained_secs:.0f}s)":
-            {"method": "window", "window_secs": window_secs, "sustained_secs": sustained_secs},
+        f"window (baseline: {window_secs:.0f}s window, sustained {sustained_secs:.0f}s)": {
+            "method": "window",
+            "window_secs": window_secs,
+            "sustained_secs": sustained_secs,
+        },
         "multiscale (60/300/1800s blocks, 2 of last 3)": {"method": "multiscale"},
     }
 
@@ -61,8 +64,17 @@ PERSIST = 3600.0
 
 
 def _check(d: str, cfg: dict[str, Any], reference: dict[str, Any]) -> DriftCheck:
-    full = {"checks": {"drift": {"enabled": True, "eval_threads": 1, "persist_interval_secs": PERSIST,
-                                 "reference": reference, **cfg}}}
+    full = {
+        "checks": {
+            "drift": {
+                "enabled": True,
+                "eval_threads": 1,
+                "persist_interval_secs": PERSIST,
+                "reference": reference,
+                **cfg,
+            }
+        }
+    }
     ctx = make_ctx(Path(d) / "s.sqlite", FakeClock(T0), full, registry=CollectorRegistry())
     return DriftCheck(ctx, ctx.config.checks.drift)
 
@@ -93,12 +105,12 @@ def delay(cfg: dict[str, Any], seed: int, rate: float, ch: Change, max_secs: flo
         try:
             while clock.now() - T0 < change_at + max_secs:
                 t = clock.now() - T0
-                check.observe_columns("m", "1", clock.now(),
-                                      _columns(rng, int(rate * batch), ch if t >= change_at else None))
+                check.observe_columns(
+                    "m", "1", clock.now(), _columns(rng, int(rate * batch), ch if t >= change_at else None)
+                )
                 clock.advance(batch)
                 if (clock.now() - T0) % EVAL_SECS == 0:
-                    active = {(f.labels["feature"], f.labels["test"]) for f in check.evaluate(clock.now())
-                              if f.active}
+                    active = {(f.labels["feature"], f.labels["test"]) for f in check.evaluate(clock.now()) if f.active}
                     if active:
                         if clock.now() - T0 <= change_at:
                             return None, False  # a false alarm before the change
@@ -114,8 +126,10 @@ def _fmt(ds: list[tuple[float | None, bool]]) -> str:
     missed = len(ds) - len(found)
     if not found:
         return f"{'never':>8s} {'':>8s}  missed {missed}/{len(ds)}"
-    return (f"{float(np.median(found)):7.0f}s {max(found):7.0f}s  missed {missed}/{len(ds)}, "
-            f"named right {named}/{len(found)}")
+    return (
+        f"{float(np.median(found)):7.0f}s {max(found):7.0f}s  missed {missed}/{len(ds)}, "
+        f"named right {named}/{len(found)}"
+    )
 
 
 def _rows() -> list[tuple[str, float, Change]]:
@@ -131,22 +145,31 @@ def _rows() -> list[tuple[str, float, Change]]:
     ]
 
 
-def _timed_delay(cfg: dict[str, Any], seed: int, rate: float, ch: Change,
-                 max_secs: float) -> tuple[tuple[float | None, bool], float]:
+def _timed_delay(
+    cfg: dict[str, Any], seed: int, rate: float, ch: Change, max_secs: float
+) -> tuple[tuple[float | None, bool], float]:
     t0 = time.process_time()
     return delay(cfg, seed, rate, ch, max_secs), time.process_time() - t0
 
 
-def delays(seeds: int, seed: int, window_secs: float, sustained_secs: float, only: str | None = None,
-           pool: Executor | None = None) -> None:
+def delays(
+    seeds: int,
+    seed: int,
+    window_secs: float,
+    sustained_secs: float,
+    only: str | None = None,
+    pool: Executor | None = None,
+) -> None:
     """Every (row, method, seed) run is independent: with a process pool they run in parallel and the table is
     printed in row order as rows complete."""
     cfgs = method_cfgs(window_secs, sustained_secs)
     max_secs = 2 * window_secs + sustained_secs + 1200
-    print(f"-- detection delay: change at a random 10-s phase after the pinned reference (5000 events); "
-          f"{seeds} seeds ({seed}..{seed + seeds - 1}); evaluation every {EVAL_SECS:.0f}s; median / max delay; "
-          f"'named right' = the first active findings are exactly the changed feature and test; a run is "
-          f"cut at {max_secs:.0f}s after the change; CPU = seconds of CPU for the row's runs --")
+    print(
+        f"-- detection delay: change at a random 10-s phase after the pinned reference (5000 events); "
+        f"{seeds} seeds ({seed}..{seed + seeds - 1}); evaluation every {EVAL_SECS:.0f}s; median / max delay; "
+        f"'named right' = the first active findings are exactly the changed feature and test; a run is "
+        f"cut at {max_secs:.0f}s after the change; CPU = seconds of CPU for the row's runs --"
+    )
     print(f"{'change':22s} {'events/s':>8s}  {'method':52s} {'median':>8s} {'max':>8s}")
     run = pool if pool is not None else _Inline()
     pending = []
@@ -176,10 +199,12 @@ def false_alarms_header(days: float, offset_days: float) -> None:
     shift; model c (rolling reference, the same hours ``offset_days`` earlier) with a +-0.5-sd daily cycle
     and a discrete daily cycle. ``offset_days`` of history are replayed first (model c only, not evaluated)."""
     rate = 100
-    print(f"-- false alarms: {days:g} replayed days at {rate} events/s per model after {offset_days:g} days of "
-          f"history; model m (pinned, 5000 events): a ~ N(0,1), t ~ Poisson(3) (ties), s ~ N(0.05,1) after "
-          f"the pin (a trivial shift that must not alert), cat 3 categories; model c (rolling reference "
-          f"{offset_days:g} days back): cyc ~ N(0.5 sin(2 pi t/day), 1), tcyc ~ Poisson(3 + sin(2 pi t/day)) --")
+    print(
+        f"-- false alarms: {days:g} replayed days at {rate} events/s per model after {offset_days:g} days of "
+        f"history; model m (pinned, 5000 events): a ~ N(0,1), t ~ Poisson(3) (ties), s ~ N(0.05,1) after "
+        f"the pin (a trivial shift that must not alert), cat 3 categories; model c (rolling reference "
+        f"{offset_days:g} days back): cyc ~ N(0.5 sin(2 pi t/day), 1), tcyc ~ Poisson(3 + sin(2 pi t/day)) --"
+    )
 
 
 def false_alarm_run(mname: str, cfg: dict[str, Any], days: float, offset_days: float, seed: int) -> str:
@@ -194,10 +219,22 @@ def false_alarm_run(mname: str, cfg: dict[str, Any], days: float, offset_days: f
         clock = ctx.clock
         assert isinstance(clock, FakeClock)
         cfg_c = dict(cfg)
-        rolling_ctx = make_ctx(Path(d) / "c.sqlite", clock, {"checks": {"drift": {
-            "enabled": True, "eval_threads": 1, "persist_interval_secs": PERSIST, **cfg_c,
-            "reference": {"mode": "rolling", "rolling_offset_secs": offset_days * 86400}}}},
-            registry=CollectorRegistry())
+        rolling_ctx = make_ctx(
+            Path(d) / "c.sqlite",
+            clock,
+            {
+                "checks": {
+                    "drift": {
+                        "enabled": True,
+                        "eval_threads": 1,
+                        "persist_interval_secs": PERSIST,
+                        **cfg_c,
+                        "reference": {"mode": "rolling", "rolling_offset_secs": offset_days * 86400},
+                    }
+                }
+            },
+            registry=CollectorRegistry(),
+        )
         rolling = DriftCheck(rolling_ctx, rolling_ctx.config.checks.drift)
         warm = offset_days * 86400
         evals = alarm_evals = 0
@@ -210,14 +247,28 @@ def false_alarm_run(mname: str, cfg: dict[str, Any], days: float, offset_days: f
             step = 600.0 if t < warm - 3600 else batch
             n = int(rate * step)
             phase = 2 * math.pi * (t + step / 2) / 86400
-            rolling.observe_columns("c", "1", clock.now(), {
-                "cyc": rng.normal(0.5 * math.sin(phase), 1, n),
-                "tcyc": rng.poisson(3 + math.sin(phase), n).astype(np.float64)})
+            rolling.observe_columns(
+                "c",
+                "1",
+                clock.now(),
+                {
+                    "cyc": rng.normal(0.5 * math.sin(phase), 1, n),
+                    "tcyc": rng.poisson(3 + math.sin(phase), n).astype(np.float64),
+                },
+            )
             if t >= warm:
                 s_shift = 0.05 if pinned.refs.refs.get(("m", "1", "")) is not None else 0.0
-                pinned.observe_columns("m", "1", clock.now(), {
-                    "a": rng.normal(size=n), "t": rng.poisson(3, n).astype(np.float64),
-                    "s": rng.normal(s_shift, 1, n), "cat": list(CATS[rng.integers(0, 3, n)])})
+                pinned.observe_columns(
+                    "m",
+                    "1",
+                    clock.now(),
+                    {
+                        "a": rng.normal(size=n),
+                        "t": rng.poisson(3, n).astype(np.float64),
+                        "s": rng.normal(s_shift, 1, n),
+                        "cat": list(CATS[rng.integers(0, 3, n)]),
+                    },
+                )
             clock.advance(step)
             if clock.now() - T0 > warm:
                 evals += 1
@@ -243,44 +294,69 @@ def false_alarm_run(mname: str, cfg: dict[str, Any], days: float, offset_days: f
     model_days = 2 * days
     # Zero events in T model-days: the one-sided 95% upper bound of a Poisson rate is -ln(0.05)/T ~ 3/T.
     bound = -math.log(0.05) / model_days
-    out.append(f"{mname}: {evals} evaluations x 2 model/versions x 4 features; evaluations with an active "
-          f"finding: {alarm_evals}; false alarms by series: {alarms or 'none'}"
-          + (f" (first: {'; '.join(first)})" if first else "") + f"  ({time.process_time() - t0:.0f}s CPU)")
+    out.append(
+        f"{mname}: {evals} evaluations x 2 model/versions x 4 features; evaluations with an active "
+        f"finding: {alarm_evals}; false alarms by series: {alarms or 'none'}"
+        + (f" (first: {'; '.join(first)})" if first else "")
+        + f"  ({time.process_time() - t0:.0f}s CPU)"
+    )
     if not alarm_evals:
-        out.append(f"  -> 0 false alarms in {model_days:g} model/version-days: 95% upper bound on the false-alarm "
-              f"rate {bound:.3f} per model/version per day (one in {1 / bound:.1f} days)")
+        out.append(
+            f"  -> 0 false alarms in {model_days:g} model/version-days: 95% upper bound on the false-alarm "
+            f"rate {bound:.3f} per model/version per day (one in {1 / bound:.1f} days)"
+        )
     if looks:
         dc = DriftConfig(method="multiscale")
-        out.append("  per-look rejections before the 2-of-3 rule (KS and chi-square series), against the level: "
-              + "; ".join(f"{s:.0f}s blocks {c[1]}/{c[0]} = {c[1] / max(c[0], 1):.2e} "
-                          f"(level a={look_level(dc, s):.2e}, BH over each model's features)"
-                          for s, c in sorted(looks.items())))
+        out.append(
+            "  per-look rejections before the 2-of-3 rule (KS and chi-square series), against the level: "
+            + "; ".join(
+                f"{s:.0f}s blocks {c[1]}/{c[0]} = {c[1] / max(c[0], 1):.2e} "
+                f"(level a={look_level(dc, s):.2e}, BH over each model's features)"
+                for s, c in sorted(looks.items())
+            )
+        )
     return "\n".join(out)
 
 
-def quality(days: float, offset_days: float, seed: int, seeds: int, window_secs: float, sustained_secs: float,
-            skip_false_alarms: bool = False, skip_delays: bool = False, only: str | None = None,
-            jobs: int = 1) -> None:
+def quality(
+    days: float,
+    offset_days: float,
+    seed: int,
+    seeds: int,
+    window_secs: float,
+    sustained_secs: float,
+    skip_false_alarms: bool = False,
+    skip_delays: bool = False,
+    only: str | None = None,
+    jobs: int = 1,
+) -> None:
     """Both tables from one run. With ``jobs`` > 1 the independent replays run in worker processes; the
     long false-alarm replays are submitted first so that they overlap the delay rows."""
     dc = DriftConfig(method="multiscale")
-    print(f"== quality: the real DriftCheck on a fake clock, traffic replayed in bulk (observe_columns, 10-s "
-          f"batches for delays, 60-s for the days of false-alarm traffic), evaluated every {EVAL_SECS:.0f}s; "
-          f"{jobs} worker process(es) ==")
-    print(f"multiscale budget: {dc.false_alarms_per_day:.4f} expected false alarms per model/version per day, "
-          f"split over {len(dc.scales_secs)} scales; per-look levels "
-          + ", ".join(f"{s:.0f}s: {look_level(dc, s):.2e}" for s in dc.scales_secs)
-          + f"; effect floors KS D >= {dc.ks_effect_floor}, PSI >= {dc.psi_effect_floor}, "
-            f"missing +{dc.missing_ratio_increase}", flush=True)
+    print(
+        f"== quality: the real DriftCheck on a fake clock, traffic replayed in bulk (observe_columns, 10-s "
+        f"batches for delays, 60-s for the days of false-alarm traffic), evaluated every {EVAL_SECS:.0f}s; "
+        f"{jobs} worker process(es) =="
+    )
+    print(
+        f"multiscale budget: {dc.false_alarms_per_day:.4f} expected false alarms per model/version per day, "
+        f"split over {len(dc.scales_secs)} scales; per-look levels "
+        + ", ".join(f"{s:.0f}s: {look_level(dc, s):.2e}" for s in dc.scales_secs)
+        + f"; effect floors KS D >= {dc.ks_effect_floor}, PSI >= {dc.psi_effect_floor}, "
+        f"missing +{dc.missing_ratio_increase}",
+        flush=True,
+    )
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         pool: Executor | None = stack.enter_context(ProcessPoolExecutor(jobs)) if jobs > 1 else None
         run = pool if pool is not None else _Inline()
         fa: list[Future[str]] = []
         if not skip_false_alarms:
-            fa = [run.submit(false_alarm_run, mname, cfg, days, offset_days, seed)
-                  for mname, cfg in method_cfgs(window_secs, sustained_secs).items()
-                  if only is None or cfg["method"] == only]
+            fa = [
+                run.submit(false_alarm_run, mname, cfg, days, offset_days, seed)
+                for mname, cfg in method_cfgs(window_secs, sustained_secs).items()
+                if only is None or cfg["method"] == only
+            ]
         if not skip_delays:
             delays(seeds, seed, window_secs, sustained_secs, only, pool)
         if fa:

@@ -84,9 +84,12 @@ class Check:
             text = httpx.get(f"{self.base}/metrics", timeout=5).text
         except httpx.HTTPError:
             return {}
-        return {(s.labels["model"], s.labels["version"], s.labels["method"]): s.value
-                for fam in text_string_to_metric_families(text) if fam.name == "sidecar_model_gpu_memory_bytes"
-                for s in fam.samples}
+        return {
+            (s.labels["model"], s.labels["version"], s.labels["method"]): s.value
+            for fam in text_string_to_metric_families(text)
+            if fam.name == "sidecar_model_gpu_memory_bytes"
+            for s in fam.samples
+        }
 
     def wait_for(self, what: str, ok: Callable[[Figures], bool], timeout_s: float = 90.0) -> Figures:
         deadline = time.monotonic() + timeout_s
@@ -122,11 +125,15 @@ def main() -> int:
         (repo / name / "1" / "model.py").write_text(MODEL.format(hold=hold))
     triton = TritonServer(repo, work / "triton", model_control_explicit=True, load_models=["gpu_hold"])
     port = free_port()
-    cfg = {"server": {"host": "127.0.0.1", "port": port}, "store": {"path": str(work / "sidecar.sqlite")},
-           "triton": {"http_url": triton.http_url, "metrics_url": triton.metrics_url},
-           "traces": {"enabled": False},
-           "gpu": {"enabled": True, "stale_after_secs": 10, "nvml": {"interval_secs": 1}},
-           "alerting": {"changes": {"poll_interval_secs": 2}}, "diagnose": {"interval_secs": 5}}
+    cfg = {
+        "server": {"host": "127.0.0.1", "port": port},
+        "store": {"path": str(work / "sidecar.sqlite")},
+        "triton": {"http_url": triton.http_url, "metrics_url": triton.metrics_url},
+        "traces": {"enabled": False},
+        "gpu": {"enabled": True, "stale_after_secs": 10, "nvml": {"interval_secs": 1}},
+        "alerting": {"changes": {"poll_interval_secs": 2}},
+        "diagnose": {"interval_secs": 5},
+    }
     (work / "sidecar.yaml").write_text(json.dumps(cfg))  # JSON is YAML
     check = Check(f"http://127.0.0.1:{port}")
     sidecar: subprocess.Popen[bytes] | None = None
@@ -134,20 +141,36 @@ def main() -> int:
         triton.start()
         with open(work / "sidecar.log", "wb") as log:
             sidecar = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from sidecar.cli import main; sys.exit(main())",
-                 "run", "--config", str(work / "sidecar.yaml")], stdout=log, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from sidecar.cli import main; sys.exit(main())",
+                    "run",
+                    "--config",
+                    str(work / "sidecar.yaml"),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         print(f"== Triton {triton.http_url}, sidecar {check.base}, each stub holds {args.hold_mib} MiB; in {work}")
-        check.wait_for(f"process figure of gpu_hold v1 >= {args.hold_mib} MiB",
-                       lambda f: f.get(("gpu_hold", "1", "process"), 0) >= hold)
+        check.wait_for(
+            f"process figure of gpu_hold v1 >= {args.hold_mib} MiB",
+            lambda f: f.get(("gpu_hold", "1", "process"), 0) >= hold,
+        )
         if shutil.which("nvidia-smi"):
-            subprocess.run(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv"],
-                           check=False)
+            subprocess.run(
+                ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv"], check=False
+            )
         time.sleep(5)  # more than one repository poll and several NVML samples: a clean reading before the load
         httpx.post(f"{triton.http_url}/v2/repository/models/gpu_late/load", timeout=120).raise_for_status()
-        check.wait_for(f"load_delta figure of gpu_late v1 >= {args.hold_mib} MiB",
-                       lambda f: f.get(("gpu_late", "1", "load_delta"), 0) >= hold)
-        check.wait_for(f"process figure of gpu_late v1 >= {args.hold_mib} MiB",
-                       lambda f: f.get(("gpu_late", "1", "process"), 0) >= hold)
+        check.wait_for(
+            f"load_delta figure of gpu_late v1 >= {args.hold_mib} MiB",
+            lambda f: f.get(("gpu_late", "1", "load_delta"), 0) >= hold,
+        )
+        check.wait_for(
+            f"process figure of gpu_late v1 >= {args.hold_mib} MiB",
+            lambda f: f.get(("gpu_late", "1", "process"), 0) >= hold,
+        )
         httpx.post(f"{triton.http_url}/v2/repository/models/gpu_late/unload", timeout=120).raise_for_status()
         check.wait_for("no figure of gpu_late after its unload", lambda f: not any(k[0] == "gpu_late" for k in f))
         text = httpx.get(f"{check.base}/metrics", timeout=5).text

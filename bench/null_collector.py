@@ -22,9 +22,9 @@ _state = {"posts": 0, "bytes": 0, "over_cap": False}
 def _spans(ctype: str, body: bytes) -> int:
     if "json" in ctype:
         doc = json.loads(body)
-        return sum(len(ss.get("spans", [])) for rs in doc.get("resourceSpans", [])
-                   for ss in rs.get("scopeSpans", []))
+        return sum(len(ss.get("spans", [])) for rs in doc.get("resourceSpans", []) for ss in rs.get("scopeSpans", []))
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
     req = ExportTraceServiceRequest.FromString(body)
     return sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
 

@@ -35,8 +35,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-QUEUES = ("sidecar_export_queue_items", "sidecar_alertmanager_outbox_notices",
-          "sidecar_http_inflight_requests")
+QUEUES = ("sidecar_export_queue_items", "sidecar_alertmanager_outbox_notices", "sidecar_http_inflight_requests")
 DROP_RE = re.compile(r"^(sidecar_\w*(?:dropped|refused|rejected)\w*_total)(\{[^}]*\})? (\S+)$", re.MULTILINE)
 
 
@@ -67,9 +66,16 @@ async def _soak(args: argparse.Namespace, workdir: Path) -> int:
     from sidecar.demo.tritonserver import TritonServer, demo_model_repository, free_port
 
     port = free_port()
-    trace_args = ["--trace-config", "mode=opentelemetry",
-                  "--trace-config", f"opentelemetry,url=http://127.0.0.1:{port}/v1/traces",
-                  "--trace-config", "rate=1", "--trace-config", "level=TIMESTAMPS"]
+    trace_args = [
+        "--trace-config",
+        "mode=opentelemetry",
+        "--trace-config",
+        f"opentelemetry,url=http://127.0.0.1:{port}/v1/traces",
+        "--trace-config",
+        "rate=1",
+        "--trace-config",
+        "level=TIMESTAMPS",
+    ]
     triton = TritonServer(demo_model_repository(), workdir / "triton", extra_args=trace_args)
     am = DemoAlertmanager(workdir / "alertmanager")
     sidecar: subprocess.Popen[bytes] | None = None
@@ -82,8 +88,12 @@ async def _soak(args: argparse.Namespace, workdir: Path) -> int:
         cfg_path = workdir / "sidecar.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg))
         log = (workdir / "sidecar.log").open("ab")
-        sidecar = subprocess.Popen([sys.executable, "-m", "sidecar.cli", "run", "--config", str(cfg_path)],
-                                   cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        sidecar = subprocess.Popen(
+            [sys.executable, "-m", "sidecar.cli", "run", "--config", str(cfg_path)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         log.close()
         deadline = time.monotonic() + 60
         while True:
@@ -94,11 +104,16 @@ async def _soak(args: argparse.Namespace, workdir: Path) -> int:
                 print("sidecar did not start; see", workdir / "sidecar.log")
                 return 1
             await asyncio.sleep(0.2)
-        print(f"soak: {args.minutes:g} min, warm-up {args.warmup_minutes:g} min, scenario replayed every "
-              f"{args.cycle_minutes:g} min; Triton {triton.http_url} (OTLP rate=1 to the sidecar); sidecar pid "
-              f"{sidecar.pid} at {base}; Alertmanager {am_url or 'not installed'}; workdir {workdir}", flush=True)
-        print(f"{'min':>4} {'RSS MiB':>8} {'fds':>5} {'queued':>7} {'drops':>7} {'lag s':>6} {'firing':>6} "
-              f"{'sent':>7}", flush=True)
+        print(
+            f"soak: {args.minutes:g} min, warm-up {args.warmup_minutes:g} min, scenario replayed every "
+            f"{args.cycle_minutes:g} min; Triton {triton.http_url} (OTLP rate=1 to the sidecar); sidecar pid "
+            f"{sidecar.pid} at {base}; Alertmanager {am_url or 'not installed'}; workdir {workdir}",
+            flush=True,
+        )
+        print(
+            f"{'min':>4} {'RSS MiB':>8} {'fds':>5} {'queued':>7} {'drops':>7} {'lag s':>6} {'firing':>6} {'sent':>7}",
+            flush=True,
+        )
 
         stop_all = asyncio.Event()
         sent = [0]  # requests of finished cycles
@@ -143,18 +158,22 @@ async def _soak(args: argparse.Namespace, workdir: Path) -> int:
             firing = await asyncio.to_thread(_firing, base)
             rows.append((minute, rss))
             total = sent[0] + sum(sum(t.stats.sent.values()) for t in current)
-            print(f"{minute:>4} {rss:>8.1f} {fds:>5.0f} {queued:>7.0f} {sum(drops.values()):>7.0f} {lag:>6.2f} "
-                  f"{firing:>6} {total:>7}", flush=True)
+            print(
+                f"{minute:>4} {rss:>8.1f} {fds:>5.0f} {queued:>7.0f} {sum(drops.values()):>7.0f} {lag:>6.2f} "
+                f"{firing:>6} {total:>7}",
+                flush=True,
+            )
         stop_all.set()
         await traffic_task
         warm = next((r for m, r in rows if m >= args.warmup_minutes), rows[0][1])
         end = rows[-1][1]
         change = (end - warm) / warm
-        print(f"RSS after warm-up (minute {max(1, int(args.warmup_minutes))}): {warm:.1f} MiB; at the end: "
-              f"{end:.1f} MiB; change {change:+.1%} -> {'OK' if abs(change) <= 0.10 else 'OVER'} (target within 10%)")
+        print(
+            f"RSS after warm-up (minute {max(1, int(args.warmup_minutes))}): {warm:.1f} MiB; at the end: "
+            f"{end:.1f} MiB; change {change:+.1%} -> {'OK' if abs(change) <= 0.10 else 'OVER'} (target within 10%)"
+        )
         moved = {k: v for k, v in last_drops.items() if v}
-        print("drop counters that are not zero:", ", ".join(f"{k}={v:.0f}" for k, v in sorted(moved.items()))
-              or "none")
+        print("drop counters that are not zero:", ", ".join(f"{k}={v:.0f}" for k, v in sorted(moved.items())) or "none")
         print(f"requests sent: {sent[0]}")
         return 0 if abs(change) <= 0.10 else 2
     finally:

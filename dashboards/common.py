@@ -70,9 +70,16 @@ class PromTarget:
 
     def to_json_data(self) -> dict[str, Any]:
         return {
-            "datasource": DS, "expr": self.expr, "legendFormat": self.legendFormat, "refId": self.refId,
-            "exemplar": self.exemplar, "instant": self.instant, "range": not self.instant, "format": "time_series",
-            "interval": "", "hide": False,
+            "datasource": DS,
+            "expr": self.expr,
+            "legendFormat": self.legendFormat,
+            "refId": self.refId,
+            "exemplar": self.exemplar,
+            "instant": self.instant,
+            "range": not self.instant,
+            "format": "time_series",
+            "interval": "",
+            "hide": False,
         }
 
 
@@ -84,8 +91,15 @@ def label_var(name: str, metric: str, *, label: str, depends: str = "") -> Templ
     """A multi-value variable over the values of one label (``All`` matches any value, including none)."""
     selector = f"{metric}{{{depends}}}" if depends else metric
     t = Template(
-        name=name, label=label, query=f"label_values({selector}, {name})", dataSource=DS, includeAll=True,
-        multi=True, allValue=".*", default="All", refresh=2,
+        name=name,
+        label=label,
+        query=f"label_values({selector}, {name})",
+        dataSource=DS,
+        includeAll=True,
+        multi=True,
+        allValue=".*",
+        default="All",
+        refresh=2,
     )
     # Grafana stores a multi-value "All" selection as the list ["$__all"], not as the text "All".
     t._current = {"selected": True, "text": ["All"], "value": ["$__all"]}
@@ -163,33 +177,82 @@ class Board:
         self.infos.append(PanelInfo(self.title, title, needs, tuple(q for q, _ in queries), unit))
 
     def timeseries(
-        self, title: str, description: str, queries: list[tuple[str, str]], *, unit: str, needs: str,
-        thresholds: list[dict[str, Any]] | None = None, w: int = 12, h: int = 8, exemplar: bool = False,
-        stack: bool = False, min0: bool = True, max1: bool = False,
+        self,
+        title: str,
+        description: str,
+        queries: list[tuple[str, str]],
+        *,
+        unit: str,
+        needs: str,
+        thresholds: list[dict[str, Any]] | None = None,
+        w: int = 12,
+        h: int = 8,
+        exemplar: bool = False,
+        stack: bool = False,
+        min0: bool = True,
+        max1: bool = False,
     ) -> None:
         self._record(title, description, needs, queries, unit)
-        self.panels.append(TimeSeries(
-            title=title, description=description, dataSource=DS, targets=self._targets(queries, exemplar, False),
-            gridPos=self._place(w, h), id=self._take_id(), unit=unit, thresholds=thresholds or GREEN_ONLY,
-            thresholdsStyleMode="line" if thresholds else "off", valueMin=0 if min0 else None,
-            valueMax=1 if max1 else None, stacking={"mode": "normal", "group": "A"} if stack else {},
-            legendDisplayMode="table", legendCalcs=["mean", "max", "lastNotNull"], tooltipMode="multi",
-        ))
+        self.panels.append(
+            TimeSeries(
+                title=title,
+                description=description,
+                dataSource=DS,
+                targets=self._targets(queries, exemplar, False),
+                gridPos=self._place(w, h),
+                id=self._take_id(),
+                unit=unit,
+                thresholds=thresholds or GREEN_ONLY,
+                thresholdsStyleMode="line" if thresholds else "off",
+                valueMin=0 if min0 else None,
+                valueMax=1 if max1 else None,
+                stacking={"mode": "normal", "group": "A"} if stack else {},
+                legendDisplayMode="table",
+                legendCalcs=["mean", "max", "lastNotNull"],
+                tooltipMode="multi",
+            )
+        )
 
     def stat(
-        self, title: str, description: str, queries: list[tuple[str, str]], *, unit: str, needs: str,
-        thresholds: list[dict[str, Any]] | None = None, w: int = 6, h: int = 4,
+        self,
+        title: str,
+        description: str,
+        queries: list[tuple[str, str]],
+        *,
+        unit: str,
+        needs: str,
+        thresholds: list[dict[str, Any]] | None = None,
+        w: int = 6,
+        h: int = 4,
     ) -> None:
         self._record(title, description, needs, queries, unit)
-        self.panels.append(Stat(
-            title=title, description=description, dataSource=DS, targets=self._targets(queries, False, True),
-            gridPos=self._place(w, h), id=self._take_id(), format=unit, reduceCalc="lastNotNull",
-            thresholds=thresholds or GREEN_ONLY, colorMode="background", graphMode="none",
-        ))
+        self.panels.append(
+            Stat(
+                title=title,
+                description=description,
+                dataSource=DS,
+                targets=self._targets(queries, False, True),
+                gridPos=self._place(w, h),
+                id=self._take_id(),
+                format=unit,
+                reduceCalc="lastNotNull",
+                thresholds=thresholds or GREEN_ONLY,
+                colorMode="background",
+                graphMode="none",
+            )
+        )
 
     def build(self) -> Dashboard:
         return Dashboard(
-            title=self.title, uid=self.uid, description=self.description, tags=self.tags, panels=self.panels,
-            templating=Templating(list=self.variables), annotations=Annotations(list=self.annotations),
-            time=Time("now-1h", "now"), refresh="30s", timezone="browser", editable=True,
+            title=self.title,
+            uid=self.uid,
+            description=self.description,
+            tags=self.tags,
+            panels=self.panels,
+            templating=Templating(list=self.variables),
+            annotations=Annotations(list=self.annotations),
+            time=Time("now-1h", "now"),
+            refresh="30s",
+            timezone="browser",
+            editable=True,
         ).auto_panel_ids()

@@ -105,8 +105,14 @@ def _default(field: FieldInfo) -> str:
 def _constraints(field: FieldInfo) -> str:
     out = []
     for m in field.metadata:
-        for attr_name, sym in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="), ("min_length", "min length"),
-                               ("max_length", "max length")):
+        for attr_name, sym in (
+            ("gt", ">"),
+            ("ge", ">="),
+            ("lt", "<"),
+            ("le", "<="),
+            ("min_length", "min length"),
+            ("max_length", "max length"),
+        ):
             v = getattr(m, attr_name, None)
             if v is not None:
                 out.append(f"{sym} {v}")

@@ -152,9 +152,7 @@ class AlertmanagerExporter:
                 idle_wake_secs=cfg.flush_interval_secs,
             )
 
-    def _poster(
-        self, am: str
-    ) -> Callable[[list[OutboxRow]], Awaitable[Sequence[OutboxRow] | Partial[OutboxRow]]]:
+    def _poster(self, am: str) -> Callable[[list[OutboxRow]], Awaitable[Sequence[OutboxRow] | Partial[OutboxRow]]]:
         shown = mask_url(am)
         failed: dict[str, tuple[int, str]] = {}  # fingerprint -> (failed POSTs since delivered, last reason)
 
@@ -171,9 +169,19 @@ class AlertmanagerExporter:
                 n, last = failed.pop(r.fp, (0, ""))
                 if what == "delivered_after_retry" and n == 0:
                     continue
-                out.append(DeliveryOutcome(what, shown, r.fp, orjson.loads(r.payload),
-                                           hashlib.sha256(r.payload).hexdigest()[:16], n + 1,
-                                           last if reason is None else reason, status, now))
+                out.append(
+                    DeliveryOutcome(
+                        what,
+                        shown,
+                        r.fp,
+                        orjson.loads(r.payload),
+                        hashlib.sha256(r.payload).hexdigest()[:16],
+                        n + 1,
+                        last if reason is None else reason,
+                        status,
+                        now,
+                    )
+                )
             if out and self.on_outcome is not None:
                 try:
                     self.on_outcome(out)
@@ -212,8 +220,13 @@ class AlertmanagerExporter:
         def refused(rows: list[OutboxRow], resp: httpx.Response) -> None:
             self._rejected.labels(shown).inc(len(rows))
             report("delivery_failed", rows, f"HTTP {resp.status_code}: {scrub(resp.text[:500])}", resp.status_code)
-            self.log.error("Alertmanager %s refused %d notices with %d: %s", shown, len(rows), resp.status_code,
-                           scrub(resp.text[:500]))
+            self.log.error(
+                "Alertmanager %s refused %d notices with %d: %s",
+                shown,
+                len(rows),
+                resp.status_code,
+                scrub(resp.text[:500]),
+            )
 
         async def post(rows: list[OutboxRow]) -> Sequence[OutboxRow] | Partial[OutboxRow]:
             try:

@@ -67,9 +67,7 @@ class AuditLog:
         self.es_index = es_index
         self.clock = clock or SystemClock()
         self.log = logger or logging.getLogger("sidecar.audit")
-        self._recorded = Counter(
-            "sidecar_audit_events", "Audit events recorded, by kind.", ["kind"], registry=registry
-        )
+        self._recorded = Counter("sidecar_audit_events", "Audit events recorded, by kind.", ["kind"], registry=registry)
         self._evicted = Counter(
             "sidecar_audit_events_evicted",
             "Audit events deleted from SQLite, by why (max_rows, max_bytes, retention).",
@@ -82,9 +80,7 @@ class AuditLog:
         self._refused = Counter(
             "sidecar_audit_queries_refused", "GET /v1/audit requests answered 400.", registry=registry
         )
-        store.execute(
-            f"CREATE TABLE IF NOT EXISTS {_TABLE} (id TEXT PRIMARY KEY, at REAL, kind TEXT, body BLOB)"
-        )
+        store.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} (id TEXT PRIMARY KEY, at REAL, kind TEXT, body BLOB)")
         have = {r[1] for r in store.query(f"PRAGMA table_info({_TABLE})")}
         for col in (*_COLUMNS, "size"):  # tables of earlier versions lack the query columns
             if col not in have:
@@ -92,8 +88,9 @@ class AuditLog:
         store.execute(f"CREATE INDEX IF NOT EXISTS {_TABLE}_at ON {_TABLE} (at, id)")
         for col in (*_COLUMNS, "kind"):
             store.execute(f"CREATE INDEX IF NOT EXISTS {_TABLE}_{col} ON {_TABLE} ({col}, at)")
-        self._rows, self._bytes = (int(x or 0) for x in store.query(
-            f"SELECT COUNT(*), SUM(COALESCE(size, LENGTH(body))) FROM {_TABLE}")[0])
+        self._rows, self._bytes = (
+            int(x or 0) for x in store.query(f"SELECT COUNT(*), SUM(COALESCE(size, LENGTH(body))) FROM {_TABLE}")[0]
+        )
         self._writes = 0
 
     # -- writing ---------------------------------------------------------------------------------------------
@@ -144,8 +141,9 @@ class AuditLog:
         self._recorded.labels(str(doc["kind"])).inc()
         self._wake(1, dropped)
 
-    def _insert(self, kind: str, event_id: str, at: float, body: Mapping[str, Any]
-                ) -> tuple[dict[str, Any], tuple[str, str, bytes]] | None:
+    def _insert(
+        self, kind: str, event_id: str, at: float, body: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], tuple[str, str, bytes]] | None:
         doc = {"id": event_id, "kind": kind, "at": at, **body}
         raw = orjson.dumps(doc)
         cols = [None if doc.get(c) is None else str(doc.get(c)) for c in _COLUMNS]
@@ -194,8 +192,10 @@ class AuditLog:
     def _reload(self) -> None:
         # The store may be failing; the next successful reload corrects the counts.
         with contextlib.suppress(Exception):
-            self._rows, self._bytes = (int(x or 0) for x in self.store.query(
-                f"SELECT COUNT(*), SUM(COALESCE(size, LENGTH(body))) FROM {_TABLE}")[0])
+            self._rows, self._bytes = (
+                int(x or 0)
+                for x in self.store.query(f"SELECT COUNT(*), SUM(COALESCE(size, LENGTH(body))) FROM {_TABLE}")[0]
+            )
             if self.outbox is not None:
                 self.outbox.reload()
 

@@ -25,14 +25,21 @@ class FindingAudit(Passive):
     name = "finding_audit"
     role = "sink"
 
-    def __init__(self, record: Callable[[Sequence[tuple[str, str, float, Mapping[str, Any]]]], object], *,
-                 registry: CollectorRegistry, max_series: int = 10_000) -> None:
+    def __init__(
+        self,
+        record: Callable[[Sequence[tuple[str, str, float, Mapping[str, Any]]]], object],
+        *,
+        registry: CollectorRegistry,
+        max_series: int = 10_000,
+    ) -> None:
         self.record = record
         self.max_series = max_series
         self._true: set[str] = set()
-        self._untracked = Counter("sidecar_audit_findings_untracked",
-                                  "Crossed findings whose clearing is not tracked (over max_series).",
-                                  registry=registry)
+        self._untracked = Counter(
+            "sidecar_audit_findings_untracked",
+            "Crossed findings whose clearing is not tracked (over max_series).",
+            registry=registry,
+        )
 
     def on_findings(self, findings: Sequence[Finding], now: float) -> None:
         out: list[tuple[str, str, float, Mapping[str, Any]]] = []
@@ -50,10 +57,25 @@ class FindingAudit(Passive):
                     self._untracked.inc()
             else:
                 self._true.discard(key)
-            out.append((what, f"{what}-{key}-{int(now * 1000)}", now, {
-                "check": f.check, "labels": dict(f.labels), "model": f.labels.get("model"),
-                "version": f.labels.get("version"), "value": f.value, "threshold": f.threshold,
-                "baseline": f.baseline, "p_value": f.p_value, "severity": f.severity,
-                "summary": f.summary, "trace_id": f.trace_id}))
+            out.append(
+                (
+                    what,
+                    f"{what}-{key}-{int(now * 1000)}",
+                    now,
+                    {
+                        "check": f.check,
+                        "labels": dict(f.labels),
+                        "model": f.labels.get("model"),
+                        "version": f.labels.get("version"),
+                        "value": f.value,
+                        "threshold": f.threshold,
+                        "baseline": f.baseline,
+                        "p_value": f.p_value,
+                        "severity": f.severity,
+                        "summary": f.summary,
+                        "trace_id": f.trace_id,
+                    },
+                )
+            )
         if out:
             self.record(out)

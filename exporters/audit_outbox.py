@@ -46,8 +46,10 @@ class AuditOutbox:
         self.store = store
         self.max_rows = max_rows
         self.overflow = overflow
-        store.execute("CREATE TABLE IF NOT EXISTS audit_es_outbox "
-                      "(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT, idx TEXT, body BLOB)")
+        store.execute(
+            "CREATE TABLE IF NOT EXISTS audit_es_outbox "
+            "(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT, idx TEXT, body BLOB)"
+        )
         self._len = int(store.query("SELECT COUNT(*) FROM audit_es_outbox")[0][0])
 
     def __len__(self) -> int:
@@ -69,12 +71,14 @@ class AuditOutbox:
                 dropped, items = n - keep, items[:keep]
             elif over > 0:
                 dropped = self.store.execute(
-                    "DELETE FROM audit_es_outbox WHERE seq IN "
-                    "(SELECT seq FROM audit_es_outbox ORDER BY seq LIMIT ?)", (over,))
+                    "DELETE FROM audit_es_outbox WHERE seq IN (SELECT seq FROM audit_es_outbox ORDER BY seq LIMIT ?)",
+                    (over,),
+                )
                 self._len -= dropped
             for doc_id, index, body in items:
-                self.store.execute("INSERT INTO audit_es_outbox (id, idx, body) VALUES (?, ?, ?)",
-                                   (doc_id, index, body))
+                self.store.execute(
+                    "INSERT INTO audit_es_outbox (id, idx, body) VALUES (?, ?, ?)", (doc_id, index, body)
+                )
             self._len += len(items)
         return dropped
 
@@ -99,30 +103,44 @@ class DeadLetters:
     def __init__(self, store: Store, *, max_rows: int, registry: CollectorRegistry) -> None:
         self.store = store
         self.max_rows = max_rows
-        store.execute("CREATE TABLE IF NOT EXISTS audit_es_dead_letters "
-                      "(id TEXT PRIMARY KEY, idx TEXT, at REAL, status INTEGER, reason TEXT, body BLOB)")
-        self._added = Counter("sidecar_elasticsearch_dead_letters",
-                              "Documents Elasticsearch refused for good, kept in the dead-letter table.",
-                              registry=registry)
-        self._evicted = Counter("sidecar_elasticsearch_dead_letters_evicted",
-                                "Oldest dead letters deleted to stay under the cap.", registry=registry)
+        store.execute(
+            "CREATE TABLE IF NOT EXISTS audit_es_dead_letters "
+            "(id TEXT PRIMARY KEY, idx TEXT, at REAL, status INTEGER, reason TEXT, body BLOB)"
+        )
+        self._added = Counter(
+            "sidecar_elasticsearch_dead_letters",
+            "Documents Elasticsearch refused for good, kept in the dead-letter table.",
+            registry=registry,
+        )
+        self._evicted = Counter(
+            "sidecar_elasticsearch_dead_letters_evicted",
+            "Oldest dead letters deleted to stay under the cap.",
+            registry=registry,
+        )
 
     def add(self, doc: EsDoc, at: float, status: int, reason: str) -> None:
         with self.store.transaction():
             self.store.execute(
                 "INSERT OR REPLACE INTO audit_es_dead_letters (id, idx, at, status, reason, body) "
-                "VALUES (?, ?, ?, ?, ?, ?)", (doc.id, doc.index, at, status, reason[:1000], doc.body))
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (doc.id, doc.index, at, status, reason[:1000], doc.body),
+            )
             over = int(self.store.query("SELECT COUNT(*) FROM audit_es_dead_letters")[0][0]) - self.max_rows
             if over > 0:
-                self.store.execute("DELETE FROM audit_es_dead_letters WHERE id IN "
-                                   "(SELECT id FROM audit_es_dead_letters ORDER BY at LIMIT ?)", (over,))
+                self.store.execute(
+                    "DELETE FROM audit_es_dead_letters WHERE id IN "
+                    "(SELECT id FROM audit_es_dead_letters ORDER BY at LIMIT ?)",
+                    (over,),
+                )
                 self._evicted.inc(over)
         self._added.inc()
 
     def rows(self, limit: int = 100) -> list[dict[str, Any]]:
         out = []
-        for r in self.store.query("SELECT id, idx, at, status, reason, body FROM audit_es_dead_letters "
-                                  "ORDER BY at DESC LIMIT ?", (limit,)):
-            out.append({"id": r[0], "index": r[1], "at": r[2], "status": r[3], "reason": r[4],
-                        "doc": orjson.loads(r[5])})
+        for r in self.store.query(
+            "SELECT id, idx, at, status, reason, body FROM audit_es_dead_letters ORDER BY at DESC LIMIT ?", (limit,)
+        ):
+            out.append(
+                {"id": r[0], "index": r[1], "at": r[2], "status": r[3], "reason": r[4], "doc": orjson.loads(r[5])}
+            )
         return out

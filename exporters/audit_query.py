@@ -79,8 +79,13 @@ def decode_cursor(text: str) -> tuple[float, str]:
         at, event_id = orjson.loads(raw)
     except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError):
         raise QueryError("cursor: not a cursor this sidecar handed out") from None
-    if (not isinstance(at, int | float) or isinstance(at, bool) or not isinstance(event_id, str)
-            or not math.isfinite(at) or len(event_id) > 400):
+    if (
+        not isinstance(at, int | float)
+        or isinstance(at, bool)
+        or not isinstance(event_id, str)
+        or not math.isfinite(at)
+        or len(event_id) > 400
+    ):
         raise QueryError("cursor: not a cursor this sidecar handed out")
     return float(at), event_id
 

@@ -139,9 +139,7 @@ class AlertmanagerConfig(HttpAuthConfig):
         description="Notices held in the persisted outbox per Alertmanager; more are refused (counted).",
     )
     max_batch: int = Field(default=500, gt=0, description="Alerts per POST.")
-    flush_interval_secs: float = Field(
-        default=1.0, gt=0, description="How often the outbox is drained when idle."
-    )
+    flush_interval_secs: float = Field(default=1.0, gt=0, description="How often the outbox is drained when idle.")
     retry: RetryConfig = Field(default_factory=RetryConfig, description="See RetryConfig.")
 
     @model_validator(mode="before")
@@ -222,8 +220,12 @@ class ElasticsearchConfig(HttpAuthConfig):
 class WebhookConfig(StrictModel):
     """One webhook a finding calls (e.g. to start a retraining pipeline when drift fires)."""
 
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$",
-                      description="Names the webhook in metrics (`webhook` label) and logs.")
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Names the webhook in metrics (`webhook` label) and logs.",
+    )
     url: str = Field(description="Where the JSON body is POSTed.")
     secret: SecretStr = Field(
         description="HMAC-SHA256 key: the body is signed as `X-Sidecar-Signature: sha256=<hex of "
@@ -235,7 +237,9 @@ class WebhookConfig(StrictModel):
         "`{diagnosis: no_spans}`; `kind` matches the finding's kind); empty: every finding.",
     )
     min_interval_secs: float = Field(
-        default=300.0, ge=0, description="At most one call per this many seconds; findings in between are "
+        default=300.0,
+        ge=0,
+        description="At most one call per this many seconds; findings in between are "
         "not sent and counted in sidecar_webhook_rate_limited_total.",
     )
     timeout_secs: float = Field(default=10.0, gt=0, description="Timeout of one POST.")

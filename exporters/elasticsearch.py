@@ -129,12 +129,21 @@ class ElasticsearchBulk:
         """Install the ILM policy and the index template (idempotent: PUT replaces them)."""
         c = self.cfg
         try:
-            await self._call("Elasticsearch ILM", self.client.ilm.put_lifecycle(
-                name=c.ilm_policy, policy=lifecycle_policy(c.retention_days)))
+            await self._call(
+                "Elasticsearch ILM",
+                self.client.ilm.put_lifecycle(name=c.ilm_policy, policy=lifecycle_policy(c.retention_days)),
+            )
             body = template_body(c.index, c.ilm_policy, c.shards, c.replicas)
-            await self._call("Elasticsearch index template", self.client.indices.put_index_template(
-                name=c.index, index_patterns=body["index_patterns"], priority=body["priority"],
-                template=body["template"], meta=body["_meta"]))
+            await self._call(
+                "Elasticsearch index template",
+                self.client.indices.put_index_template(
+                    name=c.index,
+                    index_patterns=body["index_patterns"],
+                    priority=body["priority"],
+                    template=body["template"],
+                    meta=body["_meta"],
+                ),
+            )
         except Exception:
             self._installs.inc()
             raise
@@ -179,5 +188,5 @@ class ElasticsearchBulk:
                 self.dead.add(doc, now, status, reason)
                 self.log.error("Elasticsearch refused audit event %s (%d): %s", doc.id, status, reason[:300])
         # Items the answer does not cover (a truncated answer) are retried; create makes that safe.
-        retry.extend(docs[len(items):])
+        retry.extend(docs[len(items) :])
         return Partial(retry, refused) if refused else retry

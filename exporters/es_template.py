@@ -17,9 +17,27 @@ from typing import Any
 
 __all__ = ["MAPPINGS", "index_for", "lifecycle_policy", "template_body"]
 
-_KEYWORDS = ("id", "kind", "model", "version", "trace_id", "request_id", "outcome", "code", "rule",
-             "bucket", "user", "who", "source", "alertname", "severity", "status", "fingerprint", "state",
-             "alertmanager")
+_KEYWORDS = (
+    "id",
+    "kind",
+    "model",
+    "version",
+    "trace_id",
+    "request_id",
+    "outcome",
+    "code",
+    "rule",
+    "bucket",
+    "user",
+    "who",
+    "source",
+    "alertname",
+    "severity",
+    "status",
+    "fingerprint",
+    "state",
+    "alertmanager",
+)
 _TEXTS = ("what", "summary", "description", "reason", "link")
 
 MAPPINGS: dict[str, Any] = {

@@ -76,9 +76,7 @@ class OutboxQueue:
         return refused
 
     def head(self, n: int) -> list[OutboxRow]:
-        rows = self.store.query(
-            f"SELECT fp, seq, payload FROM {TABLE} WHERE am = ? ORDER BY seq LIMIT ?", (self.am, n)
-        )
+        rows = self.store.query(f"SELECT fp, seq, payload FROM {TABLE} WHERE am = ? ORDER BY seq LIMIT ?", (self.am, n))
         return [OutboxRow(str(r[0]), int(r[1]), bytes(r[2])) for r in rows]
 
     def settle(self, batch: list[OutboxRow], keep: list[OutboxRow]) -> None:

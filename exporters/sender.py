@@ -61,6 +61,8 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 def scrub(text: str) -> str:
     """``text`` with every URL in it masked: transport errors may quote the URL they failed on."""
     return _URL.sub(lambda m: mask_url(m.group(0)), text)
+
+
 RETRYABLE_STATUS = frozenset({408, 429})
 
 
@@ -126,9 +128,7 @@ def retry_after_secs(value: str | None, now: float) -> float | None:
         return None
 
 
-def check_response(
-    resp: httpx.Response, now: float, what: str, retryable: Collection[int] | None = None
-) -> None:
+def check_response(resp: httpx.Response, now: float, what: str, retryable: Collection[int] | None = None) -> None:
     """Raise for a response that is not 2xx: ``DeliveryError`` when worth retrying, else permanent."""
     code = resp.status_code
     if code < 300:
@@ -136,9 +136,7 @@ def check_response(
     retry = (code in RETRYABLE_STATUS or code >= 500) if retryable is None else code in retryable
     if retry:
         reason = "http_5xx" if code >= 500 else f"http_{code}"
-        raise DeliveryError(
-            reason, f"{what} answered {code}", retry_after_secs(resp.headers.get("retry-after"), now)
-        )
+        raise DeliveryError(reason, f"{what} answered {code}", retry_after_secs(resp.headers.get("retry-after"), now))
     raise RefusedError("http_5xx" if code >= 500 else "http_4xx", f"{what} answered {code}: {resp.text[:300]}")
 
 

@@ -53,8 +53,12 @@ class _Limited:
     def of(cls, registry: CollectorRegistry) -> Counter:
         c = getattr(registry, cls._ATTR, None)
         if not isinstance(c, Counter):
-            c = Counter("sidecar_webhook_rate_limited", "Webhook calls not made because the webhook's "
-                        "min_interval_secs had not passed.", ["webhook"], registry=registry)
+            c = Counter(
+                "sidecar_webhook_rate_limited",
+                "Webhook calls not made because the webhook's min_interval_secs had not passed.",
+                ["webhook"],
+                registry=registry,
+            )
             setattr(registry, cls._ATTR, c)
         return c
 
@@ -62,8 +66,16 @@ class _Limited:
 class WebhookExporter:
     role = "sink"
 
-    def __init__(self, config: WebhookConfig, *, registry: CollectorRegistry, clock: Clock,
-                 http: httpx.AsyncClient, logger: logging.Logger | None = None, sleep: Any = None) -> None:
+    def __init__(
+        self,
+        config: WebhookConfig,
+        *,
+        registry: CollectorRegistry,
+        clock: Clock,
+        http: httpx.AsyncClient,
+        logger: logging.Logger | None = None,
+        sleep: Any = None,
+    ) -> None:
         self.config = config
         self.name = f"webhook_{config.name}"
         self.clock = clock
@@ -75,9 +87,15 @@ class WebhookExporter:
         self._limited = _Limited.of(registry).labels(config.name)
         kw: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
         self.sender: Sender[bytes] = Sender(
-            f"webhook {config.name} {mask_url(config.url)}", self._post,
-            policy=RetryPolicy(**config.retry.model_dump()), queue=MemoryQueue(config.max_queue), max_batch=1,
-            stats=ExportTelemetry.of(registry).exporter(self.name), clock=clock, logger=self.log, **kw,
+            f"webhook {config.name} {mask_url(config.url)}",
+            self._post,
+            policy=RetryPolicy(**config.retry.model_dump()),
+            queue=MemoryQueue(config.max_queue),
+            max_batch=1,
+            stats=ExportTelemetry.of(registry).exporter(self.name),
+            clock=clock,
+            logger=self.log,
+            **kw,
         )
 
     def on_findings(self, findings: Sequence[Finding], now: float) -> None:
@@ -101,19 +119,32 @@ class WebhookExporter:
 
     @staticmethod
     def _body(f: Finding, now: float) -> bytes:
-        return orjson.dumps({
-            "check": f.check, "kind": f.kind, "labels": dict(f.labels), "severity": f.severity,
-            "summary": f.summary, "description": f.description, "value": f.value, "threshold": f.threshold,
-            "facts": dict(f.facts), "evaluated_at": f.evaluated_at or now,
-        })
+        return orjson.dumps(
+            {
+                "check": f.check,
+                "kind": f.kind,
+                "labels": dict(f.labels),
+                "severity": f.severity,
+                "summary": f.summary,
+                "description": f.description,
+                "value": f.value,
+                "threshold": f.threshold,
+                "facts": dict(f.facts),
+                "evaluated_at": f.evaluated_at or now,
+            }
+        )
 
     async def _post(self, batch: list[bytes]) -> list[bytes]:
         for body in batch:
             ts = str(int(self.clock.now()))
-            headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: ts,
-                       SIGNATURE_HEADER: sign(self._secret, ts, body)}
-            resp = await self.http.post(self.config.url, content=body, headers=headers,
-                                        timeout=self.config.timeout_secs)
+            headers = {
+                "Content-Type": "application/json",
+                TIMESTAMP_HEADER: ts,
+                SIGNATURE_HEADER: sign(self._secret, ts, body),
+            }
+            resp = await self.http.post(
+                self.config.url, content=body, headers=headers, timeout=self.config.timeout_secs
+            )
             check_response(resp, self.clock.now(), f"webhook {self.config.name}")
         return []
 

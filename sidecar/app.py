@@ -55,8 +55,10 @@ def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
     @app.get("/readyz", tags=["probes"])
     async def readyz() -> JSONResponse:
         ok, details = service.readiness()
-        return JSONResponse(status_code=200 if ok else 503,
-                            content={"status": "ready" if ok else "not ready", "components": _masked(details)})
+        return JSONResponse(
+            status_code=200 if ok else 503,
+            content={"status": "ready" if ok else "not ready", "components": _masked(details)},
+        )
 
     @app.get("/metrics", tags=["metrics"])
     async def metrics(request: Request) -> Response:
@@ -91,10 +93,13 @@ def _mount_docs(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="Triton sidecar API",
-                                   swagger_js_url="/static/swagger-ui/swagger-ui-bundle.js",
-                                   swagger_css_url="/static/swagger-ui/swagger-ui.css",
-                                   swagger_favicon_url="/static/swagger-ui/favicon-32x32.png")
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="Triton sidecar API",
+            swagger_js_url="/static/swagger-ui/swagger-ui-bundle.js",
+            swagger_css_url="/static/swagger-ui/swagger-ui.css",
+            swagger_favicon_url="/static/swagger-ui/favicon-32x32.png",
+        )
 
 
 class _ReadGate:
@@ -114,8 +119,7 @@ class _ReadGate:
             try:
                 self.guard.authorize(Request(scope), "read", "read")
             except HTTPException as exc:
-                resp = JSONResponse(status_code=exc.status_code, content={"detail": exc.detail},
-                                    headers=exc.headers)
+                resp = JSONResponse(status_code=exc.status_code, content={"detail": exc.detail}, headers=exc.headers)
                 await resp(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -135,9 +139,14 @@ def _list_plain_routes(app: FastAPI) -> None:
             for r in all_routes(app.routes):
                 if isinstance(r, Route) and not isinstance(r, APIRoute) and r.path not in paths and r.methods:
                     summary = (getattr(r.endpoint, "__doc__", "") or r.name or "").strip().splitlines()[0:1]
-                    paths[r.path] = {m.lower(): {"summary": summary[0] if summary else r.path,
-                                                 "responses": {"200": {"description": "OK"}}}
-                                     for m in sorted(r.methods) if m != "HEAD"}
+                    paths[r.path] = {
+                        m.lower(): {
+                            "summary": summary[0] if summary else r.path,
+                            "responses": {"200": {"description": "OK"}},
+                        }
+                        for m in sorted(r.methods)
+                        if m != "HEAD"
+                    }
             app.openapi_schema = doc
         return app.openapi_schema
 

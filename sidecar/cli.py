@@ -27,8 +27,9 @@ class _MaskCredentials(logging.Filter):
 
 
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     for handler in logging.getLogger().handlers:
         handler.addFilter(_MaskCredentials())
     # One line per HTTP request would drown the sidecar's own messages.
@@ -158,8 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check a config file and exit non-zero naming the bad field")
     v.add_argument("--config", required=True)
     v.add_argument("--print", action="store_true", help="print the effective config (secrets masked)")
-    dr = sub.add_parser("doctor", help="diagnose the Triton beside this config; exit 0 healthy, 1 problems, "
-                        "2 cannot run")
+    dr = sub.add_parser(
+        "doctor", help="diagnose the Triton beside this config; exit 0 healthy, 1 problems, 2 cannot run"
+    )
     dr.add_argument("--config", required=True)
     dr.add_argument("--wait-secs", type=float, default=5.0, help="seconds between the two probes of Triton")
     d = sub.add_parser("demo", help="start a real Triton with demo models, traffic, and the sidecar")
@@ -183,9 +185,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _setup_logging(args.log_level)
-    handlers = {"run": _cmd_run, "validate": _cmd_validate, "demo": _cmd_demo, "doctor": _cmd_doctor,
-                "dashboards": _cmd_dashboards,
-                "rules": _cmd_rules}
+    handlers = {
+        "run": _cmd_run,
+        "validate": _cmd_validate,
+        "demo": _cmd_demo,
+        "doctor": _cmd_doctor,
+        "dashboards": _cmd_dashboards,
+        "rules": _cmd_rules,
+    }
     try:
         return handlers[args.cmd](args)
     except ConfigError as exc:

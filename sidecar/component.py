@@ -82,12 +82,16 @@ class Bus:
         self._subs: dict[BatchKind, list[tuple[str, Callable[[Batch], None]]]] = {k: [] for k in BATCH_KINDS}
         self._log = logger or logging.getLogger("sidecar.bus")
         self._published = Counter(
-            "sidecar_bus_items", "Items published on the internal bus, by kind and source.",
-            ["kind", "source"], registry=registry,
+            "sidecar_bus_items",
+            "Items published on the internal bus, by kind and source.",
+            ["kind", "source"],
+            registry=registry,
         )
         self._errors = Counter(
-            "sidecar_bus_subscriber_errors", "Batches a subscriber failed to take (the item is lost for it only).",
-            ["subscriber"], registry=registry,
+            "sidecar_bus_subscriber_errors",
+            "Batches a subscriber failed to take (the item is lost for it only).",
+            ["subscriber"],
+            registry=registry,
         )
 
     def subscribe(self, kind: BatchKind, name: str, fn: Callable[[Batch], None]) -> None:

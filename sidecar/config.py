@@ -44,20 +44,26 @@ class ServerConfig(StrictModel):
     )
     admin_token: SecretStr | None = Field(None, description="Bearer token required on admin endpoints (/admin/*).")
     read_token: SecretStr | None = Field(
-        None, description="Token required to read pages, /metrics, /docs and the GET APIs (Bearer, or HTTP Basic "
+        None,
+        description="Token required to read pages, /metrics, /docs and the GET APIs (Bearer, or HTTP Basic "
         "with any user name and this as the password, so a browser can sign in). /healthz and /readyz stay open "
         "for probes. Empty or unset: open.",
     )
     header_timeout_secs: float = Field(
-        10.0, gt=0, le=600, description="A connection whose request headers are not complete by then is closed.")
+        10.0, gt=0, le=600, description="A connection whose request headers are not complete by then is closed."
+    )
     body_timeout_secs: float = Field(
-        30.0, gt=0, le=3600, description="A push whose body has not fully arrived by then gets 408.")
+        30.0, gt=0, le=3600, description="A push whose body has not fully arrived by then gets 408."
+    )
     keep_alive_timeout_secs: float = Field(
-        5.0, gt=0, le=600, description="Idle keep-alive connections close after this.")
+        5.0, gt=0, le=600, description="Idle keep-alive connections close after this."
+    )
     max_header_bytes: int = Field(
-        64 * 1024, ge=1024, le=16 * 1024 * 1024, description="Largest request head (request line + headers).")
+        64 * 1024, ge=1024, le=16 * 1024 * 1024, description="Largest request head (request line + headers)."
+    )
     max_connections: int = Field(
-        1024, gt=0, description="Open connections at once; more are answered 503 by the server.")
+        1024, gt=0, description="Open connections at once; more are answered 503 by the server."
+    )
     max_inflight_requests: int = Field(64, gt=0, description="Push requests handled at once; more get 429.")
     memory_limit_mib: int | None = Field(
         None, gt=0, description="Resident memory above which push endpoints answer 503 with Retry-After."
@@ -99,6 +105,7 @@ class SidecarConfig(StrictModel):
 
 def _substitute(value: Any, path: str) -> Any:
     if isinstance(value, str):
+
         def repl(m: re.Match[str]) -> str:
             name, default = m.group(1), m.group(2)
             if name in os.environ:
@@ -193,8 +200,9 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
         if not isinstance(key_node, yaml.ScalarNode):
             # YAML allows `? {a: 1}` or `? [a, b]` as a key; no config key is one, and it cannot be hashed
             # for the duplicate check, so it is refused here with its line rather than raising TypeError.
-            raise ConfigError(".".join(_mapping_path(loader, node)),
-                              f"a key must be a plain name, not a {key_node.id} (line {line})")
+            raise ConfigError(
+                ".".join(_mapping_path(loader, node)), f"a key must be a plain name, not a {key_node.id} (line {line})"
+            )
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             path = ".".join([*_mapping_path(loader, node), str(key)])

@@ -37,29 +37,51 @@ class _Args(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Args(prog="sidecar drift", description="Compare a current data file with a reference file, "
-                                                "column by column.",
-              epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Args(
+        prog="sidecar drift",
+        description="Compare a current data file with a reference file, column by column.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--reference", required=True, help="reference file (.parquet, .csv, .jsonl)")
     p.add_argument("--current", required=True, help="current file (.parquet, .csv, .jsonl)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--p-threshold", type=float, default=0.01, help="BH-adjusted p below which a column "
-                                                                     "may drift, in (0, 1) (default 0.01)")
+    p.add_argument(
+        "--p-threshold",
+        type=float,
+        default=0.01,
+        help="BH-adjusted p below which a column may drift, in (0, 1) (default 0.01)",
+    )
     p.add_argument("--ks-effect-floor", type=float, default=0.05, help="smallest KS D that counts (0.05)")
     p.add_argument("--psi-effect-floor", type=float, default=0.1, help="smallest PSI that counts (0.1)")
-    p.add_argument("--missing-increase-floor", type=float, default=0.1,
-                   help="a rise of a column's missing/NaN ratio over the reference's by at least this much is "
-                        "a finding, in (0, 1] (default 0.1, as the live check)")
-    p.add_argument("--min-rows", type=int, default=30, help="fewer non-missing values than this in either file "
-                                                            "is reported as insufficient data (30)")
-    p.add_argument("--max-rows", type=int, default=5_000_000, help="numeric rows kept per column (seeded "
-                                                                   "subsample above)")
+    p.add_argument(
+        "--missing-increase-floor",
+        type=float,
+        default=0.1,
+        help="a rise of a column's missing/NaN ratio over the reference's by at least this much is "
+        "a finding, in (0, 1] (default 0.1, as the live check)",
+    )
+    p.add_argument(
+        "--min-rows",
+        type=int,
+        default=30,
+        help="fewer non-missing values than this in either file is reported as insufficient data (30)",
+    )
+    p.add_argument(
+        "--max-rows", type=int, default=5_000_000, help="numeric rows kept per column (seeded subsample above)"
+    )
     p.add_argument("--columns", default="", help="comma-separated columns to compare (default: all)")
-    p.add_argument("--time-column", default=None, help="column holding each row's time (Unix seconds or ISO "
-                                                       "8601), for --same-hours")
-    p.add_argument("--same-hours", action="store_true",
-                   help="compare against only the reference rows whose UTC hour of day the current file covers "
-                        "(for data with a daily cycle); needs --time-column")
+    p.add_argument(
+        "--time-column",
+        default=None,
+        help="column holding each row's time (Unix seconds or ISO 8601), for --same-hours",
+    )
+    p.add_argument(
+        "--same-hours",
+        action="store_true",
+        help="compare against only the reference rows whose UTC hour of day the current file covers "
+        "(for data with a daily cycle); needs --time-column",
+    )
     return p
 
 
@@ -81,22 +103,35 @@ def _check_args(a: argparse.Namespace) -> str | None:
 
 
 def _untestable(row: dict[str, Any], verdict: str, drift: bool) -> None:
-    row.update(test="-", statistic=None, p=None, effect=None, effect_name=None, floor=None, verdict=verdict,
-               drift=drift)
+    row.update(
+        test="-", statistic=None, p=None, effect=None, effect_name=None, floor=None, verdict=verdict, drift=drift
+    )
 
 
-def compare(ref: dict[str, Reference], cur: dict[str, Reference], *, p_threshold: float = 0.01,
-            ks_floor: float = 0.05, psi_floor: float = 0.1, missing_floor: float = 0.1, min_rows: int = 1,
-            workers: int = 2) -> list[dict[str, Any]]:
+def compare(
+    ref: dict[str, Reference],
+    cur: dict[str, Reference],
+    *,
+    p_threshold: float = 0.01,
+    ks_floor: float = 0.05,
+    psi_floor: float = 0.1,
+    missing_floor: float = 0.1,
+    min_rows: int = 1,
+    workers: int = 2,
+) -> list[dict[str, Any]]:
     """One row per column of either file (reference columns first, in name order)."""
     rows: list[dict[str, Any]] = []
     numeric: list[tuple[dict[str, Any], Ecdf, Ecdf]] = []
     for name in sorted(ref) + sorted(set(cur) - set(ref)):
         r, c = ref.get(name), cur.get(name)
         row: dict[str, Any] = {
-            "feature": name, "n_reference": r.n if r else 0, "n_current": c.n if c else 0,
-            "missing_reference": r.missing_ratio if r else None, "missing_current": c.missing_ratio if c else None,
-            "missing_drift": False}
+            "feature": name,
+            "n_reference": r.n if r else 0,
+            "n_current": c.n if c else 0,
+            "missing_reference": r.missing_ratio if r else None,
+            "missing_current": c.missing_ratio if c else None,
+            "missing_drift": False,
+        }
         rows.append(row)
         if r is None:
             _untestable(row, "not in the reference", False)
@@ -118,8 +153,17 @@ def compare(ref: dict[str, Reference], cur: dict[str, Reference], *, p_threshold
             numeric.append((row, r.ecdf, c.ecdf))
         elif r.counts is not None and c.counts is not None:
             cs = chi_square(r.counts, c.counts)
-            row.update(test="chi2", statistic=cs.statistic, p=cs.p, effect=cs.psi, psi=cs.psi, floor=psi_floor,
-                       effect_name="PSI", unseen=list(cs.unseen_categories), unseen_ratio=cs.unseen_rate)
+            row.update(
+                test="chi2",
+                statistic=cs.statistic,
+                p=cs.p,
+                effect=cs.psi,
+                psi=cs.psi,
+                floor=psi_floor,
+                effect_name="PSI",
+                unseen=list(cs.unseen_categories),
+                unseen_ratio=cs.unseen_rate,
+            )
     if numeric:
         results = ks_many([n[1] for n in numeric], [n[2] for n in numeric], workers=workers)
         for (row, _, _), ks in zip(numeric, results, strict=True):
@@ -137,7 +181,7 @@ def compare(ref: dict[str, Reference], cur: dict[str, Reference], *, p_threshold
         row.setdefault("drift", False)
         row.setdefault("verdict", "ok")
         if row["missing_drift"]:
-            note = (f"MISSING {row['missing_reference']:.1%} -> {row['missing_current']:.1%}")
+            note = f"MISSING {row['missing_reference']:.1%} -> {row['missing_current']:.1%}"
             row["verdict"] = note if row["verdict"] in ("ok", "-") else f"{row['verdict']}; {note}"
             row["drift"] = True
     return rows
@@ -150,13 +194,35 @@ def _fmt(v: object, spec: str = ".4g") -> str:
 
 
 def _table(rows: list[dict[str, Any]], out: TextIO) -> None:
-    head = ["feature", "test", "statistic", "p (BH)", "effect", "floor", "n ref", "n cur", "missing ref",
-            "missing cur", "verdict"]
-    body = [[r["feature"], r["test"], _fmt(r.get("statistic")), _fmt(r.get("p_adjusted")),
-             f"{r['effect_name']} {_fmt(r.get('effect'))}" if r.get("effect_name") else "-", _fmt(r.get("floor")),
-             str(r["n_reference"]), str(r["n_current"]), _fmt(r["missing_reference"], ".1%"),
-             _fmt(r["missing_current"], ".1%"), r["verdict"]]
-            for r in rows]
+    head = [
+        "feature",
+        "test",
+        "statistic",
+        "p (BH)",
+        "effect",
+        "floor",
+        "n ref",
+        "n cur",
+        "missing ref",
+        "missing cur",
+        "verdict",
+    ]
+    body = [
+        [
+            r["feature"],
+            r["test"],
+            _fmt(r.get("statistic")),
+            _fmt(r.get("p_adjusted")),
+            f"{r['effect_name']} {_fmt(r.get('effect'))}" if r.get("effect_name") else "-",
+            _fmt(r.get("floor")),
+            str(r["n_reference"]),
+            str(r["n_current"]),
+            _fmt(r["missing_reference"], ".1%"),
+            _fmt(r["missing_current"], ".1%"),
+            r["verdict"],
+        ]
+        for r in rows
+    ]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
     out.write("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip() + "\n")
     for b in body:
@@ -187,21 +253,36 @@ def main(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) 
         unknown = [c for c in cols if c not in ref and c not in cur]
         if unknown:
             have = ", ".join(sorted(set(ref) | set(cur))) or "none"
-            err.write(f"sidecar drift: --columns names {', '.join(unknown)}, which neither file has "
-                      f"(they have: {have})\n")
+            err.write(
+                f"sidecar drift: --columns names {', '.join(unknown)}, which neither file has (they have: {have})\n"
+            )
             return EXIT_ERROR
     if not ref:
         err.write(f"sidecar drift: reference file {args.reference}: has no column to compare\n")
         return EXIT_ERROR
-    rows = compare(ref, cur, p_threshold=args.p_threshold, ks_floor=args.ks_effect_floor,
-                   psi_floor=args.psi_effect_floor, missing_floor=args.missing_increase_floor,
-                   min_rows=args.min_rows)
+    rows = compare(
+        ref,
+        cur,
+        p_threshold=args.p_threshold,
+        ks_floor=args.ks_effect_floor,
+        psi_floor=args.psi_effect_floor,
+        missing_floor=args.missing_increase_floor,
+        min_rows=args.min_rows,
+    )
     drift = any(r["drift"] for r in rows)
     if args.json:
-        doc = {"reference": args.reference, "current": args.current, "p_threshold": args.p_threshold,
-               "ks_effect_floor": args.ks_effect_floor, "psi_effect_floor": args.psi_effect_floor,
-               "missing_increase_floor": args.missing_increase_floor, "min_rows": args.min_rows,
-               "same_hours": sorted(hours) if hours is not None else None, "features": rows, "drift": drift}
+        doc = {
+            "reference": args.reference,
+            "current": args.current,
+            "p_threshold": args.p_threshold,
+            "ks_effect_floor": args.ks_effect_floor,
+            "psi_effect_floor": args.psi_effect_floor,
+            "missing_increase_floor": args.missing_increase_floor,
+            "min_rows": args.min_rows,
+            "same_hours": sorted(hours) if hours is not None else None,
+            "features": rows,
+            "drift": drift,
+        }
         out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
     else:
         _table(rows, out)

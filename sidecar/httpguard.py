@@ -59,20 +59,27 @@ class RequestGuard:
         self._log = logger or logging.getLogger("sidecar.http")
         # An empty token is no token: `${env:SIDECAR_PUSH_TOKEN:-}` with the variable unset must leave the
         # endpoint open (Triton's exporter sends no Authorization header), not demand `Bearer ` + nothing.
-        self._tokens: dict[Scope, SecretStr | None] = {"push": _set(push_token), "admin": _set(admin_token),
-                                                       "read": _set(read_token)}
+        self._tokens: dict[Scope, SecretStr | None] = {
+            "push": _set(push_token),
+            "admin": _set(admin_token),
+            "read": _set(read_token),
+        }
         self.max_inflight = max_inflight
         self.memory_limit_bytes = memory_limit_bytes
         self._inflight = 0
         self.refused = Counter(
-            "sidecar_http_refused", "Requests refused, by endpoint and reason.", ["endpoint", "reason"],
+            "sidecar_http_refused",
+            "Requests refused, by endpoint and reason.",
+            ["endpoint", "reason"],
             registry=registry,
         )
-        self._inflight_g = Gauge("sidecar_http_inflight_requests", "Push requests being handled now.",
-                                 registry=registry)
+        self._inflight_g = Gauge(
+            "sidecar_http_inflight_requests", "Push requests being handled now.", registry=registry
+        )
 
-    def refuse(self, endpoint: str, reason: str, status: int, message: str,
-               headers: dict[str, str] | None = None) -> HTTPException:
+    def refuse(
+        self, endpoint: str, reason: str, status: int, message: str, headers: dict[str, str] | None = None
+    ) -> HTTPException:
         self.refused.labels(endpoint, reason).inc()
         return HTTPException(status_code=status, detail=message, headers=headers)
 
@@ -93,18 +100,19 @@ class RequestGuard:
             given = ""
         if not given.strip() or not hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode()):
             challenge = 'Basic realm="sidecar", charset="UTF-8"' if scope == "read" else "Bearer"
-            raise self.refuse(endpoint, "unauthorized", 401, "missing or wrong token",
-                              {"WWW-Authenticate": challenge})
+            raise self.refuse(endpoint, "unauthorized", 401, "missing or wrong token", {"WWW-Authenticate": challenge})
 
     @asynccontextmanager
     async def admit(self, endpoint: str) -> AsyncIterator[None]:
         """Refuse with 429 when too many pushes are in flight, 503 when memory is over the limit."""
         if self._inflight >= self.max_inflight:
-            raise self.refuse(endpoint, "overloaded", 429, "too many requests in flight; retry later",
-                              {"Retry-After": "1"})
+            raise self.refuse(
+                endpoint, "overloaded", 429, "too many requests in flight; retry later", {"Retry-After": "1"}
+            )
         if self.memory_limit_bytes is not None and rss_bytes() > self.memory_limit_bytes:
-            raise self.refuse(endpoint, "memory_limit", 503, "the sidecar is over its memory limit; retry later",
-                              {"Retry-After": "5"})
+            raise self.refuse(
+                endpoint, "memory_limit", 503, "the sidecar is over its memory limit; retry later", {"Retry-After": "5"}
+            )
         self._inflight += 1
         self._inflight_g.set(self._inflight)
         try:
@@ -117,8 +125,9 @@ class RequestGuard:
         """The request body, decompressed, never more than ``max_body_bytes`` before or after decompression."""
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise self.refuse(endpoint, "too_large", 413,
-                              f"body of {declared} bytes is over the limit of {self.max_body_bytes}")
+            raise self.refuse(
+                endpoint, "too_large", 413, f"body of {declared} bytes is over the limit of {self.max_body_bytes}"
+            )
         chunks: list[bytes] = []
         size = 0
         try:
@@ -126,20 +135,30 @@ class RequestGuard:
                 async for chunk in request.stream():
                     size += len(chunk)
                     if size > self.max_body_bytes:
-                        raise self.refuse(endpoint, "too_large", 413,
-                                          f"body is over the limit of {self.max_body_bytes} bytes")
+                        raise self.refuse(
+                            endpoint, "too_large", 413, f"body is over the limit of {self.max_body_bytes} bytes"
+                        )
                     chunks.append(chunk)
         except TimeoutError:
             # A slow upload holds an in-flight slot; without this a few trickling clients starve every push.
-            self._log.warning("%s: body not complete within %.0fs (%d bytes read); answered 408", endpoint,
-                              self.body_timeout_secs, size)
-            raise self.refuse(endpoint, "body_timeout", 408,
-                              f"request body not complete within {self.body_timeout_secs:g}s",
-                              {"Connection": "close"}) from None
+            self._log.warning(
+                "%s: body not complete within %.0fs (%d bytes read); answered 408",
+                endpoint,
+                self.body_timeout_secs,
+                size,
+            )
+            raise self.refuse(
+                endpoint,
+                "body_timeout",
+                408,
+                f"request body not complete within {self.body_timeout_secs:g}s",
+                {"Connection": "close"},
+            ) from None
         except ClientDisconnect:
             self._log.info("%s: client disconnected after %d bytes of its body", endpoint, size)
-            raise self.refuse(endpoint, "client_disconnect", 400, "client disconnected before its body was read"
-                              ) from None
+            raise self.refuse(
+                endpoint, "client_disconnect", 400, "client disconnected before its body was read"
+            ) from None
         raw = b"".join(chunks)
         encoding = request.headers.get("content-encoding", "identity").strip().lower()
         if encoding in ("", "identity"):
@@ -154,14 +173,16 @@ class RequestGuard:
         try:
             out = d.decompress(raw, self.max_body_bytes + 1)
             if len(out) > self.max_body_bytes or d.unconsumed_tail:
-                raise self.refuse(endpoint, "too_large", 413,
-                                  f"decompressed body is over the limit of {self.max_body_bytes} bytes")
+                raise self.refuse(
+                    endpoint, "too_large", 413, f"decompressed body is over the limit of {self.max_body_bytes} bytes"
+                )
             out += d.flush()
         except zlib.error as exc:
             raise self.refuse(endpoint, "bad_encoding", 400, f"body is not valid {encoding}: {exc}") from None
         if len(out) > self.max_body_bytes:
-            raise self.refuse(endpoint, "too_large", 413,
-                              f"decompressed body is over the limit of {self.max_body_bytes} bytes")
+            raise self.refuse(
+                endpoint, "too_large", 413, f"decompressed body is over the limit of {self.max_body_bytes} bytes"
+            )
         if not d.eof:
             raise self.refuse(endpoint, "bad_encoding", 400, f"body is truncated {encoding}")
         return out

@@ -34,8 +34,9 @@ def _base() -> type[Any]:
         return H11Protocol
 
 
-def protocol_class(header_timeout_secs: float, on_timeout: Callable[[], None],
-                   logger: logging.Logger, base: type[Any] | None = None) -> type[Any]:
+def protocol_class(
+    header_timeout_secs: float, on_timeout: Callable[[], None], logger: logging.Logger, base: type[Any] | None = None
+) -> type[Any]:
     """A uvicorn HTTP protocol class that closes connections whose request head is too slow."""
     parent = base or _base()
 
@@ -57,8 +58,9 @@ def protocol_class(header_timeout_secs: float, on_timeout: Callable[[], None],
             self._header_timer = None
             on_timeout()
             peer = f"{self.client[0]}:{self.client[1]}" if self.client else "?"
-            logger.warning("closed a connection from %s: request head not complete within %gs", peer,
-                           header_timeout_secs)
+            logger.warning(
+                "closed a connection from %s: request head not complete within %gs", peer, header_timeout_secs
+            )
             self.transport.close()
 
         def _check(self) -> None:
@@ -91,9 +93,15 @@ def uvicorn_server(app: Any, srv: ServerConfig, on_header_timeout: Callable[[], 
     the same protocol, limits and loop): the caller runs it with ``sidecar.runtime.run``."""
     import uvicorn
 
-    return uvicorn.Server(uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on",
-        http=protocol_class(srv.header_timeout_secs, on_header_timeout, logging.getLogger("sidecar.http")),
-        timeout_keep_alive=int(srv.keep_alive_timeout_secs),
-        h11_max_incomplete_event_size=srv.max_header_bytes,
-        limit_concurrency=srv.max_connections))
+    return uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            http=protocol_class(srv.header_timeout_secs, on_header_timeout, logging.getLogger("sidecar.http")),
+            timeout_keep_alive=int(srv.keep_alive_timeout_secs),
+            h11_max_incomplete_event_size=srv.max_header_bytes,
+            limit_concurrency=srv.max_connections,
+        )
+    )

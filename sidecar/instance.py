@@ -59,17 +59,20 @@ class StoreLock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise StoreError(str(self.path)[: -len(".lock")],
-                             f"cannot create its lock file {self.path} ({exc.strerror}); the store's folder must "
-                             "be writable by the sidecar") from None
+            raise StoreError(
+                str(self.path)[: -len(".lock")],
+                f"cannot create its lock file {self.path} ({exc.strerror}); the store's folder must "
+                "be writable by the sidecar",
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
-            raise StoreError(str(self.path)[: -len(".lock")],
-                             f"in use by another sidecar (pid {holder}); give each sidecar its own store.path"
-                             ) from None
+            raise StoreError(
+                str(self.path)[: -len(".lock")],
+                f"in use by another sidecar (pid {holder}); give each sidecar its own store.path",
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd

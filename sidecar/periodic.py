@@ -15,8 +15,15 @@ __all__ = ["Periodic"]
 
 
 class Periodic:
-    def __init__(self, name: str, job: Callable[[], Awaitable[object]], interval_secs: float, *,
-                 on_error: Callable[[Exception], None], delay_first: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        job: Callable[[], Awaitable[object]],
+        interval_secs: float,
+        *,
+        on_error: Callable[[Exception], None],
+        delay_first: bool = False,
+    ) -> None:
         self.name = name
         self._job = job
         self._interval = interval_secs

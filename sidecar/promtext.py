@@ -26,8 +26,9 @@ _LINE = re.compile(
     rf"^(?:#[^\n]*|[ \t]*|({_NAME})(?:\{{([^\n]*)\}})?[ \t]+([^ \t\n]+)(?:[ \t]+(-?[0-9]+))?[ \t]*)$",
     re.MULTILINE,
 )
-_TYPE = re.compile(rf"^# TYPE ({_NAME}) (counter|gauge|summary|histogram|untyped|gaugehistogram|info|stateset)[ \t]*$",
-                   re.MULTILINE)
+_TYPE = re.compile(
+    rf"^# TYPE ({_NAME}) (counter|gauge|summary|histogram|untyped|gaugehistogram|info|stateset)[ \t]*$", re.MULTILINE
+)
 _LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"[ \t]*(,|$)')
 _ESC = re.compile(r"\\(.)")
 _ESC_MAP = {"n": "\n", "\\": "\\", '"': '"'}
@@ -52,7 +53,7 @@ def parse_labels(raw: str) -> dict[str, str]:
             # A trailing comma is allowed by the format.
             if raw[pos:].strip() == "":
                 break
-            raise ValueError(f"bad label list near {raw[pos:pos + 30]!r}")
+            raise ValueError(f"bad label list near {raw[pos : pos + 30]!r}")
         out[m.group(1)] = _unescape(m.group(2))
         pos = m.end()
     return out
@@ -92,8 +93,7 @@ def _locate_bad_line(text: str) -> tuple[int, str]:
 def parse_exposition(text: str, label_cache: dict[str, dict[str, str]] | None = None) -> Exposition:
     """Parse a whole exposition; ``label_cache`` may be shared across scrapes of one target (bounded by the caller)."""
     if text and not text.endswith("\n"):
-        raise ParseError("exposition does not end with a newline (truncated body)",
-                         line=text.count("\n") + 1)
+        raise ParseError("exposition does not end with a newline (truncated body)", line=text.count("\n") + 1)
     found = _LINE.findall(text)
     lines = text.count("\n")
     # findall also yields the empty match after the final newline, so a clean text gives exactly lines + 1

@@ -16,8 +16,9 @@ __all__ = ["MASK", "SECRET_HEADERS", "SECRET_QUERY_KEYS", "mask_headers", "mask_
 MASK = "***"
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"})
 # Query parameters some backends take credentials in (Elasticsearch cloud ids, signed URLs).
-SECRET_QUERY_KEYS = frozenset({"password", "passwd", "token", "access_token", "api_key", "apikey",
-                               "key", "secret", "signature", "sig"})
+SECRET_QUERY_KEYS = frozenset(
+    {"password", "passwd", "token", "access_token", "api_key", "apikey", "key", "secret", "signature", "sig"}
+)
 
 
 def mask_url(url: str) -> str:
@@ -41,8 +42,7 @@ def mask_url(url: str) -> str:
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         if any(k.lower() in SECRET_QUERY_KEYS for k, _ in pairs):
-            query = urlencode([(k, MASK if k.lower() in SECRET_QUERY_KEYS else v) for k, v in pairs],
-                              safe="*")
+            query = urlencode([(k, MASK if k.lower() in SECRET_QUERY_KEYS else v) for k, v in pairs], safe="*")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 

@@ -18,12 +18,18 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 _EXPOSITION_TYPES = ("text/plain", "application/openmetrics-text")
 
 
-async def fetch_exposition(http: httpx.AsyncClient, url: str, *, what: str, timeout_s: float,
-                           max_bytes: int = DEFAULT_MAX_BYTES, check_content_type: bool = True) -> str:
+async def fetch_exposition(
+    http: httpx.AsyncClient,
+    url: str,
+    *,
+    what: str,
+    timeout_s: float,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    check_content_type: bool = True,
+) -> str:
     """The body of ``GET url`` as text; ``what`` names the target in error messages (``Triton``)."""
     try:
-        async with http.stream("GET", url, timeout=timeout_s,
-                               headers={"Accept": "text/plain;version=0.0.4"}) as resp:
+        async with http.stream("GET", url, timeout=timeout_s, headers={"Accept": "text/plain;version=0.0.4"}) as resp:
             if resp.status_code != 200:
                 raise ScrapeError("http_status", f"{what} answered HTTP {resp.status_code}")
             ctype = resp.headers.get("content-type", "text/plain")

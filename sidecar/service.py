@@ -97,13 +97,26 @@ class Service:
         self.bus = Bus(self.registry, self.logger.getChild("bus"))
         srv = config.server
         self.guard = RequestGuard(
-            self.registry, max_body_bytes=srv.max_body_bytes, push_token=srv.push_token,
-            admin_token=srv.admin_token, read_token=srv.read_token, max_inflight=srv.max_inflight_requests,
+            self.registry,
+            max_body_bytes=srv.max_body_bytes,
+            push_token=srv.push_token,
+            admin_token=srv.admin_token,
+            read_token=srv.read_token,
+            max_inflight=srv.max_inflight_requests,
             memory_limit_bytes=srv.memory_limit_mib * 1024 * 1024 if srv.memory_limit_mib else None,
-            body_timeout_secs=srv.body_timeout_secs, logger=self.logger.getChild("http"),
+            body_timeout_secs=srv.body_timeout_secs,
+            logger=self.logger.getChild("http"),
         )
-        self.ctx = Context(config=config, registry=self.registry, clock=self.clock, http=self.http,
-                           store=self.store, bus=self.bus, guard=self.guard, logger=self.logger)
+        self.ctx = Context(
+            config=config,
+            registry=self.registry,
+            clock=self.clock,
+            http=self.http,
+            store=self.store,
+            bus=self.bus,
+            guard=self.guard,
+            logger=self.logger,
+        )
         self.components: list[Any] = []
         for factory in factories if factories is not None else default_factories():
             for comp in factory(self.ctx):
@@ -112,16 +125,26 @@ class Service:
         self._started: list[Any] = []
         self._stopped = False
         self._eval_seconds = Histogram(
-            "sidecar_check_evaluation_seconds", "Time one evaluation of a check took.", ["check"],
-            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), registry=self.registry,
+            "sidecar_check_evaluation_seconds",
+            "Time one evaluation of a check took.",
+            ["check"],
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
         )
-        self._eval_errors = Counter("sidecar_check_evaluation_errors", "Evaluations that raised.", ["check"],
-                                    registry=self.registry)
-        self._sink_errors = Counter("sidecar_finding_sink_errors", "Evaluation rounds a finding sink failed to take.",
-                                    ["sink"], registry=self.registry)
-        self._eval_lag = Gauge("sidecar_check_evaluation_lag_seconds",
-                               "How far the last evaluation round ran past its interval (0 when on time).",
-                               registry=self.registry)
+        self._eval_errors = Counter(
+            "sidecar_check_evaluation_errors", "Evaluations that raised.", ["check"], registry=self.registry
+        )
+        self._sink_errors = Counter(
+            "sidecar_finding_sink_errors",
+            "Evaluation rounds a finding sink failed to take.",
+            ["sink"],
+            registry=self.registry,
+        )
+        self._eval_lag = Gauge(
+            "sidecar_check_evaluation_lag_seconds",
+            "How far the last evaluation round ran past its interval (0 when on time).",
+            registry=self.registry,
+        )
         self._up = Gauge("sidecar_start_time_seconds", "Unix time the sidecar started.", registry=self.registry)
         if registry is None:
             # Memory and CPU of the sidecar itself (process_resident_memory_bytes etc.), for the health dashboard.

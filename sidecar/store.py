@@ -34,8 +34,11 @@ class Store:
                 self._conn.execute("CREATE TABLE IF NOT EXISTS kv (ns TEXT, k TEXT, v BLOB, PRIMARY KEY (ns, k))")
         except (OSError, sqlite3.Error) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise StoreError(self.path, f"cannot open the store ({reason}); the file and its folder must be "
-                             "writable by the sidecar (SQLite also writes -wal and -shm files beside it)") from None
+            raise StoreError(
+                self.path,
+                f"cannot open the store ({reason}); the file and its folder must be "
+                "writable by the sidecar (SQLite also writes -wal and -shm files beside it)",
+            ) from None
         self._closed = False
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:

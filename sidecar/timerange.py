@@ -24,5 +24,4 @@ def check_unix_seconds(ts: float) -> str | None:
     hint = ""
     if math.isfinite(ts) and MAX_AT * 100 < ts < MAX_AT * 1e7:
         hint = " (this looks like milliseconds or microseconds: send seconds)"
-    return (f"must be Unix seconds between {MIN_AT:.0f} (2000-01-01) and {MAX_AT:.0f} (2100-01-01), "
-            f"got {ts!r}{hint}")
+    return f"must be Unix seconds between {MIN_AT:.0f} (2000-01-01) and {MAX_AT:.0f} (2100-01-01), got {ts!r}{hint}"

@@ -146,8 +146,7 @@ def test_a_failing_check_or_sink_is_counted_and_the_round_goes_on() -> None:
             raise RuntimeError("broken sink")
 
     cfg = parse_config({"triton": {"enabled": False}})
-    svc = Service(cfg, clock=FakeClock(), store=Store(":memory:"),
-                  factories=[lambda ctx: [Boom(), Fine(), BadSink()]])
+    svc = Service(cfg, clock=FakeClock(), store=Store(":memory:"), factories=[lambda ctx: [Boom(), Fine(), BadSink()]])
     findings = svc.evaluate_once()
     assert [f.check for f in findings] == ["fine"]
     assert svc.registry.get_sample_value("sidecar_check_evaluation_errors_total", {"check": "boom"}) == 1
@@ -171,8 +170,9 @@ def test_a_read_token_gates_pages_metrics_and_docs_but_not_probes() -> None:
         assert c.get("/", headers={"Authorization": f"Basic {wrong}"}).status_code == 401
         # Pushes are not reads: the read token neither opens nor closes them.
         assert c.post("/v1/echo", content=b"x").status_code == 200
-    assert svc.registry.get_sample_value("sidecar_http_refused_total",
-                                         {"endpoint": "read", "reason": "unauthorized"}) == 5
+    assert (
+        svc.registry.get_sample_value("sidecar_http_refused_total", {"endpoint": "read", "reason": "unauthorized"}) == 5
+    )
 
 
 def test_without_a_read_token_everything_stays_readable() -> None:
@@ -212,8 +212,9 @@ def test_readiness_never_shows_a_password_in_a_url() -> None:
 async def test_a_slow_body_gets_408_and_frees_its_slot() -> None:
     import asyncio
 
-    cfg = parse_config({"server": {"body_timeout_secs": 0.05, "max_inflight_requests": 1},
-                        "triton": {"enabled": False}})
+    cfg = parse_config(
+        {"server": {"body_timeout_secs": 0.05, "max_inflight_requests": 1}, "triton": {"enabled": False}}
+    )
     svc = Service(cfg, clock=FakeClock(), store=Store(":memory:"), factories=[lambda ctx: [Echo(ctx)]])
     app = create_app(svc, manage_lifecycle=False)
     never = asyncio.Event()
@@ -231,8 +232,18 @@ async def test_a_slow_body_gets_408_and_frees_its_slot() -> None:
     async def send(msg: dict[str, Any]) -> None:
         out.append(msg)
 
-    scope = {"type": "http", "method": "POST", "path": "/v1/echo", "headers": [], "query_string": b"",
-             "http_version": "1.1", "scheme": "http", "server": ("t", 80), "client": ("c", 1), "root_path": ""}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/echo",
+        "headers": [],
+        "query_string": b"",
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("t", 80),
+        "client": ("c", 1),
+        "root_path": "",
+    }
     await app(scope, receive, send)
     assert out[0]["status"] == 408
     assert refused(svc, "body_timeout") == 1
@@ -244,9 +255,17 @@ def test_docs_list_every_route_of_the_full_service(tmp_path: Any) -> None:
 
     from sidecar.app import all_routes
 
-    cfg = parse_config({"triton": {"enabled": False}, "store": {"path": str(tmp_path / "s.sqlite")},
-                        "gpu": {"enabled": False}, "traces": {"enabled": True}, "events": {"enabled": True},
-                        "alerting": {"enabled": True}, "checks": {"drift": {"enabled": True}}})
+    cfg = parse_config(
+        {
+            "triton": {"enabled": False},
+            "store": {"path": str(tmp_path / "s.sqlite")},
+            "gpu": {"enabled": False},
+            "traces": {"enabled": True},
+            "events": {"enabled": True},
+            "alerting": {"enabled": True},
+            "checks": {"drift": {"enabled": True}},
+        }
+    )
     app = create_app(Service(cfg, clock=FakeClock()), manage_lifecycle=False)
     # OpenAPI writes {name:path} as {name}.
     routes = {re.sub(r":\w+}", "}", r.path) for r in all_routes(app.routes) if isinstance(r, Route)}

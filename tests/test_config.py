@@ -28,8 +28,14 @@ def test_bad_values_name_the_field_path() -> None:
 
 def test_env_substitution_with_default_and_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_HOST", "triton.internal")
-    cfg = parse_config({"triton": {"metrics_url": "http://${env:TRITON_HOST}:8002/metrics",
-                                   "http_url": "http://${env:NOPE_NOT_SET:-localhost}:8000"}})
+    cfg = parse_config(
+        {
+            "triton": {
+                "metrics_url": "http://${env:TRITON_HOST}:8002/metrics",
+                "http_url": "http://${env:NOPE_NOT_SET:-localhost}:8000",
+            }
+        }
+    )
     assert cfg.triton.metrics_url == "http://triton.internal:8002/metrics"
     assert cfg.triton.http_url == "http://localhost:8000"
     monkeypatch.delenv("TRITON_HOST")
@@ -43,8 +49,7 @@ def test_example_config_is_valid() -> None:
     assert cfg.triton.enabled
 
 
-def test_validate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_validate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     good = tmp_path / "good.yaml"
     good.write_text("server:\n  push_token: ${env:PUSH_TOKEN}\n")
     monkeypatch.setenv("PUSH_TOKEN", "hunter2")
@@ -101,8 +106,7 @@ def test_a_misspelt_key_is_named_with_the_key_it_probably_meant() -> None:
     assert e.value.path == "checks.drift.p_treshold" and "did you mean 'p_threshold'" in str(e.value)
     # Inside a dict of checks, the typo is reported before the "field required" it causes.
     with pytest.raises(ConfigError) as e:
-        parse_config({"checks": {"business": {"enabled": True, "checks": {
-            "x": {"field": "score", "treshold": 0.1}}}}})
+        parse_config({"checks": {"business": {"enabled": True, "checks": {"x": {"field": "score", "treshold": 0.1}}}}})
     assert e.value.path == "checks.business.checks.x.treshold" and "'threshold'" in str(e.value)
     with pytest.raises(ConfigError) as e:
         parse_config({"server": {"zzz": 1}})
@@ -110,13 +114,15 @@ def test_a_misspelt_key_is_named_with_the_key_it_probably_meant() -> None:
 
 
 def test_validate_print_masks_passwords_in_urls_and_authorization_headers(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         "triton:\n  metrics_url: http://scraper:tritonpw@triton:8002/metrics\n"
         "alerting:\n  alertmanager:\n    urls: [http://am:ampw@am:9093]\n"
         "traces:\n  forward:\n    endpoint: http://collector:4318/v1/traces\n"
-        "    headers: {Authorization: Bearer fwdsecret, X-Scope-OrgID: tenant1}\n")
+        "    headers: {Authorization: Bearer fwdsecret, X-Scope-OrgID: tenant1}\n"
+    )
     assert main(["validate", "--config", str(cfg), "--print"]) == 0
     out = capsys.readouterr().out
     for secret in ("tritonpw", "ampw", "fwdsecret"):

@@ -13,14 +13,40 @@ from sidecar.config import SidecarConfig, load_config_text, parse_config
 from sidecar.errors import ConfigError
 
 # Keys a real file would use (so values reach the validators), plus noise.
-_KEYS = st.sampled_from([*SidecarConfig.model_fields, "server", "port", "host", "checks", "drift", "business",
-                         "enabled", "window_secs", "threshold", "urls", "interval_secs", "max_body_bytes",
-                         "x", "", "treshold"])
-_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                     st.text(max_size=20), st.just("${env:NOPE_NOT_SET}"), st.just("${env:HOME:-x}"))
-_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                          st.dictionaries(_KEYS, inner, max_size=4)),
-                       max_leaves=20)
+_KEYS = st.sampled_from(
+    [
+        *SidecarConfig.model_fields,
+        "server",
+        "port",
+        "host",
+        "checks",
+        "drift",
+        "business",
+        "enabled",
+        "window_secs",
+        "threshold",
+        "urls",
+        "interval_secs",
+        "max_body_bytes",
+        "x",
+        "",
+        "treshold",
+    ]
+)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+    st.just("${env:NOPE_NOT_SET}"),
+    st.just("${env:HOME:-x}"),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_KEYS, inner, max_size=4)),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -20,8 +20,12 @@ def _write(tmp: Path, name: str, shift: float, new_cat: bool, seed: int) -> Path
     if name.endswith(".csv"):
         p.write_text("a,b,country\n" + "\n".join(f"{x},{y},{c}" for x, y, c in zip(a, b, cats, strict=True)))
     else:
-        p.write_bytes(b"\n".join(orjson.dumps({"a": float(x), "b": float(y), "country": str(c)})
-                                 for x, y, c in zip(a, b, cats, strict=True)))
+        p.write_bytes(
+            b"\n".join(
+                orjson.dumps({"a": float(x), "b": float(y), "country": str(c)})
+                for x, y, c in zip(a, b, cats, strict=True)
+            )
+        )
     return p
 
 

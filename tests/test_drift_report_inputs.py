@@ -18,8 +18,9 @@ from sidecar.drift_report import main
 def _csv(path: Path, cols: dict[str, list[object]], *, sep: str = ",", bom: bool = False) -> Path:
     names = list(cols)
     n = len(cols[names[0]])
-    lines = [sep.join(names)] + [sep.join("" if cols[c][i] is None else str(cols[c][i]) for c in names)
-                                 for i in range(n)]
+    lines = [sep.join(names)] + [
+        sep.join("" if cols[c][i] is None else str(cols[c][i]) for c in names) for i in range(n)
+    ]
     path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + ("\n".join(lines) + "\n").encode())
     return path
 
@@ -45,8 +46,9 @@ def test_a_nan_burst_beyond_the_floor_is_a_finding_that_sets_the_exit_status(tmp
     # Two columns: a one-column CSV row with an empty value is a blank line, which CSV readers skip.
     ref = _csv(tmp_path / "ref.csv", {"x": _normal(1), "id": list(range(2000))})
     vals = _normal(2)
-    cur = _csv(tmp_path / "cur.csv", {"x": [None if i % 5 == 0 else v for i, v in enumerate(vals)],
-                                      "id": list(range(2000))})  # 20% of x missing
+    cur = _csv(
+        tmp_path / "cur.csv", {"x": [None if i % 5 == 0 else v for i, v in enumerate(vals)], "id": list(range(2000))}
+    )  # 20% of x missing
     rc, doc, _ = _run("--reference", str(ref), "--current", str(cur))
     assert rc == 1
     row = _row(doc, "x")
@@ -70,13 +72,16 @@ def test_every_reference_column_appears_and_one_that_cannot_be_tested_says_why(t
     assert rc == 1  # a column missing from the current file is a finding
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--max-rows", "0"], "--max-rows"),
-    (["--p-threshold", "5"], "--p-threshold"),
-    (["--ks-effect-floor", "-1"], "--ks-effect-floor"),
-    (["--columns", "a,nope"], "nope"),
-    (["--min-rows", "0"], "--min-rows"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--max-rows", "0"], "--max-rows"),
+        (["--p-threshold", "5"], "--p-threshold"),
+        (["--ks-effect-floor", "-1"], "--ks-effect-floor"),
+        (["--columns", "a,nope"], "nope"),
+        (["--min-rows", "0"], "--min-rows"),
+    ],
+)
 def test_bad_arguments_exit_2_with_a_message(tmp_path: Path, args: list[str], needle: str) -> None:
     ref = _csv(tmp_path / "ref.csv", {"a": _normal(1)})
     cur = _csv(tmp_path / "cur.csv", {"a": _normal(2)})
@@ -144,6 +149,7 @@ def test_same_hours_compares_only_the_hours_the_current_file_covers(tmp_path: Pa
     cur = _csv(tmp_path / "cur.csv", {"ts": list(night), "v": list(rng.normal(size=night.size))})
     rc, doc, _ = _run("--reference", str(ref), "--current", str(cur), "--columns", "v")
     assert rc == 1 and _row(doc, "v")["drift"] is True
-    rc, doc, _ = _run("--reference", str(ref), "--current", str(cur), "--columns", "v",
-                      "--time-column", "ts", "--same-hours")
+    rc, doc, _ = _run(
+        "--reference", str(ref), "--current", str(cur), "--columns", "v", "--time-column", "ts", "--same-hours"
+    )
     assert rc == 0 and _row(doc, "v")["drift"] is False, doc

@@ -19,10 +19,18 @@ TRITON = (Path(__file__).parent / "data" / "core" / "triton-2.51-metrics.txt").r
 
 async def test_the_whole_openmetrics_exposition_passes_prometheus_clients_strict_parser() -> None:
     clock = FakeClock()
-    http = httpx.AsyncClient(transport=httpx.MockTransport(
-        lambda r: httpx.Response(200, text=TRITON, headers={"content-type": "text/plain"})))
-    svc = Service(parse_config({"traces": {"enabled": True}}), clock=clock, http=http, registry=CollectorRegistry(),
-                  store=Store(":memory:"))
+    http = httpx.AsyncClient(
+        transport=httpx.MockTransport(
+            lambda r: httpx.Response(200, text=TRITON, headers={"content-type": "text/plain"})
+        )
+    )
+    svc = Service(
+        parse_config({"traces": {"enabled": True}}),
+        clock=clock,
+        http=http,
+        registry=CollectorRegistry(),
+        store=Store(":memory:"),
+    )
     try:
         src = svc.component("triton_metrics")
         assert await src.scrape_once()

@@ -16,8 +16,9 @@ def _request(auth: str | None) -> Request:
 
 
 def _guard(token: str | None) -> RequestGuard:
-    return RequestGuard(CollectorRegistry(), max_body_bytes=1024,
-                        push_token=SecretStr(token) if token is not None else None)
+    return RequestGuard(
+        CollectorRegistry(), max_body_bytes=1024, push_token=SecretStr(token) if token is not None else None
+    )
 
 
 def _allowed(guard: RequestGuard, auth: str | None) -> bool:

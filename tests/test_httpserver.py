@@ -14,8 +14,9 @@ from sidecar.httpserver import protocol_class
 from sidecar.instance import bind_listener
 
 
-async def _serve(header_timeout: float, timeouts: list[int], base: type | None = None
-                 ) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
+async def _serve(
+    header_timeout: float, timeouts: list[int], base: type | None = None
+) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
     app = FastAPI()
 
     @app.get("/ok")
@@ -39,7 +40,8 @@ def _bases() -> list[type | None]:
 
 @pytest.mark.parametrize("base", _bases(), ids=["httptools", "h11"])
 async def test_a_request_head_that_never_completes_is_closed_and_counted(
-        base: type | None, caplog: pytest.LogCaptureFixture) -> None:
+    base: type | None, caplog: pytest.LogCaptureFixture
+) -> None:
     timeouts: list[int] = []
     server, task, port = await _serve(0.2, timeouts, base)
     try:

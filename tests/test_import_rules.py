@@ -14,22 +14,24 @@ PACKAGES = ("sidecar", "exporters")
 # (importer prefix, forbidden prefixes). ``sidecar.wiring`` builds and connects components, so it alone may
 # import across layers; the CLI, the service, the app and the demo sit on top of everything.
 RULES: list[tuple[str, tuple[str, ...]]] = [
-    ("exporters", ("sidecar.checks", "sidecar.sources", "sidecar.alerting", "sidecar.pages",
-                   "sidecar.wiring")),
-    ("sidecar.checks", ("sidecar.alerting", "sidecar.sources", "exporters", "sidecar.pages",
-                        "sidecar.wiring")),
-    ("sidecar.sources", ("sidecar.checks", "sidecar.alerting", "exporters", "sidecar.pages",
-                         "sidecar.wiring")),
-    ("sidecar.alerting", ("exporters", "sidecar.checks", "sidecar.sources", "sidecar.pages",
-                          "sidecar.wiring")),
-    ("sidecar.processors", ("sidecar.checks", "sidecar.alerting", "sidecar.sources", "exporters",
-                            "sidecar.pages", "sidecar.wiring")),
-    ("sidecar.state", ("sidecar.checks", "sidecar.alerting", "sidecar.sources", "exporters",
-                       "sidecar.pages", "sidecar.wiring")),
+    ("exporters", ("sidecar.checks", "sidecar.sources", "sidecar.alerting", "sidecar.pages", "sidecar.wiring")),
+    ("sidecar.checks", ("sidecar.alerting", "sidecar.sources", "exporters", "sidecar.pages", "sidecar.wiring")),
+    ("sidecar.sources", ("sidecar.checks", "sidecar.alerting", "exporters", "sidecar.pages", "sidecar.wiring")),
+    ("sidecar.alerting", ("exporters", "sidecar.checks", "sidecar.sources", "sidecar.pages", "sidecar.wiring")),
+    (
+        "sidecar.processors",
+        ("sidecar.checks", "sidecar.alerting", "sidecar.sources", "exporters", "sidecar.pages", "sidecar.wiring"),
+    ),
+    (
+        "sidecar.state",
+        ("sidecar.checks", "sidecar.alerting", "sidecar.sources", "exporters", "sidecar.pages", "sidecar.wiring"),
+    ),
     ("sidecar.pages", ("sidecar.checks", "sidecar.sources", "exporters", "sidecar.wiring")),
     # Diagnoses probe Triton and produce findings, like a check: the same rules.
-    ("sidecar.diagnose", ("sidecar.alerting", "sidecar.sources", "exporters", "sidecar.pages",
-                          "sidecar.wiring", "sidecar.checks")),
+    (
+        "sidecar.diagnose",
+        ("sidecar.alerting", "sidecar.sources", "exporters", "sidecar.pages", "sidecar.wiring", "sidecar.checks"),
+    ),
 ]
 # The one allowed crossing: the YAML tree nests the exporters' sections under ``alerting``, so the alerting
 # config model imports the exporters' config models (``exporters/config.py``, which imports only pydantic).
@@ -96,8 +98,12 @@ def test_no_layer_imports_what_sits_above_it() -> None:
 
 def test_the_data_types_depend_on_nothing_of_ours() -> None:
     graph = _graph()
-    bad = [f"{mod} imports {t}" for mod, allowed in DATA_TYPES.items() for t in sorted(graph[mod])
-           if not any(_within(t, a) for a in allowed)]
+    bad = [
+        f"{mod} imports {t}"
+        for mod, allowed in DATA_TYPES.items()
+        for t in sorted(graph[mod])
+        if not any(_within(t, a) for a in allowed)
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -121,7 +127,9 @@ def test_the_rules_see_real_edges() -> None:
 def test_no_module_is_over_400_lines() -> None:
     # Issue 11: a module that grows past this does more than one thing; split it before it hides the flow.
     root = Path(__file__).resolve().parents[1]
-    big = {str(p.relative_to(root)): n for p in [*root.joinpath("sidecar").rglob("*.py"),
-                                                 *root.joinpath("exporters").rglob("*.py")]
-           if (n := len(p.read_text().splitlines())) > 400}
+    big = {
+        str(p.relative_to(root)): n
+        for p in [*root.joinpath("sidecar").rglob("*.py"), *root.joinpath("exporters").rglob("*.py")]
+        if (n := len(p.read_text().splitlines())) > 400
+    }
     assert big == {}

@@ -40,11 +40,23 @@ def test_a_second_sidecar_on_a_busy_port_exits_before_touching_its_store(tmp_pat
     try:
         store = tmp_path / "second.sqlite"
         cfg = tmp_path / "sidecar.yaml"
-        cfg.write_text(yaml.safe_dump({"server": {"host": "127.0.0.1", "port": busy.getsockname()[1]},
-                                       "triton": {"enabled": False}, "gpu": {"enabled": False},
-                                       "store": {"path": str(store)}}))
-        r = subprocess.run([sys.executable, "-m", "sidecar.cli", "run", "--config", str(cfg)], cwd=ROOT,
-                           capture_output=True, timeout=60, text=True)
+        cfg.write_text(
+            yaml.safe_dump(
+                {
+                    "server": {"host": "127.0.0.1", "port": busy.getsockname()[1]},
+                    "triton": {"enabled": False},
+                    "gpu": {"enabled": False},
+                    "store": {"path": str(store)},
+                }
+            )
+        )
+        r = subprocess.run(
+            [sys.executable, "-m", "sidecar.cli", "run", "--config", str(cfg)],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=60,
+            text=True,
+        )
     finally:
         busy.close()
     assert r.returncode == 2

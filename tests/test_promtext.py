@@ -18,8 +18,9 @@ def test_parses_every_series_of_a_real_triton_scrape_like_the_reference_parser()
     ref = [s for fam in text_string_to_metric_families(text) for s in fam.samples]
     assert len(ours.samples) == len(ref) == 134
     ref_values = sorted((s.labels.get("model", ""), s.labels.get("quantile", ""), s.value) for s in ref)
-    our_values = sorted((ours.labels(lab).get("model", ""), ours.labels(lab).get("quantile", ""), v)
-                        for _n, lab, v in ours.samples)
+    our_values = sorted(
+        (ours.labels(lab).get("model", ""), ours.labels(lab).get("quantile", ""), v) for _n, lab, v in ours.samples
+    )
     assert our_values == ref_values
     assert ours.types["nv_inference_request_summary_us"] == "summary"
     assert ours.types["nv_inference_request_failure"] == "counter"
@@ -27,9 +28,12 @@ def test_parses_every_series_of_a_real_triton_scrape_like_the_reference_parser()
 
 def test_failure_reasons_are_kept_by_label() -> None:
     ours = parse_exposition(FIXTURE.read_text())
-    backend = [v for n, lab, v in ours.samples
-               if n == "nv_inference_request_failure" and ours.labels(lab) == {"model": "fraud", "reason": "BACKEND",
-                                                                              "version": "1"}]
+    backend = [
+        v
+        for n, lab, v in ours.samples
+        if n == "nv_inference_request_failure"
+        and ours.labels(lab) == {"model": "fraud", "reason": "BACKEND", "version": "1"}
+    ]
     assert backend == [1.0]
 
 

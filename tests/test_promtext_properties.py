@@ -21,8 +21,14 @@ _NUMBERS = st.floats(allow_nan=True, allow_infinity=True, width=64)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_NAMES, st.dictionaries(_LABEL_NAMES, _VALUES, max_size=4), _NUMBERS),
-                min_size=1, max_size=8, unique_by=lambda t: t[0]))
+@given(
+    st.lists(
+        st.tuples(_NAMES, st.dictionaries(_LABEL_NAMES, _VALUES, max_size=4), _NUMBERS),
+        min_size=1,
+        max_size=8,
+        unique_by=lambda t: t[0],
+    )
+)
 def test_what_prometheus_client_writes_is_read_back_exactly(series: list[tuple[str, dict[str, str], float]]) -> None:
     reg = CollectorRegistry()
     for name, labels, value in series:

@@ -65,7 +65,10 @@ def test_protobuf_records_become_the_spans_on_the_wire():
         assert (s.trace_id, s.span_id) == (w.trace_id.hex(), w.span_id.hex())
         assert s.parent_span_id == (w.parent_span_id.hex() if w.parent_span_id else None)
         assert (s.name, s.start_unix_nano, s.end_unix_nano, s.kind) == (
-            w.name, w.start_time_unix_nano, w.end_time_unix_nano, w.kind
+            w.name,
+            w.start_time_unix_nano,
+            w.end_time_unix_nano,
+            w.kind,
         )
         assert (s.status_code, s.status_message) == (w.status.code, w.status.message)
         assert [(e.name, e.time_unix_nano) for e in s.events] == [(e.name, e.time_unix_nano) for e in w.events]

@@ -27,11 +27,18 @@ def test_malformed_url_still_masks() -> None:
 
 def test_headers_masked_case_insensitively() -> None:
     assert mask_headers({"Authorization": "Bearer x", "X-Scope-OrgID": "t1"}) == {
-        "Authorization": MASK, "X-Scope-OrgID": "t1"}
+        "Authorization": MASK,
+        "X-Scope-OrgID": "t1",
+    }
 
 
-@given(st.text(alphabet=st.characters(blacklist_characters="@:/?#[]%", blacklist_categories=("Cs", "Cc")),
-               min_size=4, max_size=30))
+@given(
+    st.text(
+        alphabet=st.characters(blacklist_characters="@:/?#[]%", blacklist_categories=("Cs", "Cc")),
+        min_size=4,
+        max_size=30,
+    )
+)
 def test_any_password_never_survives(tail: str) -> None:
     pw = "Zq9" + tail  # a prefix no other part of the URL contains, so a hit means the password leaked
     assert "Zq9" not in mask_url(f"http://user:{pw}@host:1234/p")

@@ -15,8 +15,9 @@ __all__ = ["wait_until"]
 T = TypeVar("T")
 
 
-def wait_until(cond: Callable[[], T], timeout_s: float, *, interval_s: float = 0.05,
-               ignore: tuple[type[BaseException], ...] = ()) -> T | None:
+def wait_until(
+    cond: Callable[[], T], timeout_s: float, *, interval_s: float = 0.05, ignore: tuple[type[BaseException], ...] = ()
+) -> T | None:
     """Return the first truthy value of ``cond()`` within ``timeout_s``, else None (the caller asserts).
 
     ``ignore`` lists exceptions that mean "not yet" (e.g. a connection refused while a server starts).

@@ -160,8 +160,15 @@ class AlertBook(Passive):
 
     @staticmethod
     def _row(a: Alert) -> tuple[Any, ...]:
-        return (a.state, a.active_at, a.hold_secs, a.resolved_at, a.last_sent_at, a.valid_until,
-                tuple(sorted(a.annotations.items())))
+        return (
+            a.state,
+            a.active_at,
+            a.hold_secs,
+            a.resolved_at,
+            a.last_sent_at,
+            a.valid_until,
+            tuple(sorted(a.annotations.items())),
+        )
 
     def _persist(self) -> None:
         """Write what changed this round (the lock is held; the book is bounded by max_active_alerts)."""

@@ -21,8 +21,7 @@ from sidecar.store import Store
 __all__ = ["NS", "delete", "load", "save"]
 
 NS = "alerting.book"
-_FIELDS = ("labels", "annotations", "state", "active_at", "hold_secs", "resolved_at", "last_sent_at",
-           "valid_until")
+_FIELDS = ("labels", "annotations", "state", "active_at", "hold_secs", "resolved_at", "last_sent_at", "valid_until")
 
 
 def save(store: Store, alerts: Iterable[tuple[str, Any]]) -> None:

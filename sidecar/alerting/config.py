@@ -104,9 +104,7 @@ class AuditConfig(StrictModel):
 
 class AlertingConfig(StrictModel):
     enabled: bool = Field(default=False, description="Run the alert book, the change log and alert delivery.")
-    resend_delay_secs: float = Field(
-        default=60.0, gt=0, description="A firing alert is re-sent at most this often."
-    )
+    resend_delay_secs: float = Field(default=60.0, gt=0, description="A firing alert is re-sent at most this often.")
     resolved_retention_secs: float = Field(
         default=900.0, ge=0, description="A resolved alert is kept, and re-sent, for this long."
     )
@@ -116,12 +114,8 @@ class AlertingConfig(StrictModel):
     for_secs: dict[str, float] = Field(
         default_factory=dict, description="Hold durations by check name, overriding what the check declares."
     )
-    default_for_secs: float = Field(
-        default=0.0, ge=0, description="Hold duration for checks that declare none."
-    )
+    default_for_secs: float = Field(default=0.0, ge=0, description="Hold duration for checks that declare none.")
     templates: TemplatesConfig = Field(default_factory=TemplatesConfig, description="See TemplatesConfig.")
     changes: ChangesConfig = Field(default_factory=ChangesConfig, description="See ChangesConfig.")
-    alertmanager: AlertmanagerConfig = Field(
-        default_factory=AlertmanagerConfig, description="See AlertmanagerConfig."
-    )
+    alertmanager: AlertmanagerConfig = Field(default_factory=AlertmanagerConfig, description="See AlertmanagerConfig.")
     audit: AuditConfig = Field(default_factory=AuditConfig, description="See AuditConfig.")

@@ -53,9 +53,20 @@ class Advice:
     requests: int
 
 
-def advise(*, requests: float, executions: float, queue_count: float, queue_ns: float, secs: float,
-           max_batch_size: int, dynamic: bool, delay_us: float | None, preferred: int | None,
-           max_wait_us: float, min_requests: int) -> Advice:
+def advise(
+    *,
+    requests: float,
+    executions: float,
+    queue_count: float,
+    queue_ns: float,
+    secs: float,
+    max_batch_size: int,
+    dynamic: bool,
+    delay_us: float | None,
+    preferred: int | None,
+    max_wait_us: float,
+    min_requests: int,
+) -> Advice:
     """The verdict for one version's window of counter increases and its config (pure: unit-tested alone)."""
     rate = requests / secs if secs > 0 else 0.0
     fill = requests / executions if executions > 0 else 0.0
@@ -84,8 +95,17 @@ def advise(*, requests: float, executions: float, queue_count: float, queue_ns: 
             suggested = min(max_wait_us, gather_us)
         else:
             verdict = "ok"
-    return Advice(verdict, rate, fill, queue_us, delay_us if dynamic else None, target, max_batch_size,
-                  None if suggested is None else round(suggested), int(requests))
+    return Advice(
+        verdict,
+        rate,
+        fill,
+        queue_us,
+        delay_us if dynamic else None,
+        target,
+        max_batch_size,
+        None if suggested is None else round(suggested),
+        int(requests),
+    )
 
 
 @dataclass
@@ -104,15 +124,22 @@ class BatchingAdvisor(Passive):
         self.series: dict[tuple[str, str], _Series] = {}
         self.configs: dict[str, dict[str, float]] = {}
         lbl = ["model", "version"]
-        self._verdict = Gauge("sidecar_batching_verdict",
-                              "1 for the batching advisor's current verdict of a version (ok, enable, saturated, "
-                              "too_long, too_short, insufficient, not_batchable).", [*lbl, "verdict"],
-                              registry=registry)
-        self._suggested = Gauge("sidecar_batching_suggested_delay_microseconds",
-                                "The max_queue_delay_microseconds the advisor suggests trying.", lbl,
-                                registry=registry)
-        self._fill = Gauge("sidecar_batching_fill", "Inferences per execution over the advisor's window.", lbl,
-                           registry=registry)
+        self._verdict = Gauge(
+            "sidecar_batching_verdict",
+            "1 for the batching advisor's current verdict of a version (ok, enable, saturated, "
+            "too_long, too_short, insufficient, not_batchable).",
+            [*lbl, "verdict"],
+            registry=registry,
+        )
+        self._suggested = Gauge(
+            "sidecar_batching_suggested_delay_microseconds",
+            "The max_queue_delay_microseconds the advisor suggests trying.",
+            lbl,
+            registry=registry,
+        )
+        self._fill = Gauge(
+            "sidecar_batching_fill", "Inferences per execution over the advisor's window.", lbl, registry=registry
+        )
 
     def observe(self, batch: Batch) -> None:
         if batch.kind != "samples" or batch.source != "triton_model_api":
@@ -139,8 +166,9 @@ class BatchingAdvisor(Passive):
                 if ser.points and any(st.get(k, 0.0) < ser.points[-1][1].get(k, 0.0) for k in _STATS):
                     ser.points.clear()  # counters restarted (the version loaded again)
                 ser.points.append((at, st))
-                while len(ser.points) > _MAX_POINTS or (len(ser.points) > 2 and
-                                                        at - ser.points[1][0] >= self.cfg.window_secs):
+                while len(ser.points) > _MAX_POINTS or (
+                    len(ser.points) > 2 and at - ser.points[1][0] >= self.cfg.window_secs
+                ):
                     ser.points.popleft()
             for key in [k for k in self.series if k not in stats]:
                 self._forget(key)
@@ -165,12 +193,19 @@ class BatchingAdvisor(Passive):
                     continue
                 (t0, a), (t1, b) = ser.points[0], ser.points[-1]
                 d = {k: b.get(k, 0.0) - a.get(k, 0.0) for k in _STATS}
-                adv = advise(requests=d["inference_count"], executions=d["execution_count"],
-                             queue_count=d["queue_count"], queue_ns=d["queue_ns"], secs=t1 - t0,
-                             max_batch_size=int(cfg.get("max_batch_size", 0)),
-                             dynamic=cfg.get("dynamic_batching", 0.0) > 0, delay_us=cfg.get("max_queue_delay_us"),
-                             preferred=int(cfg["preferred_batch_size"]) if "preferred_batch_size" in cfg else None,
-                             max_wait_us=self.cfg.max_suggested_delay_us, min_requests=self.cfg.min_requests)
+                adv = advise(
+                    requests=d["inference_count"],
+                    executions=d["execution_count"],
+                    queue_count=d["queue_count"],
+                    queue_ns=d["queue_ns"],
+                    secs=t1 - t0,
+                    max_batch_size=int(cfg.get("max_batch_size", 0)),
+                    dynamic=cfg.get("dynamic_batching", 0.0) > 0,
+                    delay_us=cfg.get("max_queue_delay_us"),
+                    preferred=int(cfg["preferred_batch_size"]) if "preferred_batch_size" in cfg else None,
+                    max_wait_us=self.cfg.max_suggested_delay_us,
+                    min_requests=self.cfg.min_requests,
+                )
                 self._export(key, ser, adv)
                 out.append(self._finding(key, adv, t1 - t0, now))
         return out
@@ -190,10 +225,28 @@ class BatchingAdvisor(Passive):
 
     def _finding(self, key: tuple[str, str], adv: Advice, secs: float, now: float) -> Finding:
         return Finding(
-            check="batching_advice", kind="advice", labels={"model": key[0], "version": key[1]},
-            active=adv.verdict in _ACTIVE, value=adv.delay_us, threshold=adv.suggested_delay_us, severity="info",
-            window_secs=secs, evaluated_at=now, insufficient_data=adv.verdict == "insufficient", for_secs=0.0,
-            facts={"verdict": adv.verdict, "rate": adv.rate, "fill": adv.fill, "queue_us": adv.queue_us,
-                   "delay_us": adv.delay_us, "target": adv.target, "max_batch_size": adv.max_batch_size,
-                   "suggested_delay_us": adv.suggested_delay_us, "requests": adv.requests,
-                   "min_requests": self.cfg.min_requests, "runbook": "BatchingAdvice.md"})
+            check="batching_advice",
+            kind="advice",
+            labels={"model": key[0], "version": key[1]},
+            active=adv.verdict in _ACTIVE,
+            value=adv.delay_us,
+            threshold=adv.suggested_delay_us,
+            severity="info",
+            window_secs=secs,
+            evaluated_at=now,
+            insufficient_data=adv.verdict == "insufficient",
+            for_secs=0.0,
+            facts={
+                "verdict": adv.verdict,
+                "rate": adv.rate,
+                "fill": adv.fill,
+                "queue_us": adv.queue_us,
+                "delay_us": adv.delay_us,
+                "target": adv.target,
+                "max_batch_size": adv.max_batch_size,
+                "suggested_delay_us": adv.suggested_delay_us,
+                "requests": adv.requests,
+                "min_requests": self.cfg.min_requests,
+                "runbook": "BatchingAdvice.md",
+            },
+        )

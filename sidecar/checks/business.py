@@ -68,9 +68,7 @@ class BusinessChecks:
             registry=registry,
         )
         lbl = ["check", "model", "version"]
-        self._value = Gauge(
-            "sidecar_business_value", "Current aggregate of a business check.", lbl, registry=registry
-        )
+        self._value = Gauge("sidecar_business_value", "Current aggregate of a business check.", lbl, registry=registry)
         self._baseline = Gauge(
             "sidecar_business_baseline", "Baseline aggregate of a business check.", lbl, registry=registry
         )

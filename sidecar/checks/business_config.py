@@ -23,17 +23,14 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 def parse_field_ref(ref: str) -> tuple[str, str]:
     """``fields.wer`` -> ("fields", "wer"); ``score`` -> ("score", ""). Raises ValueError on anything else."""
     if not _FIELD_RE.match(ref):
-        raise ValueError(
-            f"unknown event field {ref!r}: use score, label, count, fields.<name> or features.<name>"
-        )
+        raise ValueError(f"unknown event field {ref!r}: use score, label, count, fields.<name> or features.<name>")
     head, _, tail = ref.partition(".")
     return head, tail
 
 
 class BusinessCheckConfig(StrictModel):
     field: str = Field(
-        description="Event field aggregated: score, label, count (1 per event), fields.<name> or "
-        "features.<name>."
+        description="Event field aggregated: score, label, count (1 per event), fields.<name> or features.<name>."
     )
     aggregate: Literal["mean", "quantile", "rate", "ratio"] = Field(
         default="mean",
@@ -53,18 +50,14 @@ class BusinessCheckConfig(StrictModel):
     group_by: list[Literal["model", "version"]] = Field(
         default=["model"], description="Series keys; the baseline is kept per series."
     )
-    window_secs: float = Field(
-        default=3600.0, gt=0, description="The current window the aggregate is taken over."
-    )
+    window_secs: float = Field(default=3600.0, gt=0, description="The current window the aggregate is taken over.")
     bucket_secs: float = Field(default=60.0, gt=0, description="Resolution of the current window.")
     baseline_secs: float | None = Field(
         default=None,
         gt=0,
         description="Baseline window ending where the current window starts (compare=relative).",
     )
-    baseline_bucket_secs: float = Field(
-        default=3600.0, gt=0, description="Resolution of the baseline window."
-    )
+    baseline_bucket_secs: float = Field(default=3600.0, gt=0, description="Resolution of the baseline window.")
     compare: Literal["relative", "absolute"] = Field(
         default="absolute",
         description="relative: (value - baseline) / |baseline| vs threshold; absolute: value vs threshold.",
@@ -76,28 +69,20 @@ class BusinessCheckConfig(StrictModel):
     threshold: float = Field(
         description="absolute: the value limit; relative: the change as a positive fraction (0.15 = 15%)."
     )
-    for_secs: float = Field(
-        default=0.0, ge=0, description="How long the condition must hold before the alert fires."
-    )
+    for_secs: float = Field(default=0.0, ge=0, description="How long the condition must hold before the alert fires.")
     severity: Literal["info", "low", "warning", "high", "critical"] = Field(
         default="warning", description="Alert severity."
     )
     team: str = Field(default="", description="Team label for Alertmanager routing (empty: no team label).")
-    min_events: int = Field(
-        default=30, ge=1, description="Fewer events in the current window: insufficient data."
-    )
-    min_baseline_events: int = Field(
-        default=100, ge=1, description="Fewer events in the baseline: insufficient data."
-    )
+    min_events: int = Field(default=30, ge=1, description="Fewer events in the current window: insufficient data.")
+    min_baseline_events: int = Field(default=100, ge=1, description="Fewer events in the baseline: insufficient data.")
     min_baseline_coverage: float = Field(
         default=0.5,
         ge=0,
         le=1,
         description="Share of the baseline window that must hold data, else insufficient data.",
     )
-    max_series: int = Field(
-        default=100, gt=0, description="Series this check tracks; new ones above it are refused."
-    )
+    max_series: int = Field(default=100, gt=0, description="Series this check tracks; new ones above it are refused.")
     runbook: str = Field(
         default="business-metric.md", description="Runbook page (relative to runbook_url) for the alert."
     )
@@ -125,16 +110,12 @@ class BusinessCheckConfig(StrictModel):
         if self.window_secs / self.bucket_secs > 10_080:
             raise ValueError("bucket_secs: window_secs / bucket_secs must be at most 10080 (bounded memory)")
         if self.baseline_secs is not None and self.baseline_secs / self.baseline_bucket_secs > 10_080:
-            raise ValueError(
-                "baseline_bucket_secs: baseline_secs / baseline_bucket_secs must be at most 10080"
-            )
+            raise ValueError("baseline_bucket_secs: baseline_secs / baseline_bucket_secs must be at most 10080")
         return self
 
 
 class BusinessConfig(StrictModel):
-    enabled: bool = Field(
-        default=False, description="Run the business-metric checks declared under `checks`."
-    )
+    enabled: bool = Field(default=False, description="Run the business-metric checks declared under `checks`.")
     checks: dict[str, BusinessCheckConfig] = Field(
         default_factory=dict,
         description="Checks by name (lowercase, digits, underscores); the name is the alert's.",

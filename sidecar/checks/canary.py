@@ -119,43 +119,84 @@ class CanaryCheck(Passive):
     name = "canary"
     role = "check"
 
-    def __init__(self, cfg: CanaryConfig, *, registry: CollectorRegistry, clock: Clock,
-                 logger: logging.Logger | None = None, triton_source: str | None = None) -> None:
+    def __init__(
+        self,
+        cfg: CanaryConfig,
+        *,
+        registry: CollectorRegistry,
+        clock: Clock,
+        logger: logging.Logger | None = None,
+        triton_source: str | None = None,
+    ) -> None:
         self.cfg = cfg
         # Only the scrapes of the named source (GPU samples share the bus kind); the wiring names it.
-        self.triton = (TritonIntake(triton_source, max_versions=cfg.max_models * cfg.max_versions_per_model,
-                                    window_secs=cfg.window_secs) if triton_source and cfg.triton else None)
+        self.triton = (
+            TritonIntake(
+                triton_source, max_versions=cfg.max_models * cfg.max_versions_per_model, window_secs=cfg.window_secs
+            )
+            if triton_source and cfg.triton
+            else None
+        )
         self.clock = clock
         self.log = logger or logging.getLogger("sidecar.canary")
         self._lock = threading.Lock()
         self.models: dict[str, dict[str, _Version]] = {}
         self.results: list[PairResult] = []
-        self._taken = Counter("sidecar_canary_values", "Values taken into the canary comparison, by signal.",
-                              ["signal"], registry=registry)
+        self._taken = Counter(
+            "sidecar_canary_values",
+            "Values taken into the canary comparison, by signal.",
+            ["signal"],
+            registry=registry,
+        )
         self._dropped = Counter(
             "sidecar_canary_values_dropped",
             "Values the canary comparison could not keep, by reason (too_old, model_limit, version_limit; "
             "counter_reset: a Triton scrape interval in which the version's counters reset).",
-            ["reason"], registry=registry)
+            ["reason"],
+            registry=registry,
+        )
         pair = ["model", "baseline", "candidate"]
         lbl = [*pair, "aspect"]
         self._verdict = Gauge(
             "sidecar_canary_verdict",
             "1 while the candidate is worse than the baseline on this aspect (p50, p99, errors, scores), 0 while "
-            "it is not; absent while the aspect has too few values to decide.", lbl, registry=registry)
-        self._base = Gauge("sidecar_canary_baseline_value", "The baseline's figure of an aspect (latency ms, "
-                           "error ratio, mean score).", lbl, registry=registry)
-        self._cand = Gauge("sidecar_canary_candidate_value", "The candidate's figure of an aspect (latency ms, "
-                           "error ratio, mean score).", lbl, registry=registry)
-        self._diff = Gauge("sidecar_canary_difference", "Candidate vs baseline: relative for p50/p99, absolute "
-                           "for the error ratio, the KS distance for scores.", lbl, registry=registry)
-        self._q = Gauge("sidecar_canary_q_value", "Benjamini-Hochberg q-value of an aspect's test.", lbl,
-                        registry=registry)
-        self._insufficient = Gauge("sidecar_canary_insufficient_data",
-                                   "1 while no aspect of the pair has enough values to decide.", pair,
-                                   registry=registry)
-        self._samples = Gauge("sidecar_canary_samples", "Values of a version in the comparison window, by "
-                              "signal.", ["model", "version", "signal"], registry=registry)
+            "it is not; absent while the aspect has too few values to decide.",
+            lbl,
+            registry=registry,
+        )
+        self._base = Gauge(
+            "sidecar_canary_baseline_value",
+            "The baseline's figure of an aspect (latency ms, error ratio, mean score).",
+            lbl,
+            registry=registry,
+        )
+        self._cand = Gauge(
+            "sidecar_canary_candidate_value",
+            "The candidate's figure of an aspect (latency ms, error ratio, mean score).",
+            lbl,
+            registry=registry,
+        )
+        self._diff = Gauge(
+            "sidecar_canary_difference",
+            "Candidate vs baseline: relative for p50/p99, absolute for the error ratio, the KS distance for scores.",
+            lbl,
+            registry=registry,
+        )
+        self._q = Gauge(
+            "sidecar_canary_q_value", "Benjamini-Hochberg q-value of an aspect's test.", lbl, registry=registry
+        )
+        self._insufficient = Gauge(
+            "sidecar_canary_insufficient_data",
+            "1 while no aspect of the pair has enough values to decide.",
+            pair,
+            registry=registry,
+        )
+        self._samples = Gauge(
+            "sidecar_canary_samples",
+            "Values of a version in the comparison window, by signal.",
+            ["model", "version", "signal"],
+            registry=registry,
+        )
         self._exported: set[tuple[str, ...]] = set()
         self._exported_samples: set[tuple[str, ...]] = set()
 
@@ -264,14 +305,21 @@ class CanaryCheck(Passive):
                     data[(model, ver)] = {s: v.values(s, t0) for s in SIGNALS}
                     ivs[(model, ver)] = v.intervals(t0)
                 pairs += [(model, b, c) for b, c in self._pairs(model, list(versions))]
-        results = [self._compare(m, b, c, data[(m, b)], data[(m, c)], ivs[(m, b)], ivs[(m, c)])
-                   for m, b, c in pairs]
+        results = [self._compare(m, b, c, data[(m, b)], data[(m, c)], ivs[(m, b)], ivs[(m, c)]) for m, b, c in pairs]
         self._export(results, data, ivs)
         self.results = results
         return [self._finding(r, now) for r in results]
 
-    def _compare(self, model: str, b: str, c: str, base: dict[str, np.ndarray],
-                 cand: dict[str, np.ndarray], base_iv: list[Interval], cand_iv: list[Interval]) -> PairResult:
+    def _compare(
+        self,
+        model: str,
+        b: str,
+        c: str,
+        base: dict[str, np.ndarray],
+        cand: dict[str, np.ndarray],
+        base_iv: list[Interval],
+        cand_iv: list[Interval],
+    ) -> PairResult:
         cfg = self.cfg
         n = cfg.min_samples
         source = "spans" if min(base["latency_spans"].size, cand["latency_spans"].size) >= n else "events"
@@ -280,17 +328,30 @@ class CanaryCheck(Passive):
         aspects.append(error_test(base["errors"], cand["errors"], min_samples=n))
         aspects.append(score_test(base["scores"], cand["scores"], min_samples=n))
         if self.triton is not None:
-            aspects += triton_tests(base_iv, cand_iv, min_samples=n, min_intervals=cfg.min_intervals,
-                                    min_tail=cfg.min_tail_samples, summary_window=cfg.triton_summary_window_secs)
+            aspects += triton_tests(
+                base_iv,
+                cand_iv,
+                min_samples=n,
+                min_intervals=cfg.min_intervals,
+                min_tail=cfg.min_tail_samples,
+                summary_window=cfg.triton_summary_window_secs,
+            )
         for a, q in zip(aspects, benjamini_hochberg([a.p for a in aspects]), strict=True):
             a.q = q
-            floor = {"errors": cfg.min_error_ratio_diff, "errors_triton": cfg.min_error_ratio_diff,
-                     "scores": cfg.min_ks_d}.get(a.aspect, cfg.min_relative_diff)
+            floor = {
+                "errors": cfg.min_error_ratio_diff,
+                "errors_triton": cfg.min_error_ratio_diff,
+                "scores": cfg.min_ks_d,
+            }.get(a.aspect, cfg.min_relative_diff)
             a.worse = a.tested and q < cfg.alpha and a.diff is not None and a.diff >= floor
         return PairResult(model, b, c, source, aspects)
 
-    def _export(self, results: list[PairResult], data: dict[tuple[str, str], dict[str, np.ndarray]],
-                ivs: dict[tuple[str, str], list[Interval]]) -> None:
+    def _export(
+        self,
+        results: list[PairResult],
+        data: dict[tuple[str, str], dict[str, np.ndarray]],
+        ivs: dict[tuple[str, str], list[Interval]],
+    ) -> None:
         seen: set[tuple[str, ...]] = set()
         for r in results:
             pair = (r.model, r.baseline, r.candidate)
@@ -307,8 +368,9 @@ class CanaryCheck(Passive):
                 self._diff.labels(*lbl).set(math.nan if a.diff is None else a.diff)
                 self._q.labels(*lbl).set(a.q)
         for gone in self._exported - seen:
-            gauges = [self._insufficient] if len(gone) == 3 else [self._verdict, self._base, self._cand,
-                                                                 self._diff, self._q]
+            gauges = (
+                [self._insufficient] if len(gone) == 3 else [self._verdict, self._base, self._cand, self._diff, self._q]
+            )
             for g in gauges:
                 with contextlib.suppress(KeyError):
                     g.remove(*gone)
@@ -325,23 +387,37 @@ class CanaryCheck(Passive):
 
     def _finding(self, r: PairResult, now: float) -> Finding:
         facts: dict[str, float | int | str | None] = {
-            "verdict": r.verdict, "worse": ",".join(a.aspect for a in r.aspects if a.worse),
-            "latency_source": r.latency_source, "min_samples": self.cfg.min_samples, "alpha": self.cfg.alpha,
+            "verdict": r.verdict,
+            "worse": ",".join(a.aspect for a in r.aspects if a.worse),
+            "latency_source": r.latency_source,
+            "min_samples": self.cfg.min_samples,
+            "alpha": self.cfg.alpha,
             "min_intervals": self.cfg.min_intervals,
             "runbook": f"{ALERTNAME}.md",
         }
         for a in r.aspects:
-            facts |= {f"{a.aspect}.base": a.base, f"{a.aspect}.cand": a.cand, f"{a.aspect}.diff": a.diff,
-                      f"{a.aspect}.q": None if math.isnan(a.q) else a.q, f"{a.aspect}.n_base": a.n_base,
-                      f"{a.aspect}.n_cand": a.n_cand}
+            facts |= {
+                f"{a.aspect}.base": a.base,
+                f"{a.aspect}.cand": a.cand,
+                f"{a.aspect}.diff": a.diff,
+                f"{a.aspect}.q": None if math.isnan(a.q) else a.q,
+                f"{a.aspect}.n_base": a.n_base,
+                f"{a.aspect}.n_cand": a.n_cand,
+            }
             facts |= {f"{a.aspect}.{k}": x for k, x in a.detail.items()}
         tested = [a for a in r.aspects if a.tested]
         return Finding(
-            check=self.name, kind="canary",
+            check=self.name,
+            kind="canary",
             labels={"alertname": ALERTNAME, "model": r.model, "baseline": r.baseline, "candidate": r.candidate},
             active=self.cfg.alert and r.verdict == "worse",
             value=max((a.diff for a in r.aspects if a.worse and a.diff is not None), default=None),
-            threshold=self.cfg.alpha, p_value=min((a.q for a in tested), default=None),
-            window_secs=self.cfg.window_secs, severity=self.cfg.severity, evaluated_at=now,
-            insufficient_data=r.verdict == "insufficient", for_secs=self.cfg.for_secs, facts=facts,
+            threshold=self.cfg.alpha,
+            p_value=min((a.q for a in tested), default=None),
+            window_secs=self.cfg.window_secs,
+            severity=self.cfg.severity,
+            evaluated_at=now,
+            insufficient_data=r.verdict == "insufficient",
+            for_secs=self.cfg.for_secs,
+            facts=facts,
         )

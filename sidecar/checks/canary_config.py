@@ -28,72 +28,105 @@ class CanaryConfig(StrictModel):
         600.0, gt=0, le=86400, description="Both versions are compared over this trailing window."
     )
     min_samples: int = Field(
-        200, ge=20, le=1_000_000, description="Fewer values than this on either side of an aspect: that aspect "
-                                              "is not decided (insufficient data).",
+        200,
+        ge=20,
+        le=1_000_000,
+        description="Fewer values than this on either side of an aspect: that aspect "
+        "is not decided (insufficient data).",
     )
     min_tail_samples: int = Field(
-        5, ge=1, le=1000, description="A latency quantile is decided only with this many values above it on each "
-                                      "side (5: p99 needs 500 values per version).",
+        5,
+        ge=1,
+        le=1000,
+        description="A latency quantile is decided only with this many values above it on each "
+        "side (5: p99 needs 500 values per version).",
     )
     max_samples: int = Field(
-        2000, ge=100, le=100_000, description="Values kept per version and aspect (the newest; older ones "
-                                              "leave first). Memory: 16 bytes x 4 signals each, and as many Triton "
-                                              "scrape intervals (about 400 bytes each).",
+        2000,
+        ge=100,
+        le=100_000,
+        description="Values kept per version and aspect (the newest; older ones "
+        "leave first). Memory: 16 bytes x 4 signals each, and as many Triton "
+        "scrape intervals (about 400 bytes each).",
     )
     alpha: float = Field(
-        0.01, gt=0, lt=0.5, description="False discovery rate across the aspects of one pair (Benjamini-"
-                                        "Hochberg): an aspect is worse when its q-value is below this.",
+        0.01,
+        gt=0,
+        lt=0.5,
+        description="False discovery rate across the aspects of one pair (Benjamini-"
+        "Hochberg): an aspect is worse when its q-value is below this.",
     )
     min_relative_diff: float = Field(
-        0.10, ge=0, le=10, description="Latency floor: p50 or p99 of the candidate must exceed the baseline's "
-                                       "by at least this fraction (0.10 = 10%) to be called worse.",
+        0.10,
+        ge=0,
+        le=10,
+        description="Latency floor: p50 or p99 of the candidate must exceed the baseline's "
+        "by at least this fraction (0.10 = 10%) to be called worse.",
     )
     min_error_ratio_diff: float = Field(
-        0.01, ge=0, le=1, description="Error floor: the candidate's error ratio must exceed the baseline's by "
-                                      "at least this much (absolute, 0.01 = one point).",
+        0.01,
+        ge=0,
+        le=1,
+        description="Error floor: the candidate's error ratio must exceed the baseline's by "
+        "at least this much (absolute, 0.01 = one point).",
     )
     min_ks_d: float = Field(
-        0.10, gt=0, le=1, description="Score floor: the KS distance between the versions' scores must reach "
-                                      "this to call them different.",
+        0.10,
+        gt=0,
+        le=1,
+        description="Score floor: the KS distance between the versions' scores must reach this to call them different.",
     )
     latency_field: str = Field(
-        "latency_ms", min_length=1, description="Event field (`fields.<name>`) holding the request latency in "
-                                                "milliseconds.",
+        "latency_ms",
+        min_length=1,
+        description="Event field (`fields.<name>`) holding the request latency in milliseconds.",
     )
     error_field: str = Field(
-        "error", min_length=1, description="Event field (`fields.<name>`): non-zero when the request failed.",
+        "error",
+        min_length=1,
+        description="Event field (`fields.<name>`): non-zero when the request failed.",
     )
     spans: bool = Field(
-        True, description="Also take latency and errors from model spans (Triton's span named after the model); "
-                          "a pair uses span latency when both sides have `min_samples` of it, else event "
-                          "latency, never both at once.",
+        True,
+        description="Also take latency and errors from model spans (Triton's span named after the model); "
+        "a pair uses span latency when both sides have `min_samples` of it, else event "
+        "latency, never both at once.",
     )
     triton: bool = Field(
-        True, description="Also compare the versions on Triton's own counters (mean latency, error ratio) and, "
-                          "where `--metrics-config summary_latencies=true`, its p50/p99 summaries, from the "
-                          "Triton scrape (needs `triton.enabled`).",
+        True,
+        description="Also compare the versions on Triton's own counters (mean latency, error ratio) and, "
+        "where `--metrics-config summary_latencies=true`, its p50/p99 summaries, from the "
+        "Triton scrape (needs `triton.enabled`).",
     )
     min_intervals: int = Field(
-        10, ge=5, le=10_000, description="Triton aspects: scrape intervals (summary readings for p50/p99) both "
-                                         "versions must share before the paired test decides (with fewer the "
-                                         "exact test cannot reach a small p-value).",
+        10,
+        ge=5,
+        le=10_000,
+        description="Triton aspects: scrape intervals (summary readings for p50/p99) both "
+        "versions must share before the paired test decides (with fewer the "
+        "exact test cannot reach a small p-value).",
     )
     triton_summary_window_secs: float = Field(
-        60.0, gt=0, le=3600, description="Length of Triton's summary sliding window: p50/p99 readings this far "
-                                         "apart cover different requests, and only those are compared.",
+        60.0,
+        gt=0,
+        le=3600,
+        description="Length of Triton's summary sliding window: p50/p99 readings this far "
+        "apart cover different requests, and only those are compared.",
     )
     pairs: dict[str, CanaryPair] = Field(
-        default_factory=dict, description="Per model: which version is the baseline and which the candidate. "
-                                          "A model not listed: the lowest version seen is the baseline and "
-                                          "each other version is a candidate against it.",
+        default_factory=dict,
+        description="Per model: which version is the baseline and which the candidate. "
+        "A model not listed: the lowest version seen is the baseline and "
+        "each other version is a candidate against it.",
     )
     max_models: int = Field(50, gt=0, le=10_000, description="Models tracked (more are dropped, counted).")
     max_versions_per_model: int = Field(
         4, ge=2, le=64, description="Versions tracked per model (more are dropped, counted)."
     )
     alert: bool = Field(
-        True, description="Make a worse verdict an active finding (an alert 'consider reverting to version N'); "
-                          "when false the verdict is only a metric and a line on the status page.",
+        True,
+        description="Make a worse verdict an active finding (an alert 'consider reverting to version N'); "
+        "when false the verdict is only a metric and a line on the status page.",
     )
     severity: Literal["info", "warning", "critical"] = Field("warning", description="Severity of the alert.")
     for_secs: float = Field(300.0, ge=0, description="How long a worse verdict holds before the alert fires.")

@@ -70,8 +70,7 @@ def _p_not_worse(xb: np.ndarray, wb: np.ndarray, xc: np.ndarray, wc: np.ndarray)
     return float(np.clip(wc @ tail[np.searchsorted(xb, xc, side="left")], 0.0, 1.0))
 
 
-def quantile_tests(base: np.ndarray, cand: np.ndarray, *, min_samples: int,
-                   min_tail: int = 5) -> list[AspectResult]:
+def quantile_tests(base: np.ndarray, cand: np.ndarray, *, min_samples: int, min_tail: int = 5) -> list[AspectResult]:
     """p50 and p99 of the candidate against the baseline (values in ms). A quantile is decided only with
     ``min_tail`` values above it on each side (500 values for p99): below that it is the largest value or
     two, which no test can tell from a one-off stall."""

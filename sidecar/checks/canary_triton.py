@@ -106,11 +106,22 @@ class TritonIntake:
             queue = stage_s.get("queue")
             compute = sum(stage_s[s] for s in _COMPUTE) if all(s in stage_s for s in _COMPUTE) else None
             q = snap.quantiles
-            out.append((key, Interval(
-                self.seq, batch.received_at, float(success), float(failed),
-                None if mean is None else mean * 1e3, None if queue is None else queue * 1e3,
-                None if compute is None else compute * 1e3,
-                _ms(q.get(("request", "0.5"))), _ms(q.get(("request", "0.99"))))))
+            out.append(
+                (
+                    key,
+                    Interval(
+                        self.seq,
+                        batch.received_at,
+                        float(success),
+                        float(failed),
+                        None if mean is None else mean * 1e3,
+                        None if queue is None else queue * 1e3,
+                        None if compute is None else compute * 1e3,
+                        _ms(q.get(("request", "0.5"))),
+                        _ms(q.get(("request", "0.99"))),
+                    ),
+                )
+            )
         return out, refused, dropped
 
 
@@ -137,8 +148,7 @@ def _weighted(ivs: Sequence[Interval], attr: str) -> float | None:
     return sum(v * w for v, w in pairs) / n if n > 0 else None
 
 
-def _latency(base: Sequence[Interval], cand: Sequence[Interval], min_samples: int,
-             min_intervals: int) -> AspectResult:
+def _latency(base: Sequence[Interval], cand: Sequence[Interval], min_samples: int, min_intervals: int) -> AspectResult:
     nb, nc = int(sum(i.success for i in base)), int(sum(i.success for i in cand))
     r = AspectResult("latency_triton", nb, nc)
     by_seq = {i.seq: i for i in base if i.success > 0 and i.mean_ms}
@@ -172,8 +182,16 @@ class _Behind:
         return self.cum[bisect.bisect_right(self.t, t)] - self.cum[bisect.bisect_right(self.t, t - span)]
 
 
-def _summary(aspect: str, base: Sequence[Interval], cand: Sequence[Interval], *, min_samples: int,
-             min_intervals: int, min_tail: int, summary_window: float) -> AspectResult:
+def _summary(
+    aspect: str,
+    base: Sequence[Interval],
+    cand: Sequence[Interval],
+    *,
+    min_samples: int,
+    min_intervals: int,
+    min_tail: int,
+    summary_window: float,
+) -> AspectResult:
     attr = "p50_ms" if aspect == "p50_triton" else "p99_ms"
     q = _SUMMARY_Q[aspect][1]
     need = math.ceil(min_tail / (1 - q) - 1e-9)  # requests behind a reading for its quantile to mean anything
@@ -215,12 +233,29 @@ def _errors(base: Sequence[Interval], cand: Sequence[Interval], min_samples: int
     return r
 
 
-def triton_tests(base: Sequence[Interval], cand: Sequence[Interval], *, min_samples: int, min_intervals: int,
-                 min_tail: int, summary_window: float) -> list[AspectResult]:
+def triton_tests(
+    base: Sequence[Interval],
+    cand: Sequence[Interval],
+    *,
+    min_samples: int,
+    min_intervals: int,
+    min_tail: int,
+    summary_window: float,
+) -> list[AspectResult]:
     """The four Triton aspects of a pair, in ``TRITON_ASPECTS`` order (p-values not yet adjusted)."""
     out = [_latency(base, cand, min_samples, min_intervals)]
-    out += [_summary(a, base, cand, min_samples=min_samples, min_intervals=min_intervals, min_tail=min_tail,
-                     summary_window=summary_window) for a in ("p50_triton", "p99_triton")]
+    out += [
+        _summary(
+            a,
+            base,
+            cand,
+            min_samples=min_samples,
+            min_intervals=min_intervals,
+            min_tail=min_tail,
+            summary_window=summary_window,
+        )
+        for a in ("p50_triton", "p99_triton")
+    ]
     out.append(_errors(base, cand, min_samples))
     return out
 

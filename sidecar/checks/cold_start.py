@@ -61,15 +61,24 @@ class ColdStartWatch(Passive):
         self.versions: dict[tuple[str, str], _Version] = {}
         self._batches = 0
         lbl = ["model", "version"]
-        self._load = Gauge("sidecar_cold_start_load_seconds",
-                           "Measured LOADING-to-READY time of a version's last load (good to one poll interval).",
-                           lbl, registry=registry)
-        self._ratio = Gauge("sidecar_cold_start_first_requests_slowdown_ratio",
-                            "Mean latency of a version's first requests over its steady p99 (per-poll means).",
-                            lbl, registry=registry)
-        self._condition = Gauge("sidecar_cold_start_condition",
-                                "1 while a cold-start finding holds (check: cold_start_load, "
-                                "cold_start_first_requests).", ["check", *lbl], registry=registry)
+        self._load = Gauge(
+            "sidecar_cold_start_load_seconds",
+            "Measured LOADING-to-READY time of a version's last load (good to one poll interval).",
+            lbl,
+            registry=registry,
+        )
+        self._ratio = Gauge(
+            "sidecar_cold_start_first_requests_slowdown_ratio",
+            "Mean latency of a version's first requests over its steady p99 (per-poll means).",
+            lbl,
+            registry=registry,
+        )
+        self._condition = Gauge(
+            "sidecar_cold_start_condition",
+            "1 while a cold-start finding holds (check: cold_start_load, cold_start_first_requests).",
+            ["check", *lbl],
+            registry=registry,
+        )
 
     # -- observe ---------------------------------------------------------------------------------------------
     def observe(self, batch: Batch) -> None:
@@ -178,11 +187,24 @@ class ColdStartWatch(Passive):
             return None
         active = secs > bound
         self._condition.labels("cold_start_load", labels["model"], labels["version"]).set(float(active))
-        return Finding(check="cold_start_load", kind="cold_start", labels=labels, active=active, value=secs,
-                       threshold=bound, severity="warning", evaluated_at=now, for_secs=0.0,
-                       facts={"phase": phase, "load_secs": secs, "max_load_secs": bound,
-                              "lower_bound": "yes" if v.lower_bound and phase == "loaded" else "no",
-                              "runbook": "ColdStartLoad.md"})
+        return Finding(
+            check="cold_start_load",
+            kind="cold_start",
+            labels=labels,
+            active=active,
+            value=secs,
+            threshold=bound,
+            severity="warning",
+            evaluated_at=now,
+            for_secs=0.0,
+            facts={
+                "phase": phase,
+                "load_secs": secs,
+                "max_load_secs": bound,
+                "lower_bound": "yes" if v.lower_bound and phase == "loaded" else "no",
+                "runbook": "ColdStartLoad.md",
+            },
+        )
 
     def _first_finding(self, v: _Version, labels: dict[str, str], now: float) -> Finding | None:
         # Held from when the first requests were measured: traffic may reach a version hours after it loaded.
@@ -190,18 +212,40 @@ class ColdStartWatch(Passive):
             return None
         k = self.cfg.slowdown_factor
         facts: dict[str, float | int | str | None] = {
-            "phase": "first_requests", "first_requests": v.first_n, "first_mean_s": v.first_mean_s,
-            "factor": k, "steady_intervals": len(v.steady),
-            "runbook": "ColdStartFirstRequests.md"}
+            "phase": "first_requests",
+            "first_requests": v.first_n,
+            "first_mean_s": v.first_mean_s,
+            "factor": k,
+            "steady_intervals": len(v.steady),
+            "runbook": "ColdStartFirstRequests.md",
+        }
         if len(v.steady) < 3:
-            return Finding(check="cold_start_first_requests", kind="cold_start", labels=labels, active=False,
-                           value=v.first_mean_s, threshold=k, evaluated_at=now, insufficient_data=True,
-                           facts=facts)
+            return Finding(
+                check="cold_start_first_requests",
+                kind="cold_start",
+                labels=labels,
+                active=False,
+                value=v.first_mean_s,
+                threshold=k,
+                evaluated_at=now,
+                insufficient_data=True,
+                facts=facts,
+            )
         p99 = _p99(list(v.steady))
         ratio = v.first_mean_s / p99 if p99 > 0 else math.inf
         active = ratio > k
         self._ratio.labels(labels["model"], labels["version"]).set(ratio)
         self._condition.labels("cold_start_first_requests", labels["model"], labels["version"]).set(float(active))
-        return Finding(check="cold_start_first_requests", kind="cold_start", labels=labels, active=active,
-                       value=v.first_mean_s, baseline=p99, threshold=k, severity="warning", evaluated_at=now,
-                       for_secs=0.0, facts={**facts, "steady_p99_s": p99, "ratio": ratio})
+        return Finding(
+            check="cold_start_first_requests",
+            kind="cold_start",
+            labels=labels,
+            active=active,
+            value=v.first_mean_s,
+            baseline=p99,
+            threshold=k,
+            severity="warning",
+            evaluated_at=now,
+            for_secs=0.0,
+            facts={**facts, "steady_p99_s": p99, "ratio": ratio},
+        )

@@ -146,13 +146,18 @@ class _Column:
             else:
                 self.missing += 1
         else:
-            key = v if isinstance(v, str) else (str(int(v)) if isinstance(v, float) and v.is_integer()
-                                                else str(v))
+            key = v if isinstance(v, str) else (str(int(v)) if isinstance(v, float) and v.is_integer() else str(v))
             self.counts[key] = self.counts.get(key, 0) + 1
 
 
-def _parquet_columns(path: Path, role: str, wanted: set[str] | None, kinds: dict[str, FeatureKind],
-                     time_column: str | None, hours: frozenset[int] | None) -> dict[str, _Column]:
+def _parquet_columns(
+    path: Path,
+    role: str,
+    wanted: set[str] | None,
+    kinds: dict[str, FeatureKind],
+    time_column: str | None,
+    hours: frozenset[int] | None,
+) -> dict[str, _Column]:
     """Column by column, batch by batch: numeric Arrow columns go to numpy without a Python object per
     value (a 1M-row reference loads in well under a second); string columns are counted with
     ``value_counts``; any other type, or a declared kind that does not match the Arrow type, falls back to
@@ -179,8 +184,12 @@ def _parquet_columns(path: Path, role: str, wanted: set[str] | None, kinds: dict
                 if col is None:
                     col = cols[name] = _Column(kinds.get(name))
                 t = arr.type
-                numeric_type = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) \
+                numeric_type = (
+                    pa.types.is_integer(t)
+                    or pa.types.is_floating(t)
+                    or pa.types.is_boolean(t)
                     or pa.types.is_decimal(t)
+                )
                 string_type = pa.types.is_string(t) or pa.types.is_large_string(t)
                 if col.kind is None and numeric_type:
                     col.kind = "numeric"
@@ -242,15 +251,25 @@ def hours_covered(path: str | Path, time_column: str, *, role: str = "current") 
         if not seen_column:
             raise DataFileError(f"{role} file {p}: has no column {time_column!r}")
     if not found:
-        raise DataFileError(f"{role} file {p}: column {time_column!r} holds no readable time "
-                            "(Unix seconds or ISO 8601)")
+        raise DataFileError(
+            f"{role} file {p}: column {time_column!r} holds no readable time (Unix seconds or ISO 8601)"
+        )
     return frozenset(found)
 
 
-def load_columns(path: str | Path, *, created_at: float, max_rows: int, seed: int = 0,
-                 kinds: dict[str, FeatureKind] | None = None, columns: list[str] | None = None,
-                 role: str = "reference", keep_empty: bool = False, time_column: str | None = None,
-                 hours: frozenset[int] | None = None) -> dict[str, Reference]:
+def load_columns(
+    path: str | Path,
+    *,
+    created_at: float,
+    max_rows: int,
+    seed: int = 0,
+    kinds: dict[str, FeatureKind] | None = None,
+    columns: list[str] | None = None,
+    role: str = "reference",
+    keep_empty: bool = False,
+    time_column: str | None = None,
+    hours: frozenset[int] | None = None,
+) -> dict[str, Reference]:
     """One reference per column of a Parquet, CSV or JSON Lines file.
 
     A column's kind is declared (``kinds``) or decided by its first non-missing value (a number -> numeric,
@@ -292,11 +311,7 @@ def load_columns(path: str | Path, *, created_at: float, max_rows: int, seed: in
             arr = np.frombuffer(col.numbers, dtype=np.float64)
             if arr.shape[0] > max_rows:
                 arr = rng.choice(arr, size=max_rows, replace=False)
-            out[name] = Reference("numeric", col.total, col.missing, source, created_at,
-                                  Ecdf.from_values(arr))
+            out[name] = Reference("numeric", col.total, col.missing, source, created_at, Ecdf.from_values(arr))
         else:
-            out[name] = Reference("categorical", col.total, col.missing, source, created_at,
-                                  counts=col.counts)
+            out[name] = Reference("categorical", col.total, col.missing, source, created_at, counts=col.counts)
     return out
-
-

@@ -60,8 +60,14 @@ class OutputSanityCheck(Passive):
     name = "output_sanity"
     role = "check"
 
-    def __init__(self, cfg: OutputSanityConfig, *, registry: CollectorRegistry, clock: Clock,
-                 logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        cfg: OutputSanityConfig,
+        *,
+        registry: CollectorRegistry,
+        clock: Clock,
+        logger: logging.Logger | None = None,
+    ) -> None:
         self.cfg = cfg
         self.clock = clock
         self.log = logger or logging.getLogger("sidecar.output_sanity")
@@ -69,17 +75,26 @@ class OutputSanityCheck(Passive):
         self._bucket_secs = cfg.window_secs / cfg.bucket_count
         self.series: dict[tuple[str, str], _Series] = {}
         self._versions: Tally[str] = Tally()
-        self._taken = Counter("sidecar_output_sanity_events", "Events whose outputs were checked.",
-                              registry=registry)
+        self._taken = Counter("sidecar_output_sanity_events", "Events whose outputs were checked.", registry=registry)
         self._dropped = Counter(
             "sidecar_output_sanity_events_dropped",
-            "Events the output sanity check could not use, by reason (no_output, too_old, model_limit, "
-            "version_limit).", ["reason"], registry=registry)
+            "Events the output sanity check could not use, by reason (no_output, too_old, model_limit, version_limit).",
+            ["reason"],
+            registry=registry,
+        )
         lbl = ["model", "version", "test"]
-        self._ratio = Gauge("sidecar_output_sanity_ratio", "Share of the window's outputs failing a test "
-                            "(for collapsed: the share of the most common value).", lbl, registry=registry)
-        self._condition = Gauge("sidecar_output_sanity_condition", "1 while a test's condition holds (before "
-                                "its hold duration), 0 while it does not.", lbl, registry=registry)
+        self._ratio = Gauge(
+            "sidecar_output_sanity_ratio",
+            "Share of the window's outputs failing a test (for collapsed: the share of the most common value).",
+            lbl,
+            registry=registry,
+        )
+        self._condition = Gauge(
+            "sidecar_output_sanity_condition",
+            "1 while a test's condition holds (before its hold duration), 0 while it does not.",
+            lbl,
+            registry=registry,
+        )
         self._exported: set[tuple[str, str, str]] = set()
 
     # -- observe ---------------------------------------------------------------------------------------------
@@ -129,8 +144,10 @@ class OutputSanityCheck(Passive):
         if all(v == 0 for v in vals):
             failed.append("all_zero")
         rng = mcfg.range
-        if rng is not None and any(math.isfinite(v) and ((rng.min is not None and v < rng.min)
-                                                          or (rng.max is not None and v > rng.max)) for v in vals):
+        if rng is not None and any(
+            math.isfinite(v) and ((rng.min is not None and v < rng.min) or (rng.max is not None and v > rng.max))
+            for v in vals
+        ):
             failed.append("out_of_range")
         if finite:
             b.finite += 1
@@ -196,7 +213,10 @@ class OutputSanityCheck(Passive):
             if test == "out_of_range" and mcfg.range is None:
                 continue
             facts: dict[str, float | int | str | None] = {
-                "test": test, "total": total, "outputs": ",".join(mcfg.outputs), "runbook": f"{ALERTNAME}.md",
+                "test": test,
+                "total": total,
+                "outputs": ",".join(mcfg.outputs),
+                "runbook": f"{ALERTNAME}.md",
                 "min_samples": cfg.min_samples,
             }
             if test == "collapsed":
@@ -206,23 +226,39 @@ class OutputSanityCheck(Passive):
             else:
                 count, n = hits[test], total
                 need = cfg.min_samples if test == "all_zero" else 1
-                threshold = {"nonfinite": cfg.nonfinite_max_ratio, "all_zero": cfg.zero_max_ratio,
-                             "out_of_range": cfg.out_of_range_max_ratio}[test]
+                threshold = {
+                    "nonfinite": cfg.nonfinite_max_ratio,
+                    "all_zero": cfg.zero_max_ratio,
+                    "out_of_range": cfg.out_of_range_max_ratio,
+                }[test]
             if test == "out_of_range" and mcfg.range is not None:
                 facts |= {"range_min": mcfg.range.min, "range_max": mcfg.range.max}
             ratio = count / n if n else None
             examples = [e for e in s.examples.get(test, ()) if e[0] >= t0] if test != "collapsed" else []
             traces = [t for _, t, _ in examples if t]
-            facts |= {"count": count, "n": n, "ratio": ratio,
-                      "sample_trace_ids": ",".join(traces),
-                      "sample_request_ids": ",".join(r for _, _, r in examples if r)}
+            facts |= {
+                "count": count,
+                "n": n,
+                "ratio": ratio,
+                "sample_trace_ids": ",".join(traces),
+                "sample_request_ids": ",".join(r for _, _, r in examples if r),
+            }
             insufficient = n < need
-            out.append(Finding(
-                check=self.name, kind="output_sanity",
-                labels={"alertname": ALERTNAME, "model": key[0], "version": key[1], "test": test},
-                active=not insufficient and ratio is not None and ratio > threshold,
-                value=ratio, threshold=threshold, window_secs=cfg.window_secs, severity=cfg.severity,
-                evaluated_at=now, insufficient_data=insufficient, for_secs=cfg.for_secs,
-                trace_id=traces[-1] if traces else None, facts=facts,
-            ))
+            out.append(
+                Finding(
+                    check=self.name,
+                    kind="output_sanity",
+                    labels={"alertname": ALERTNAME, "model": key[0], "version": key[1], "test": test},
+                    active=not insufficient and ratio is not None and ratio > threshold,
+                    value=ratio,
+                    threshold=threshold,
+                    window_secs=cfg.window_secs,
+                    severity=cfg.severity,
+                    evaluated_at=now,
+                    insufficient_data=insufficient,
+                    for_secs=cfg.for_secs,
+                    trace_id=traces[-1] if traces else None,
+                    facts=facts,
+                )
+            )
         return out

@@ -26,13 +26,16 @@ class OutputRange(StrictModel):
 
 class ModelOutputsConfig(StrictModel):
     outputs: list[str] = Field(
-        default_factory=lambda: ["score"], min_length=1, max_length=64,
+        default_factory=lambda: ["score"],
+        min_length=1,
+        max_length=64,
         description="Which event values are this model's outputs: `score`, `features.<name>` (e.g. an output "
-                    "tensor's columns mapped as features by `events.triton_trace`, where NaN stays NaN) or "
-                    "`fields.<name>`.",
+        "tensor's columns mapped as features by `events.triton_trace`, where NaN stays NaN) or "
+        "`fields.<name>`.",
     )
-    range: OutputRange | None = Field(None, description="Declared range of every output (e.g. {min: 0, max: 1} "
-                                                        "for a probability).")
+    range: OutputRange | None = Field(
+        None, description="Declared range of every output (e.g. {min: 0, max: 1} for a probability)."
+    )
 
     @field_validator("outputs")
     @classmethod
@@ -45,28 +48,38 @@ class ModelOutputsConfig(StrictModel):
 
 
 class OutputSanityConfig(StrictModel):
-    enabled: bool = Field(False, description="Watch live outputs for NaN/inf, all zeros, out-of-range values and "
-                                             "a collapsed distribution.")
+    enabled: bool = Field(
+        False,
+        description="Watch live outputs for NaN/inf, all zeros, out-of-range values and a collapsed distribution.",
+    )
     window_secs: float = Field(300.0, gt=0, le=86400, description="Each test looks at this trailing window.")
     bucket_count: int = Field(10, ge=1, le=1000, description="Time buckets the window is kept in.")
     models: dict[str, ModelOutputsConfig] = Field(
-        default_factory=dict, description="Per model: its outputs and their declared range. A model not listed "
-                                          "is checked on `score` with no range.",
+        default_factory=dict,
+        description="Per model: its outputs and their declared range. A model not listed "
+        "is checked on `score` with no range.",
     )
     min_samples: int = Field(
-        100, ge=1, le=1_000_000, description="The all-zero and collapsed tests decide only with this many "
-                                             "outputs in the window (one NaN or out-of-range value is enough).",
+        100,
+        ge=1,
+        le=1_000_000,
+        description="The all-zero and collapsed tests decide only with this many "
+        "outputs in the window (one NaN or out-of-range value is enough).",
     )
-    nonfinite_max_ratio: float = Field(0.0, ge=0, lt=1, description="NaN/inf: fires above this share of "
-                                                                    "outputs (0: any).")
+    nonfinite_max_ratio: float = Field(
+        0.0, ge=0, lt=1, description="NaN/inf: fires above this share of outputs (0: any)."
+    )
     zero_max_ratio: float = Field(0.5, ge=0, lt=1, description="All-zero outputs: fires above this share.")
-    out_of_range_max_ratio: float = Field(0.0, ge=0, lt=1, description="Out of range: fires above this share "
-                                                                       "(0: any).")
-    collapsed_ratio: float = Field(0.95, gt=0, lt=1, description="Collapsed: fires when one value makes more "
-                                                                 "than this share of the window.")
+    out_of_range_max_ratio: float = Field(0.0, ge=0, lt=1, description="Out of range: fires above this share (0: any).")
+    collapsed_ratio: float = Field(
+        0.95, gt=0, lt=1, description="Collapsed: fires when one value makes more than this share of the window."
+    )
     max_distinct_values: int = Field(
-        1000, ge=10, le=100_000, description="Distinct values counted per bucket for the collapse test (the rest "
-                                             "are counted together: a value that dominates is seen early).",
+        1000,
+        ge=10,
+        le=100_000,
+        description="Distinct values counted per bucket for the collapse test (the rest "
+        "are counted together: a value that dominates is seen early).",
     )
     sample_ids: int = Field(5, ge=1, le=50, description="Trace or request ids kept as examples per finding.")
     max_models: int = Field(200, gt=0, le=10_000, description="Models watched (more are dropped, counted).")

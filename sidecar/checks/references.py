@@ -42,9 +42,14 @@ class Reference:
         return cls(snap.kind, snap.total, snap.missing, source, created_at, snap.distribution(), snap.counts)
 
     def to_bytes(self) -> bytes:
-        header: dict[str, object] = {"kind": self.kind, "total": self.total, "missing": self.missing,
-                                     "source": self.source, "created_at": self.created_at,
-                                     "counts": self.counts}
+        header: dict[str, object] = {
+            "kind": self.kind,
+            "total": self.total,
+            "missing": self.missing,
+            "source": self.source,
+            "created_at": self.created_at,
+            "counts": self.counts,
+        }
         blobs: list[bytes] = []
         if self.ecdf is not None:
             header.update(n=self.ecdf.n, err=self.ecdf.approx_error, weighted=self.ecdf.cum is not None)
@@ -62,14 +67,26 @@ class Reference:
             cum = np.frombuffer(blobs[1], dtype=np.float64).copy() if h.get("weighted") else None
             ecdf = Ecdf(values=vals, n=int(h["n"]), cum=cum, approx_error=float(h["err"]))
         counts = h.get("counts")
-        return cls(h["kind"], int(h["total"]), int(h["missing"]), str(h["source"]),
-                   float(h["created_at"]), ecdf,
-                   {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else None)
+        return cls(
+            h["kind"],
+            int(h["total"]),
+            int(h["missing"]),
+            str(h["source"]),
+            float(h["created_at"]),
+            ecdf,
+            {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else None,
+        )
 
 
-def load_reference_file(path: str | Path, *, created_at: float, max_rows: int, seed: int = 0,
-                        kinds: dict[str, FeatureKind] | None = None,
-                        columns: list[str] | None = None) -> dict[str, Reference]:
+def load_reference_file(
+    path: str | Path,
+    *,
+    created_at: float,
+    max_rows: int,
+    seed: int = 0,
+    kinds: dict[str, FeatureKind] | None = None,
+    columns: list[str] | None = None,
+) -> dict[str, Reference]:
     """One reference per column of a Parquet, CSV or JSON Lines file (see ``sidecar.checks.datafile``)."""
     from sidecar.checks.datafile import load_columns  # the reader imports Reference from here
 

@@ -55,8 +55,9 @@ class Ecdf:
     approx_error: float = 0.0  # bound on |F_est - F_true| (normalized rank error), 0 for exact samples
 
     @classmethod
-    def from_values(cls, values: np.ndarray | Sequence[float], *, presorted: bool = False,
-                    in_place: bool = False) -> Ecdf:
+    def from_values(
+        cls, values: np.ndarray | Sequence[float], *, presorted: bool = False, in_place: bool = False
+    ) -> Ecdf:
         """``in_place``: the caller hands its float64 array over and it is sorted where it lies. A reference is
         kept sorted for its whole life, so sorting a copy would hold the input and the copy at once: at 50
         features x 1M rows that second copy was 400 MB of a 906 MiB peak (bench_drift.py --peers)."""
@@ -127,6 +128,7 @@ def _ks_d(ref: Ecdf, cur: Ecdf) -> float:
     c = cur.values
     n1, n2 = ref.n, cur.n
     if cur.cum is None:
+
         def before(i: np.ndarray) -> np.ndarray:
             return i
 
@@ -143,6 +145,7 @@ def _ks_d(ref: Ecdf, cur: Ecdf) -> float:
 
         def through(i: np.ndarray) -> np.ndarray:
             return through_a[i]
+
     m = c.shape[0]
     scale_r = 1.0 if ref.cum is None else n1 / float(ref.cum[-1])
 
@@ -175,10 +178,12 @@ def _ks_d(ref: Ecdf, cur: Ecdf) -> float:
         e_le, e_lt = ref.count_le_lt(c[ends])
         if ref.cum is not None:
             s_le, s_lt, e_le, e_lt = s_le * scale_r, s_lt * scale_r, e_le * scale_r, e_lt * scale_r
-        best_hi = max(best_hi, float(np.max(s_lt / n1 - before(starts) / n2)),
-                      float(np.max(e_lt / n1 - before(ends) / n2)))
-        best_lo = max(best_lo, float(np.max(through(starts) / n2 - s_le / n1)),
-                      float(np.max(through(ends) / n2 - e_le / n1)))
+        best_hi = max(
+            best_hi, float(np.max(s_lt / n1 - before(starts) / n2)), float(np.max(e_lt / n1 - before(ends) / n2))
+        )
+        best_lo = max(
+            best_lo, float(np.max(through(starts) / n2 - s_le / n1)), float(np.max(through(ends) / n2 - e_le / n1))
+        )
         best = max(best_hi, best_lo, 0.0)
         bound = np.maximum(e_le / n1 - before(starts) / n2, through(ends) / n2 - s_lt / n1)
         keep = bound >= best - 1e-12
@@ -242,11 +247,13 @@ def ks_many(refs: Sequence[Ecdf], curs: Sequence[Ecdf | np.ndarray], *, workers:
         errs = [refs[i].approx_error + _n_err(curs[i]) for i in batch]
         ds = np.array([parts[i][1] for i in batch])
         # A sketch's p-value uses the real n's and D reduced by the sketch's error bound (see ks_2samp_fast).
-        ps = kstwo_sf(np.maximum(0.0, ds - np.array(errs)),
-                      np.array([asymp_en(refs[i].n, _n_of(curs[i])) for i in batch]))
+        ps = kstwo_sf(
+            np.maximum(0.0, ds - np.array(errs)), np.array([asymp_en(refs[i].n, _n_of(curs[i])) for i in batch])
+        )
         for j, i in enumerate(batch):
-            out[i] = KsResult(float(ds[j]), float(ps[j]), refs[i].n, _n_of(curs[i]),
-                              "sketch" if errs[j] > 0 else "asymp", errs[j])
+            out[i] = KsResult(
+                float(ds[j]), float(ps[j]), refs[i].n, _n_of(curs[i]), "sketch" if errs[j] > 0 else "asymp", errs[j]
+            )
     return [r for r in out if r is not None]
 
 
@@ -279,8 +286,7 @@ class ChiSquareResult:
     unseen_categories: tuple[str, ...]
 
 
-def chi_square(ref: Mapping[str, int], cur: Mapping[str, int], *,
-               max_unseen_listed: int = 5) -> ChiSquareResult:
+def chi_square(ref: Mapping[str, int], cur: Mapping[str, int], *, max_unseen_listed: int = 5) -> ChiSquareResult:
     """Chi-square homogeneity test of current category counts against the reference's.
 
     Categories the reference never saw are pooled into one explicit ``unseen`` column (so many rare new
@@ -307,8 +313,7 @@ def chi_square(ref: Mapping[str, int], cur: Mapping[str, int], *,
         res = sps.chi2_contingency(table, correction=False)
         stat, p, dof = float(res.statistic), float(res.pvalue), int(res.dof)
     psi = psi_categorical(ref, cur)
-    return ChiSquareResult(stat, p, dof, psi, unseen_count, unseen_count / cur_total,
-                           tuple(unseen[:max_unseen_listed]))
+    return ChiSquareResult(stat, p, dof, psi, unseen_count, unseen_count / cur_total, tuple(unseen[:max_unseen_listed]))
 
 
 def _psi(p_ref: np.ndarray, p_cur: np.ndarray) -> float:
@@ -335,8 +340,9 @@ def psi_numeric(ref: Ecdf, cur: Ecdf, bins: int = 10) -> float:
     if ref.cum is None:
         edges = np.unique(np.quantile(ref.values, qs))
     else:
-        edges = np.unique(ref.values[np.searchsorted(ref.cum / ref.cum[-1], qs, side="left")
-                                     .clip(0, len(ref.values) - 1)])
+        edges = np.unique(
+            ref.values[np.searchsorted(ref.cum / ref.cum[-1], qs, side="left").clip(0, len(ref.values) - 1)]
+        )
     r_le = ref.count_le(edges) / (ref.n if ref.cum is None else ref.cum[-1])
     c_le = cur.count_le(edges) / (cur.n if cur.cum is None else cur.cum[-1])
     r_p = np.diff(np.concatenate(([0.0], r_le, [1.0])))

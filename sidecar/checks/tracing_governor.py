@@ -56,8 +56,16 @@ class TracingGovernor:
     name = "tracing_governor"
     role = "sink"
 
-    def __init__(self, cfg: GovernorConfig, *, control: TraceControl, bus: Bus, registry: CollectorRegistry,
-                 clock: Clock, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        cfg: GovernorConfig,
+        *,
+        control: TraceControl,
+        bus: Bus,
+        registry: CollectorRegistry,
+        clock: Clock,
+        logger: logging.Logger | None = None,
+    ) -> None:
         self.cfg = cfg
         self.control = control
         self.bus = bus
@@ -69,19 +77,36 @@ class TracingGovernor:
         self._original: Setting | None = None
         self._healthy_rate = 0  # the global rate as Triton answered it when set: a different one means a restart
         self._state = "not started"
-        self._periodic = Periodic("tracing-governor", self.apply_once, cfg.interval_secs,
-                                  on_error=lambda exc: self._error("internal", repr(exc)))
-        self._boosted = Gauge("sidecar_tracing_governor_boosted",
-                              "1 while the governor has raised a model's trace rate.", ["model"], registry=registry)
-        self._changes = Counter("sidecar_tracing_governor_changes",
-                                "Trace-setting changes that took effect in Triton, by action (healthy, boost, "
-                                "unboost, restore).", ["action"], registry=registry)
-        self._errors = Counter("sidecar_tracing_governor_errors",
-                               "Trace-setting calls that failed (tried again next round), by reason.", ["reason"],
-                               registry=registry)
-        self._refused = Counter("sidecar_tracing_governor_over_budget",
-                                "Evaluation rounds a model with an active finding waited for a boost because "
-                                "max_boosted_models were boosted already.", registry=registry)
+        self._periodic = Periodic(
+            "tracing-governor",
+            self.apply_once,
+            cfg.interval_secs,
+            on_error=lambda exc: self._error("internal", repr(exc)),
+        )
+        self._boosted = Gauge(
+            "sidecar_tracing_governor_boosted",
+            "1 while the governor has raised a model's trace rate.",
+            ["model"],
+            registry=registry,
+        )
+        self._changes = Counter(
+            "sidecar_tracing_governor_changes",
+            "Trace-setting changes that took effect in Triton, by action (healthy, boost, unboost, restore).",
+            ["action"],
+            registry=registry,
+        )
+        self._errors = Counter(
+            "sidecar_tracing_governor_errors",
+            "Trace-setting calls that failed (tried again next round), by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self._refused = Counter(
+            "sidecar_tracing_governor_over_budget",
+            "Evaluation rounds a model with an active finding waited for a boost because "
+            "max_boosted_models were boosted already.",
+            registry=registry,
+        )
 
     # -- decide (evaluation thread) ------------------------------------------------------------------------
     def on_findings(self, findings: Sequence[Finding], now: float) -> None:
@@ -118,15 +143,22 @@ class TracingGovernor:
             if got is not None:
                 self.applied[model] = why
                 self._boosted.labels(model).set(1)
-                self._record("boost", f"trace rate of {model} raised to 1 in {got.rate}, level "
-                             f"{_levels(got.levels)} ({why})", model)
+                self._record(
+                    "boost",
+                    f"trace rate of {model} raised to 1 in {got.rate}, level {_levels(got.levels)} ({why})",
+                    model,
+                )
         for model in sorted(set(self.applied) - set(wanted)):
             got = await self._try(self.control.clear(model))
             if got is not None:
                 del self.applied[model]
                 self._boosted.remove(model)
-                self._record("unboost", f"trace settings of {model} back to the global 1 in {got.rate}, level "
-                             f"{_levels(got.levels)} (no finding active)", model)
+                self._record(
+                    "unboost",
+                    f"trace settings of {model} back to the global 1 in {got.rate}, level "
+                    f"{_levels(got.levels)} (no finding active)",
+                    model,
+                )
 
     async def _still_ours(self) -> bool:
         """False (after starting over) when Triton's global setting is no longer the one set: Triton restarted
@@ -136,8 +168,12 @@ class TracingGovernor:
             return False
         if cur.rate == self._healthy_rate:
             return True
-        self.log.warning("Triton's global trace rate is 1 in %d, not the 1 in %d set (Triton restarted?): "
-                         "applying the settings again", cur.rate, self._healthy_rate)
+        self.log.warning(
+            "Triton's global trace rate is 1 in %d, not the 1 in %d set (Triton restarted?): "
+            "applying the settings again",
+            cur.rate,
+            self._healthy_rate,
+        )
         for model in list(self.applied):
             self._boosted.remove(model)
         self.applied.clear()
@@ -151,8 +187,10 @@ class TracingGovernor:
             return False
         if got.mode != "triton":
             if self._state != "unsupported":
-                self.log.warning("Triton traces in mode %r: the tracing governor works in mode=triton only; "
-                                 "it changes nothing", got.mode)
+                self.log.warning(
+                    "Triton traces in mode %r: the tracing governor works in mode=triton only; it changes nothing",
+                    got.mode,
+                )
             self._state = "unsupported"
             self._errors.labels("not_triton_mode").inc()
             return False
@@ -162,8 +200,11 @@ class TracingGovernor:
         self._original = got
         self._healthy_rate = healthy.rate
         self._state = "governing"
-        self._record("healthy", f"global trace rate set to 1 in {healthy.rate} (was 1 in {got.rate}), level "
-                     f"{_levels(healthy.levels)}", None)
+        self._record(
+            "healthy",
+            f"global trace rate set to 1 in {healthy.rate} (was 1 in {got.rate}), level {_levels(healthy.levels)}",
+            None,
+        )
         return True
 
     async def _try(self, call: Awaitable[Setting]) -> Setting | None:
@@ -198,8 +239,9 @@ class TracingGovernor:
             if got is not None:
                 self._original = None
                 self._state = "restored"
-                self._record("restore", f"global trace rate restored to 1 in {got.rate}, level "
-                             f"{_levels(got.levels)}", None)
+                self._record(
+                    "restore", f"global trace rate restored to 1 in {got.rate}, level {_levels(got.levels)}", None
+                )
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:

@@ -39,11 +39,11 @@ def pack(header: dict[str, object], blobs: list[bytes]) -> bytes:
 
 def unpack(data: bytes) -> tuple[dict[str, Any], list[bytes]]:
     (hlen,) = struct.unpack_from("<I", data, 0)
-    meta = orjson.loads(data[4:4 + hlen])
+    meta = orjson.loads(data[4 : 4 + hlen])
     blobs: list[bytes] = []
     off = 4 + hlen
     for ln in meta["b"]:
-        blobs.append(bytes(data[off:off + ln]))
+        blobs.append(bytes(data[off : off + ln]))
         off += ln
     return meta["h"], blobs
 
@@ -96,8 +96,16 @@ class WindowSnapshot:
 class FeatureWindow:
     """Not thread-safe on its own: the drift check serialises access with its lock."""
 
-    def __init__(self, kind: FeatureKind, *, bucket_secs: float, n_buckets: int, exact_cap: int,
-                 kll_k: int = 400, max_categories: int = 100) -> None:
+    def __init__(
+        self,
+        kind: FeatureKind,
+        *,
+        bucket_secs: float,
+        n_buckets: int,
+        exact_cap: int,
+        kll_k: int = 400,
+        max_categories: int = 100,
+    ) -> None:
         self.kind = kind
         self.bucket_secs = float(bucket_secs)
         self.n_buckets = int(n_buckets)
@@ -230,9 +238,14 @@ class FeatureWindow:
 
     def to_bytes(self) -> bytes:
         header: dict[str, object] = {
-            "kind": self.kind, "bucket_secs": self.bucket_secs, "n_buckets": self.n_buckets,
-            "exact_cap": self.exact_cap, "kll_k": self.kll_k, "max_categories": self.max_categories,
-            "kll_items": ITEMS, "buckets": [],
+            "kind": self.kind,
+            "bucket_secs": self.bucket_secs,
+            "n_buckets": self.n_buckets,
+            "exact_cap": self.exact_cap,
+            "kll_k": self.kll_k,
+            "max_categories": self.max_categories,
+            "kll_items": ITEMS,
+            "buckets": [],
         }
         blobs: list[bytes] = []
         rows: list[dict[str, object]] = []
@@ -250,8 +263,14 @@ class FeatureWindow:
     @classmethod
     def from_bytes(cls, data: bytes) -> FeatureWindow:
         h, blobs = unpack(data)
-        w = cls(h["kind"], bucket_secs=float(h["bucket_secs"]), n_buckets=int(h["n_buckets"]),
-                exact_cap=int(h["exact_cap"]), kll_k=int(h["kll_k"]), max_categories=int(h["max_categories"]))
+        w = cls(
+            h["kind"],
+            bucket_secs=float(h["bucket_secs"]),
+            n_buckets=int(h["n_buckets"]),
+            exact_cap=int(h["exact_cap"]),
+            kll_k=int(h["kll_k"]),
+            max_categories=int(h["max_categories"]),
+        )
         for row in h["buckets"]:
             b = _Bucket(int(row["i"]), int(row["t"]), int(row["m"]))
             b.counts = {str(k): int(v) for k, v in row["c"].items()}

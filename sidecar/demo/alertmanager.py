@@ -46,9 +46,17 @@ class DemoAlertmanager:
         cfg.write_text(_CONFIG)
         log = open(self.workdir / "alertmanager.log", "ab")  # noqa: SIM115 - kept open for the child
         self.proc = subprocess.Popen(
-            [self.binary, f"--config.file={cfg}", f"--storage.path={self.workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                self.binary,
+                f"--config.file={cfg}",
+                f"--storage.path={self.workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

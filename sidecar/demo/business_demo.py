@@ -62,8 +62,15 @@ DEMO_ALERTING: dict[str, Any] = {
 class RegressionSchedule:
     """CTR scores around ``base``, lower by ``drop`` from ``start_after_secs`` to ``end_after_secs``."""
 
-    def __init__(self, *, base: float = 0.042, drop: float = 0.2, start_after_secs: float = REGRESSION_START_SECS,
-                 end_after_secs: float = REGRESSION_END_SECS, seed: int = 7) -> None:
+    def __init__(
+        self,
+        *,
+        base: float = 0.042,
+        drop: float = 0.2,
+        start_after_secs: float = REGRESSION_START_SECS,
+        end_after_secs: float = REGRESSION_END_SECS,
+        seed: int = 7,
+    ) -> None:
         self.base = base
         self.drop = drop
         self.start_after = start_after_secs
@@ -78,11 +85,20 @@ class RegressionSchedule:
         return max(0.0, self.rng.gauss(mean, mean * 0.1))
 
 
-def demo_events(schedule: RegressionSchedule, t0: float, now: float, n: int, *, model: str = "ctr",
-                version: str = "2") -> list[Event]:
+def demo_events(
+    schedule: RegressionSchedule, t0: float, now: float, n: int, *, model: str = "ctr", version: str = "2"
+) -> list[Event]:
     """``n`` events stamped ``now``, scores following the schedule (``now - t0`` s into the demo)."""
-    return [Event(model=model, version=version, timestamp=now, score=schedule.score(now - t0),
-                  request_id=f"demo-{int(now)}-{i}") for i in range(n)]
+    return [
+        Event(
+            model=model,
+            version=version,
+            timestamp=now,
+            score=schedule.score(now - t0),
+            request_id=f"demo-{int(now)}-{i}",
+        )
+        for i in range(n)
+    ]
 
 
 def score_for(model: str, t_since_start: float, rng: random.Random | None = None) -> float | None:

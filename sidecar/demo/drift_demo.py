@@ -12,8 +12,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["DEMO_DRIFT_CONFIG", "DEMO_FEATURES", "FEATURE_MEANS", "FEATURE_SDS", "SHIFT_AFTER_SECS", "SHIFT_SD",
-           "features_for"]
+__all__ = [
+    "DEMO_DRIFT_CONFIG",
+    "DEMO_FEATURES",
+    "FEATURE_MEANS",
+    "FEATURE_SDS",
+    "SHIFT_AFTER_SECS",
+    "SHIFT_SD",
+    "features_for",
+]
 
 SHIFT_AFTER_SECS = 180.0  # the demo runs clean this long, then ctr's `clicks_7d` mean moves
 SHIFT_SD = 1.0  # by this many standard deviations
@@ -23,12 +30,28 @@ DEMO_FEATURES: dict[str, list[str]] = {
 }
 # The demo features' distributions before the shift, public so the demo traffic can standardise inputs
 # (read-only views: module state must not be mutable).
-FEATURE_MEANS: Mapping[str, float] = MappingProxyType({
-    "age": 40.0, "income": 3.0, "clicks_7d": 5.0, "dwell_secs": 30.0, "amount": 50.0, "hour": 12.0, "risk": 0.2,
-})
-FEATURE_SDS: Mapping[str, float] = MappingProxyType({
-    "age": 12.0, "income": 1.0, "clicks_7d": 2.0, "dwell_secs": 10.0, "amount": 20.0, "hour": 5.0, "risk": 0.1,
-})
+FEATURE_MEANS: Mapping[str, float] = MappingProxyType(
+    {
+        "age": 40.0,
+        "income": 3.0,
+        "clicks_7d": 5.0,
+        "dwell_secs": 30.0,
+        "amount": 50.0,
+        "hour": 12.0,
+        "risk": 0.2,
+    }
+)
+FEATURE_SDS: Mapping[str, float] = MappingProxyType(
+    {
+        "age": 12.0,
+        "income": 1.0,
+        "clicks_7d": 2.0,
+        "dwell_secs": 10.0,
+        "amount": 20.0,
+        "hour": 5.0,
+        "risk": 0.1,
+    }
+)
 
 
 def features_for(model: str, t_since_start: float, rng: random.Random | None = None) -> dict[str, float]:

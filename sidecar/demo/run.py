@@ -24,8 +24,9 @@ __all__ = ["demo_config", "run_demo"]
 log = logging.getLogger("sidecar.demo")
 
 
-def demo_config(triton_http: str, triton_metrics: str, port: int, workdir: Path,
-                alertmanager_url: str | None = None) -> dict[str, Any]:
+def demo_config(
+    triton_http: str, triton_metrics: str, port: int, workdir: Path, alertmanager_url: str | None = None
+) -> dict[str, Any]:
     """The config the demo runs with: the embedded defaults plus what points at the demo's Triton."""
     from sidecar.demo.business_demo import DEMO_ALERTING, DEMO_BUSINESS_CHECKS
     from sidecar.demo.drift_demo import DEMO_DRIFT_CONFIG
@@ -38,19 +39,32 @@ def demo_config(triton_http: str, triton_metrics: str, port: int, workdir: Path,
         "triton": {"metrics_url": triton_metrics, "http_url": triton_http, "interval_secs": 2.0},
         # The fraud model is slow for about 1% of requests (250 ms): those traces, and the ones queued behind
         # them, are what the "slow" view lists.
-        "traces": {"enabled": True, "slow_threshold_ms": 200.0,
-                   "failure_join": {"metrics_url": triton_metrics, "interval_secs": 5.0}},
-        "checks": {"eval_interval_secs": 5.0, "drift": copy.deepcopy(DEMO_DRIFT_CONFIG),
-                   "business": copy.deepcopy(DEMO_BUSINESS_CHECKS)},
+        "traces": {
+            "enabled": True,
+            "slow_threshold_ms": 200.0,
+            "failure_join": {"metrics_url": triton_metrics, "interval_secs": 5.0},
+        },
+        "checks": {
+            "eval_interval_secs": 5.0,
+            "drift": copy.deepcopy(DEMO_DRIFT_CONFIG),
+            "business": copy.deepcopy(DEMO_BUSINESS_CHECKS),
+        },
         "alerting": alerting,
     }
 
 
 def _triton_trace_args(port: int) -> list[str]:
     # Triton's C++ exporter sends OTLP/HTTP JSON to the sidecar; one request in two is traced.
-    return ["--trace-config", "mode=opentelemetry",
-            "--trace-config", f"opentelemetry,url=http://127.0.0.1:{port}/v1/traces",
-            "--trace-config", "rate=2", "--trace-config", "level=TIMESTAMPS"]
+    return [
+        "--trace-config",
+        "mode=opentelemetry",
+        "--trace-config",
+        f"opentelemetry,url=http://127.0.0.1:{port}/v1/traces",
+        "--trace-config",
+        "rate=2",
+        "--trace-config",
+        "level=TIMESTAMPS",
+    ]
 
 
 def _quiet_server_class() -> type:
@@ -73,8 +87,11 @@ def _banner(base: str, triton: Any, am_url: str | None) -> str:
     timeline = "\n".join(f"  +{int(t // 60)} min  {what}" for t, what in DemoScenario.timeline())
     alerts = "\n".join(f"  - {a.describe()}" for a in EXPECTED)
     # Debian's Alertmanager has no web UI: the sidecar's /alerts page is where a person reads alerts.
-    am = (f"Alertmanager: {am_url} (API only; the sidecar's {base}/alerts shows delivery per alert)" if am_url
-          else "Alertmanager: not installed (alerts are still evaluated; see /alerts)")
+    am = (
+        f"Alertmanager: {am_url} (API only; the sidecar's {base}/alerts shows delivery per alert)"
+        if am_url
+        else "Alertmanager: not installed (alerts are still evaluated; see /alerts)"
+    )
     return f"""
 Triton:   {triton.http_url} (metrics {triton.metrics_url}), models ctr v1+v2 and fraud v1
 Sidecar:  {base}/
@@ -120,8 +137,9 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
         app = create_app(service)
         import uvicorn
 
-        server = quiet_server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                             access_log=False, lifespan="on"))
+        server = quiet_server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on")
+        )
         serve = asyncio.create_task(server.serve())
         while not server.started:
             if serve.done():
@@ -147,9 +165,11 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
         await watch_client.aclose()
         server.should_exit = True
         await serve
-        print(f"traffic sent: {sum(traffic.stats.sent.values())} requests "
-              f"({sum(traffic.stats.failed.values())} failed); events reported: {traffic.stats.events_posted}",
-              flush=True)
+        print(
+            f"traffic sent: {sum(traffic.stats.sent.values())} requests "
+            f"({sum(traffic.stats.failed.values())} failed); events reported: {traffic.stats.events_posted}",
+            flush=True,
+        )
     finally:
         await asyncio.to_thread(alertmanager.stop)
         await asyncio.to_thread(triton.stop)
@@ -157,8 +177,7 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
     return 0
 
 
-def run_demo(port: int = 9500, duration_s: float | None = None, workdir: str | None = None,
-             keep: bool = False) -> int:
+def run_demo(port: int = 9500, duration_s: float | None = None, workdir: str | None = None, keep: bool = False) -> int:
     """Run the demo; a temporary work directory is removed on exit unless ``keep`` (a given one never is)."""
     wd = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sidecar-demo-"))
     wd.mkdir(parents=True, exist_ok=True)

@@ -65,15 +65,24 @@ class DemoScenario:
             amount = -amount
         hour_raw, hour_z = self._feature("hour")
         risk_raw, risk_z = self._feature("risk")
-        return DemoRequest("fraud", "1", [amount, hour_z, risk_z],
-                           {"amount": amount, "hour": hour_raw, "risk": risk_raw})
+        return DemoRequest(
+            "fraud", "1", [amount, hour_z, risk_z], {"amount": amount, "hour": hour_raw, "risk": risk_raw}
+        )
 
     @staticmethod
     def changes() -> list[tuple[float, dict[str, Any]]]:
         """Changes the demo's "CI" records, by time: the one that causes the CTR regression."""
-        return [(REGRESSION_START_SECS - 5.0, {
-            "what": "feature pipeline: income no longer log-scaled (PR#221)", "who": "demo-ci", "model": "ctr",
-            "link": "https://github.com/example/feature-pipeline/pull/221"})]
+        return [
+            (
+                REGRESSION_START_SECS - 5.0,
+                {
+                    "what": "feature pipeline: income no longer log-scaled (PR#221)",
+                    "who": "demo-ci",
+                    "model": "ctr",
+                    "link": "https://github.com/example/feature-pipeline/pull/221",
+                },
+            )
+        ]
 
     @staticmethod
     def timeline() -> list[tuple[float, str]]:

@@ -32,22 +32,35 @@ class DemoAlert:
 
     def describe(self) -> str:
         what = f"drift of {self.model} '{self.feature}'" if self.feature else f"{self.check} on {self.model}"
-        end = (f"resolves ~+{self.resolves_after_secs / 60:.0f} min" if self.resolves_after_secs is not None
-               else "stays firing")
+        end = (
+            f"resolves ~+{self.resolves_after_secs / 60:.0f} min"
+            if self.resolves_after_secs is not None
+            else "stays firing"
+        )
         return f"{what}: fires ~+{self.fires_after_secs / 60:.1f} min, {end} ({self.why})"
 
 
 # Times are the replay's (tests/demo/test_demo_story.py holds them to it within a tolerance).
 EXPECTED: tuple[DemoAlert, ...] = (
-    DemoAlert("drift", "ctr", "clicks_7d", 280, None,
-              "the input itself shifts by 1 sd at +3 min and stays shifted"),
-    DemoAlert("drift", "ctr", "_score", 340, None,
-              "the CTR score follows clicks_7d; on version 2 it clears while the income shift pulls scores "
-              "back down and drifts again once income recovers"),
-    DemoAlert("ctr_mean_down", "ctr", None, 415, 555,
-              "the income shift (after the posted pipeline change) lowers predicted CTR by more than 15%"),
-    DemoAlert("drift", "ctr", "income", 460, 700,
-              "income shifts by 1.5 sd from +6 to +9 min, then returns"),
+    DemoAlert("drift", "ctr", "clicks_7d", 280, None, "the input itself shifts by 1 sd at +3 min and stays shifted"),
+    DemoAlert(
+        "drift",
+        "ctr",
+        "_score",
+        340,
+        None,
+        "the CTR score follows clicks_7d; on version 2 it clears while the income shift pulls scores "
+        "back down and drifts again once income recovers",
+    ),
+    DemoAlert(
+        "ctr_mean_down",
+        "ctr",
+        None,
+        415,
+        555,
+        "the income shift (after the posted pipeline change) lowers predicted CTR by more than 15%",
+    ),
+    DemoAlert("drift", "ctr", "income", 460, 700, "income shifts by 1.5 sd from +6 to +9 min, then returns"),
 )
 
 
@@ -84,8 +97,7 @@ def replay(seconds: int = 720, rate_per_s: int = 20, seed: int = 7) -> list[Tran
     from sidecar.store import Store
 
     repo = demo_model_repository()
-    models = {(m, v): _load_model(repo / m / v / "model.py") for m, v in (("ctr", "1"), ("ctr", "2"),
-                                                                            ("fraud", "1"))}
+    models = {(m, v): _load_model(repo / m / v / "model.py") for m, v in (("ctr", "1"), ("ctr", "2"), ("fraud", "1"))}
     with tempfile.TemporaryDirectory(prefix="sidecar-demo-replay-") as tmp:
         wd = Path(tmp)
         raw: dict[str, Any] = demo_config("http://127.0.0.1:1", "http://127.0.0.1:1/metrics", 0, wd, None)
@@ -113,15 +125,21 @@ def replay(seconds: int = 720, rate_per_s: int = 20, seed: int = 7) -> list[Tran
                     if req.model == "fraud" and x[0, 0] < 0:
                         continue  # the fraud model fails it: no score, no event
                     score = float(models[(req.model, req.version)].score(x).reshape(-1)[0])
-                    events.append(Event(model=req.model, version=req.version, timestamp=clock.now(),
-                                        features=req.features, score=score))
+                    events.append(
+                        Event(
+                            model=req.model,
+                            version=req.version,
+                            timestamp=clock.now(),
+                            features=req.features,
+                            score=score,
+                        )
+                    )
                 svc.bus.publish(Batch(kind="events", source="replay", items=tuple(events)))
                 if sec % interval == 0:
                     svc.evaluate_once(clock.now())
                     for a in list(book.alerts.values()):
                         lab = a.labels
-                        key = (lab.get("check", ""), lab.get("model", ""), lab.get("version", ""),
-                               lab.get("feature"))
+                        key = (lab.get("check", ""), lab.get("model", ""), lab.get("version", ""), lab.get("feature"))
                         if seen.get(key) != a.state:
                             seen[key] = a.state
                             out.append(Transition(t, *key, a.state))

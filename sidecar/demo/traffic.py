@@ -36,16 +36,23 @@ class TrafficStats:
         bucket[key] = bucket.get(key, 0) + 1
 
 
-def _client_span(trace_id: str, span_id: str, model: str, version: str, start_ns: int, end_ns: int, status: int,
-                 error: str) -> dict[str, Any]:
+def _client_span(
+    trace_id: str, span_id: str, model: str, version: str, start_ns: int, end_ns: int, status: int, error: str
+) -> dict[str, Any]:
     """The caller's own span (OTLP JSON), parent of Triton's spans through the traceparent header. Triton's
     spans carry no error status; this one does, so the sidecar can mark the trace as failed for certain."""
     span: dict[str, Any] = {
-        "traceId": trace_id, "spanId": span_id, "name": f"POST /v2/models/{model}/infer", "kind": 3,
-        "startTimeUnixNano": str(start_ns), "endTimeUnixNano": str(end_ns),
-        "attributes": [{"key": "http.response.status_code", "value": {"intValue": str(status)}},
-                       {"key": "triton.model_name", "value": {"stringValue": model}},
-                       {"key": "triton.model_version", "value": {"stringValue": version}}],
+        "traceId": trace_id,
+        "spanId": span_id,
+        "name": f"POST /v2/models/{model}/infer",
+        "kind": 3,
+        "startTimeUnixNano": str(start_ns),
+        "endTimeUnixNano": str(end_ns),
+        "attributes": [
+            {"key": "http.response.status_code", "value": {"intValue": str(status)}},
+            {"key": "triton.model_name", "value": {"stringValue": model}},
+            {"key": "triton.model_version", "value": {"stringValue": version}},
+        ],
     }
     if status != 200:
         span["status"] = {"code": 2, "message": error or f"HTTP {status}"}
@@ -53,8 +60,15 @@ def _client_span(trace_id: str, span_id: str, model: str, version: str, start_ns
 
 
 class Traffic:
-    def __init__(self, triton_http_url: str, *, sidecar_url: str | None = None, rate_per_s: float = 20.0,
-                 scenario: DemoScenario | None = None, clock: Any = None) -> None:
+    def __init__(
+        self,
+        triton_http_url: str,
+        *,
+        sidecar_url: str | None = None,
+        rate_per_s: float = 20.0,
+        scenario: DemoScenario | None = None,
+        clock: Any = None,
+    ) -> None:
         self.url = triton_http_url.rstrip("/")
         self.sidecar_url = sidecar_url.rstrip("/") if sidecar_url else None
         self.rate = rate_per_s
@@ -77,8 +91,9 @@ class Traffic:
         error = ""
         start_ns = time.time_ns()
         try:
-            resp = await client.post(f"{self.url}/v2/models/{req.model}/versions/{req.version}/infer", json=body,
-                                     headers=headers, timeout=10)
+            resp = await client.post(
+                f"{self.url}/v2/models/{req.model}/versions/{req.version}/infer", json=body, headers=headers, timeout=10
+            )
             status = resp.status_code
             if status == 200:
                 score = float(resp.json()["outputs"][0]["data"][0])
@@ -88,23 +103,37 @@ class Traffic:
             status, error = 0, type(exc).__name__
         self.stats.count(f"{req.model}:{req.version}", status)
         if self.sidecar_url and len(self._spans) < _MAX_PENDING_EVENTS:
-            self._spans.append(_client_span(trace_id, span_id, req.model, req.version, start_ns, time.time_ns(),
-                                            status, error))
+            self._spans.append(
+                _client_span(trace_id, span_id, req.model, req.version, start_ns, time.time_ns(), status, error)
+            )
         if score is not None and self.sidecar_url:
             if len(self._events) >= _MAX_PENDING_EVENTS:
                 self.stats.events_dropped += 1
             else:
-                self._events.append({"model": req.model, "version": req.version, "timestamp": self._now(),
-                                     "features": req.features, "score": score, "trace_id": trace_id})
+                self._events.append(
+                    {
+                        "model": req.model,
+                        "version": req.version,
+                        "timestamp": self._now(),
+                        "features": req.features,
+                        "score": score,
+                        "trace_id": trace_id,
+                    }
+                )
         return status
 
     async def flush_spans(self, client: httpx.AsyncClient) -> None:
         if not self._spans or not self.sidecar_url:
             return
         spans, self._spans = self._spans, []
-        body = {"resourceSpans": [{
-            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "demo-client"}}]},
-            "scopeSpans": [{"scope": {"name": "sidecar-demo"}, "spans": spans}]}]}
+        body = {
+            "resourceSpans": [
+                {
+                    "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "demo-client"}}]},
+                    "scopeSpans": [{"scope": {"name": "sidecar-demo"}, "spans": spans}],
+                }
+            ]
+        }
         with contextlib.suppress(httpx.HTTPError):
             await client.post(f"{self.sidecar_url}/v1/traces", json=body, timeout=10)
 

@@ -111,8 +111,12 @@ class TritonServer:
             "--log-verbose=0",
         ]
         if self.summary_latencies:
-            cmd += ["--metrics-config", "summary_latencies=true",
-                    "--metrics-config", "summary_quantiles=0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001"]
+            cmd += [
+                "--metrics-config",
+                "summary_latencies=true",
+                "--metrics-config",
+                "summary_quantiles=0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001",
+            ]
         if self.model_control_explicit:
             cmd.append("--model-control-mode=explicit")
             cmd += [f"--load-model={m}" for m in self.load_models]
@@ -132,8 +136,9 @@ class TritonServer:
     def start(self, timeout_s: float = 120.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.env(),
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.env(), start_new_session=True
+        )
         log.close()
         self.wait_ready(timeout_s)
 
@@ -141,8 +146,9 @@ class TritonServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"tritonserver exited with {self.proc.returncode}; see {self.log_path}:\n"
-                                   + self.log_tail())
+                raise RuntimeError(
+                    f"tritonserver exited with {self.proc.returncode}; see {self.log_path}:\n" + self.log_tail()
+                )
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{self.http_url}/v2/health/ready", timeout=2).status_code == 200:
                     return

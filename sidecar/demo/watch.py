@@ -30,8 +30,15 @@ def describe(labels: dict[str, str]) -> str:
 
 
 class AlertWatcher:
-    def __init__(self, sidecar_url: str, alertmanager_url: str | None, *, interval_s: float = 2.0,
-                 out: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        sidecar_url: str,
+        alertmanager_url: str | None,
+        *,
+        interval_s: float = 2.0,
+        out: Callable[[str], None] = print,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.sidecar_url = sidecar_url
         self.alertmanager_url = alertmanager_url
         self.interval_s = interval_s

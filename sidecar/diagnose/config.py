@@ -20,12 +20,14 @@ class DiagnoseConfig(StrictModel):
         0.1, ge=0, le=1, description="GPU utilization (0..1) below which a GPU counts as idle."
     )
     queue_secs: float = Field(
-        0.01, gt=0, description="Mean queue time per request (seconds, over one probe interval) that counts as "
-        "requests queueing.",
+        0.01,
+        gt=0,
+        description="Mean queue time per request (seconds, over one probe interval) that counts as requests queueing.",
     )
     busy_ratio: float = Field(
-        0.9, gt=0, le=1, description="Share of wall time one instance spends computing that counts as busy.",
+        0.9,
+        gt=0,
+        le=1,
+        description="Share of wall time one instance spends computing that counts as busy.",
     )
-    max_models: int = Field(
-        500, gt=0, description="Model/version pairs the probe keeps; more are refused and counted."
-    )
+    max_models: int = Field(500, gt=0, description="Model/version pairs the probe keeps; more are refused and counted.")

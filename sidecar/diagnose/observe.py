@@ -49,8 +49,9 @@ class Probe:
         return not self.error
 
 
-def parse_probe(text: str, *, at: float, url: str, max_models: int,
-                configs: dict[str, ModelConfigInfo] | None = None) -> Probe:
+def parse_probe(
+    text: str, *, at: float, url: str, max_models: int, configs: dict[str, ModelConfigInfo] | None = None
+) -> Probe:
     """A probe from an exposition's text (the recorded-data tests build probes this way)."""
     try:
         expo = parse_exposition(text)
@@ -62,8 +63,7 @@ def parse_probe(text: str, *, at: float, url: str, max_models: int,
     # Only configs of models still served are kept, so an unloaded model's entry does not linger.
     present = {m for m, _ in models}
     kept = {m: c for m, c in (configs or {}).items() if m in present}
-    return Probe(at=at, url=url, models=models, gpu_util=util, gpu_memory_used=used, configs=kept,
-                 refused=refused)
+    return Probe(at=at, url=url, models=models, gpu_util=util, gpu_memory_used=used, configs=kept, refused=refused)
 
 
 def _config_info(body: object) -> ModelConfigInfo | None:
@@ -75,16 +75,22 @@ def _config_info(body: object) -> ModelConfigInfo | None:
     return ModelConfigInfo(backend=backend, instances=count or 1)
 
 
-async def probe_triton(http: httpx.AsyncClient, *, metrics_url: str, http_url: str | None, at: float,
-                       timeout_s: float, max_models: int,
-                       known: dict[str, ModelConfigInfo] | None = None) -> Probe:
+async def probe_triton(
+    http: httpx.AsyncClient,
+    *,
+    metrics_url: str,
+    http_url: str | None,
+    at: float,
+    timeout_s: float,
+    max_models: int,
+    known: dict[str, ModelConfigInfo] | None = None,
+) -> Probe:
     """Probe Triton once; never raises. Model configs already in ``known`` are not asked for again."""
     try:
         text = await fetch_exposition(http, metrics_url, what="Triton's metrics endpoint", timeout_s=timeout_s)
     except ScrapeError as exc:
         m = _STATUS.search(str(exc))
-        return Probe(at=at, url=metrics_url, error=str(exc), reason=exc.reason,
-                     status=int(m.group(1)) if m else None)
+        return Probe(at=at, url=metrics_url, error=str(exc), reason=exc.reason, status=int(m.group(1)) if m else None)
     probe = parse_probe(text, at=at, url=metrics_url, max_models=max_models, configs=known)
     if http_url is None or not probe.ok:
         return probe

@@ -60,14 +60,16 @@ def _pairs(i: Inputs) -> list[tuple[Key, ModelSnapshot, ModelSnapshot, float]]:
 def metrics_404(i: Inputs, cfg: DiagnoseConfig) -> list[Diagnosis]:
     if i.cur is None or i.cur.status != 404:
         return []
-    return [Diagnosis(
-        "metrics_404",
-        f"metrics endpoint {i.cur.url} answers 404: Triton started without --allow-metrics or with a different "
-        "--metrics-port",
-        "start Triton with --allow-metrics=true and set triton.metrics_url to http://HOST:<--metrics-port>/metrics "
-        "(default port 8002)",
-        facts={"status": 404},
-    )]
+    return [
+        Diagnosis(
+            "metrics_404",
+            f"metrics endpoint {i.cur.url} answers 404: Triton started without --allow-metrics or with a different "
+            "--metrics-port",
+            "start Triton with --allow-metrics=true and set triton.metrics_url to http://HOST:<--metrics-port>/metrics "
+            "(default port 8002)",
+            facts={"status": 404},
+        )
+    ]
 
 
 def no_spans(i: Inputs, cfg: DiagnoseConfig) -> list[Diagnosis]:
@@ -77,13 +79,15 @@ def no_spans(i: Inputs, cfg: DiagnoseConfig) -> list[Diagnosis]:
     # a Triton that cannot be probed has diagnoses and alerts of its own).
     if sum(_delta(s, p, "success") for _, s, p, _ in _pairs(i)) <= 0:
         return []
-    return [Diagnosis(
-        "no_spans",
-        f"no spans received in {i.silent_secs / 60:.0f} minutes: check --trace-config",
-        "start Triton with --trace-config mode=opentelemetry --trace-config opentelemetry,url=http://SIDECAR/"
-        "v1/traces --trace-config rate=N (or mode=triton with a trace file the sidecar tails)",
-        facts={"silent_secs": round(i.silent_secs, 1)},
-    )]
+    return [
+        Diagnosis(
+            "no_spans",
+            f"no spans received in {i.silent_secs / 60:.0f} minutes: check --trace-config",
+            "start Triton with --trace-config mode=opentelemetry --trace-config opentelemetry,url=http://SIDECAR/"
+            "v1/traces --trace-config rate=N (or mode=triton with a trace file the sidecar tails)",
+            facts={"silent_secs": round(i.silent_secs, 1)},
+        )
+    ]
 
 
 def gpu_idle_queue(i: Inputs, cfg: DiagnoseConfig) -> list[Diagnosis]:
@@ -97,14 +101,18 @@ def gpu_idle_queue(i: Inputs, cfg: DiagnoseConfig) -> list[Diagnosis]:
         n = _delta(s, p, "success")
         queue = _delta(s, p, "us_queue") / 1e6 / n if n > 0 else 0.0
         if queue >= cfg.queue_secs or (s.pending or 0) > 0:
-            out.append(Diagnosis(
-                "gpu_idle_queue",
-                f"GPU idle while requests queue: pre/post-processing or CPU bound (GPU at {busiest:.0%}, "
-                f"mean queue {queue * 1000:.1f} ms, {s.pending or 0:.0f} pending)",
-                "profile the model's input/output handling and the host CPU; move pre/post-processing onto "
-                "the GPU (DALI, an ensemble step) or add CPU instances",
-                model, version, {"gpu_utilization": busiest, "queue_secs": queue, "pending": s.pending},
-            ))
+            out.append(
+                Diagnosis(
+                    "gpu_idle_queue",
+                    f"GPU idle while requests queue: pre/post-processing or CPU bound (GPU at {busiest:.0%}, "
+                    f"mean queue {queue * 1000:.1f} ms, {s.pending or 0:.0f} pending)",
+                    "profile the model's input/output handling and the host CPU; move pre/post-processing onto "
+                    "the GPU (DALI, an ensemble step) or add CPU instances",
+                    model,
+                    version,
+                    {"gpu_utilization": busiest, "queue_secs": queue, "pending": s.pending},
+                )
+            )
     return out
 
 
@@ -121,14 +129,18 @@ def python_single_instance_busy(i: Inputs, cfg: DiagnoseConfig) -> list[Diagnosi
         queue = _delta(s, p, "us_queue") / 1e6 / n if n > 0 else 0.0
         growing = (s.pending or 0) > (p.pending or 0) or (n > 0 and queue >= compute / n)
         if busy >= cfg.busy_ratio and growing:
-            out.append(Diagnosis(
-                "python_single_instance_busy",
-                f"Python-backend model busy on one instance while queue grows (busy {busy:.0%} of the time, "
-                f"mean queue {queue * 1000:.1f} ms, {s.pending or 0:.0f} pending)",
-                "raise instance_group count in its config.pbtxt (a Python model runs one request at a time "
-                "per instance)",
-                model, version, {"busy_ratio": round(busy, 3), "queue_secs": queue, "pending": s.pending},
-            ))
+            out.append(
+                Diagnosis(
+                    "python_single_instance_busy",
+                    f"Python-backend model busy on one instance while queue grows (busy {busy:.0%} of the time, "
+                    f"mean queue {queue * 1000:.1f} ms, {s.pending or 0:.0f} pending)",
+                    "raise instance_group count in its config.pbtxt (a Python model runs one request at a time "
+                    "per instance)",
+                    model,
+                    version,
+                    {"busy_ratio": round(busy, 3), "queue_secs": queue, "pending": s.pending},
+                )
+            )
     return out
 
 
@@ -138,17 +150,23 @@ def summaries_off(i: Inputs, cfg: DiagnoseConfig) -> list[Diagnosis]:
     served = [s for s in i.cur.models.values() if s.counters.get("success", 0) > 0]
     if not served or any(s.summary_totals or s.quantiles for s in served):
         return []
-    return [Diagnosis(
-        "summaries_off",
-        "Triton summaries off: latency quantiles unavailable (turning them on costs throughput)",
-        "start Triton with --metrics-config summary_latencies=true if p50/p99 per stage are worth a few "
-        "percent of throughput; the sidecar's span-based latency works without them",
-        facts={"models": len(served)},
-    )]
+    return [
+        Diagnosis(
+            "summaries_off",
+            "Triton summaries off: latency quantiles unavailable (turning them on costs throughput)",
+            "start Triton with --metrics-config summary_latencies=true if p50/p99 per stage are worth a few "
+            "percent of throughput; the sidecar's span-based latency works without them",
+            facts={"models": len(served)},
+        )
+    ]
 
 
 RULES: Sequence[Callable[[Inputs, DiagnoseConfig], list[Diagnosis]]] = (
-    metrics_404, no_spans, gpu_idle_queue, python_single_instance_busy, summaries_off,
+    metrics_404,
+    no_spans,
+    gpu_idle_queue,
+    python_single_instance_busy,
+    summaries_off,
 )
 
 

@@ -30,10 +30,20 @@ class Diagnoser:
     name = "diagnose"
     role = "check"
 
-    def __init__(self, config: DiagnoseConfig, *, metrics_url: str, http_url: str | None, spans_expected: bool,
-                 registry: CollectorRegistry, clock: Clock, http: httpx.AsyncClient,
-                 logger: logging.Logger | None = None, on_stats: Callable[[object], None] | None = None,
-                 on_gpu_memory: Callable[[Mapping[str, float]], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: DiagnoseConfig,
+        *,
+        metrics_url: str,
+        http_url: str | None,
+        spans_expected: bool,
+        registry: CollectorRegistry,
+        clock: Clock,
+        http: httpx.AsyncClient,
+        logger: logging.Logger | None = None,
+        on_stats: Callable[[object], None] | None = None,
+        on_gpu_memory: Callable[[Mapping[str, float]], None] | None = None,
+    ) -> None:
         self.config = config
         # Handed on each probe to GPU memory per model: Triton's /v2/models/stats answer (memory_usage) and
         # the memory used per GPU Triton reports (nv_gpu_memory_used_bytes, for load deltas).
@@ -51,16 +61,32 @@ class Diagnoser:
         self._probes: tuple[Probe | None, Probe | None] = (None, None)
         self._current: list[Diagnosis] = []
         self._active: set[_Key] = set()
-        self._periodic = Periodic("diagnose-probe", self.probe_once, config.interval_secs,
-                                  on_error=lambda exc: self.log.exception("probe loop failed", exc_info=exc))
-        self._gauge = Gauge("sidecar_diagnosis_active", "1 while a diagnosis holds (what to do: /readyz, /, "
-                            "sidecar doctor).", ["diagnosis", "model", "version"], registry=registry)
-        self._probe_results = Counter("sidecar_diagnose_probes", "Probes of Triton by the diagnoses, by result.",
-                                      ["result"], registry=registry)
-        self._refused = Counter("sidecar_diagnose_models_refused",
-                                "Model/version pairs a probe left out above diagnose.max_models.", registry=registry)
-        self._stats = Counter("sidecar_diagnose_stats_fetches", "Fetches of Triton's /v2/models/stats by result.",
-                              ["result"], registry=registry)
+        self._periodic = Periodic(
+            "diagnose-probe",
+            self.probe_once,
+            config.interval_secs,
+            on_error=lambda exc: self.log.exception("probe loop failed", exc_info=exc),
+        )
+        self._gauge = Gauge(
+            "sidecar_diagnosis_active",
+            "1 while a diagnosis holds (what to do: /readyz, /, sidecar doctor).",
+            ["diagnosis", "model", "version"],
+            registry=registry,
+        )
+        self._probe_results = Counter(
+            "sidecar_diagnose_probes", "Probes of Triton by the diagnoses, by result.", ["result"], registry=registry
+        )
+        self._refused = Counter(
+            "sidecar_diagnose_models_refused",
+            "Model/version pairs a probe left out above diagnose.max_models.",
+            registry=registry,
+        )
+        self._stats = Counter(
+            "sidecar_diagnose_stats_fetches",
+            "Fetches of Triton's /v2/models/stats by result.",
+            ["result"],
+            registry=registry,
+        )
         for code in CODES:
             self._gauge.labels(code, "", "")
         for result in ("ok", "timeout", "connect", "http_status", "content_type", "too_large", "parse"):
@@ -75,9 +101,15 @@ class Diagnoser:
         self._probe_count += 1
         refresh = self._probe_count % _CONFIG_REFRESH_PROBES == 0
         known = cur.configs if cur is not None and not refresh else {}
-        probe = await probe_triton(self.http, metrics_url=self.metrics_url, http_url=self.http_url,
-                                   at=self.clock.monotonic(), timeout_s=self.config.timeout_secs,
-                                   max_models=self.config.max_models, known=known)
+        probe = await probe_triton(
+            self.http,
+            metrics_url=self.metrics_url,
+            http_url=self.http_url,
+            at=self.clock.monotonic(),
+            timeout_s=self.config.timeout_secs,
+            max_models=self.config.max_models,
+            known=known,
+        )
         self._probe_results.labels(probe.reason or "ok").inc()
         if probe.refused:
             self._refused.inc(probe.refused)
@@ -119,8 +151,17 @@ class Diagnoser:
         findings = [self._finding(d, True, now) for d in found]
         for key in self._active - keys.keys():
             code, model, version = key
-            findings.append(Finding(check=self.name, kind="diagnosis", labels=_labels(code, model, version),
-                                    active=False, value=0.0, evaluated_at=now, summary=f"{code}: resolved"))
+            findings.append(
+                Finding(
+                    check=self.name,
+                    kind="diagnosis",
+                    labels=_labels(code, model, version),
+                    active=False,
+                    value=0.0,
+                    evaluated_at=now,
+                    summary=f"{code}: resolved",
+                )
+            )
             if model:
                 self._gauge.remove(code, model, version)
             else:
@@ -131,10 +172,17 @@ class Diagnoser:
         return findings
 
     def _finding(self, d: Diagnosis, active: bool, now: float) -> Finding:
-        return Finding(check=self.name, kind="diagnosis", labels=_labels(d.code, d.model, d.version),
-                       active=active, value=1.0, evaluated_at=now, summary=d.problem,
-                       description=f"What to do: {d.action}.",
-                       facts=dict(d.facts, diagnosis=d.code, runbook="Diagnosis.md"))
+        return Finding(
+            check=self.name,
+            kind="diagnosis",
+            labels=_labels(d.code, d.model, d.version),
+            active=active,
+            value=1.0,
+            evaluated_at=now,
+            summary=d.problem,
+            description=f"What to do: {d.action}.",
+            facts=dict(d.facts, diagnosis=d.code, runbook="Diagnosis.md"),
+        )
 
     async def start(self) -> None:
         self._periodic.start()

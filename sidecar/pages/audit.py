@@ -27,20 +27,27 @@ class AuditPage(Passive):
 
     async def page(self, request: Request) -> HTMLResponse:
         # Only the API's own parameters go on, each once; the API checks their values (and answers 400).
-        params: dict[str, str | int] = {k: request.query_params[k][:600] for k in _PASSED
-                                        if request.query_params.get(k)}
+        params: dict[str, str | int] = {
+            k: request.query_params[k][:600] for k in _PASSED if request.query_params.get(k)
+        }
         raw, why = await self.api.get(request.app, "/v1/audit", params)
         events = [e for e in raw.get("events", []) if isinstance(e, dict)] if isinstance(raw, dict) else []
         cursor = raw.get("next_cursor") if isinstance(raw, dict) else None
         nxt = None
         if isinstance(cursor, str):
             nxt = {**{k: str(v) for k, v in params.items() if k != "cursor"}, "cursor": cursor}
-        return HTMLResponse(render("audit.html", now=self.clock.now(), events=events, why=why,
-                                   filters={k: str(params.get(k, "")) for k in _PASSED if k != "cursor"},
-                                   next_params=nxt))
+        return HTMLResponse(
+            render(
+                "audit.html",
+                now=self.clock.now(),
+                events=events,
+                why=why,
+                filters={k: str(params.get(k, "")) for k in _PASSED if k != "cursor"},
+                next_params=nxt,
+            )
+        )
 
     def routes(self) -> APIRouter:
         r = APIRouter()
-        r.add_api_route("/audit", self.page, methods=["GET"], response_class=HTMLResponse,
-                        tags=["pages"])
+        r.add_api_route("/audit", self.page, methods=["GET"], response_class=HTMLResponse, tags=["pages"])
         return r

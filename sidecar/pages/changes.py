@@ -44,8 +44,7 @@ class ChangesPage(Passive):
         self.clock = clock
         self.api = api
 
-    async def page(self, request: Request, model: str = "", limit: int = Query(100, ge=1, le=MAX_ROWS)
-                   ) -> HTMLResponse:
+    async def page(self, request: Request, model: str = "", limit: int = Query(100, ge=1, le=MAX_ROWS)) -> HTMLResponse:
         params: dict[str, str | int] = {"limit": limit}
         if model:
             params["model"] = model
@@ -53,13 +52,22 @@ class ChangesPage(Passive):
         alerts_raw, alerts_why = await self.api.get(request.app, "/v1/alerts")
         alerts = alert_views(alerts_raw)
         changes = [c for c in raw if isinstance(c, dict)] if isinstance(raw, list) else []
-        rows = [(c, _SOURCES.get(str(c.get("source", "")), str(c.get("source", ""))), citing(c, alerts))
-                for c in changes]
-        return HTMLResponse(render("changes.html", now=self.clock.now(), rows=rows, why=why,
-                                   alerts_why=alerts_why, model=model, limit=limit))
+        rows = [
+            (c, _SOURCES.get(str(c.get("source", "")), str(c.get("source", ""))), citing(c, alerts)) for c in changes
+        ]
+        return HTMLResponse(
+            render(
+                "changes.html",
+                now=self.clock.now(),
+                rows=rows,
+                why=why,
+                alerts_why=alerts_why,
+                model=model,
+                limit=limit,
+            )
+        )
 
     def routes(self) -> APIRouter:
         r = APIRouter()
-        r.add_api_route("/changes", self.page, methods=["GET"], response_class=HTMLResponse,
-                        tags=["pages"])
+        r.add_api_route("/changes", self.page, methods=["GET"], response_class=HTMLResponse, tags=["pages"])
         return r

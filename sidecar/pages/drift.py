@@ -58,8 +58,7 @@ class DriftPage(Passive):
     name = "drift_page"
     role = "sink"
 
-    def __init__(self, clock: Clock, api: Api, source: DriftSource | None, *,
-                 eval_interval_secs: float = 30.0) -> None:
+    def __init__(self, clock: Clock, api: Api, source: DriftSource | None, *, eval_interval_secs: float = 30.0) -> None:
         self.clock = clock
         self.api = api
         self.source = source
@@ -75,12 +74,21 @@ class DriftPage(Passive):
         raw, alerts_why = await self.api.get(request.app, "/v1/alerts")
         rows = list(src.series(model)) if src is not None else []
         at = src.evaluated_at if src is not None else None
-        return HTMLResponse(render(
-            "drift.html", now=now, rows=rows, model=model, configured=src is not None,
-            models=src.models() if src is not None else [], evaluated_at=at,
-            stale=at is not None and now - at > 3 * self.eval_interval_secs,
-            alerts=drift_alerts(raw), alerts_why=alerts_why, detail_url=detail_url,
-        ))
+        return HTMLResponse(
+            render(
+                "drift.html",
+                now=now,
+                rows=rows,
+                model=model,
+                configured=src is not None,
+                models=src.models() if src is not None else [],
+                evaluated_at=at,
+                stale=at is not None and now - at > 3 * self.eval_interval_secs,
+                alerts=drift_alerts(raw),
+                alerts_why=alerts_why,
+                detail_url=detail_url,
+            )
+        )
 
     def routes(self) -> APIRouter:
         r = APIRouter()

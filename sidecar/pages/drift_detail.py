@@ -53,7 +53,8 @@ def _ecdf_plot(detail: Any) -> EcdfPlot:
     x, f_ref, f_cur = detail.d_at
     ticks = [lo + span * i / 5 for i in range(6)]
     return EcdfPlot(
-        ref_path=path(detail.ref_points), cur_path=path(detail.cur_points),
+        ref_path=path(detail.ref_points),
+        cur_path=path(detail.cur_points),
         d=(px(x), py(f_ref), px(x), py(f_cur)),
         x_ticks=[(px(t), f"{t:.4g}") for t in ticks],
         y_ticks=[(py(f), f"{f:g}") for f in (0.0, 0.25, 0.5, 0.75, 1.0)],
@@ -77,9 +78,19 @@ def _bar_rows(detail: Any) -> tuple[list[BarRow], float, float]:
     top = max([max(b.ref_share, b.cur_share) for b in detail.bars] + [0.01])
     rows = []
     for i, b in enumerate(detail.bars):
-        label = b.category if len(b.category) <= LABEL_CHARS else b.category[:LABEL_CHARS - 1] + "…"
-        rows.append(BarRow(TOP + i * (2 * BAR_H + BAR_GAP), label, b.category, b.new,
-                           b.ref_share / top * BARS_W, b.cur_share / top * BARS_W, b.ref_share, b.cur_share))
+        label = b.category if len(b.category) <= LABEL_CHARS else b.category[: LABEL_CHARS - 1] + "…"
+        rows.append(
+            BarRow(
+                TOP + i * (2 * BAR_H + BAR_GAP),
+                label,
+                b.category,
+                b.new,
+                b.ref_share / top * BARS_W,
+                b.cur_share / top * BARS_W,
+                b.ref_share,
+                b.cur_share,
+            )
+        )
     return rows, TOP + len(rows) * (2 * BAR_H + BAR_GAP) + 24, top
 
 
@@ -106,30 +117,61 @@ class DriftDetailPage(Passive):
     async def page(self, request: Request, rest: str) -> HTMLResponse:
         names = _names(request, rest)
         if names is None:
-            return HTMLResponse(render("drift_detail.html", now=self.clock.now(), model="", version="", feature="",
-                                       missing="a drift page is /drift/{model}/{version}/{feature}, each name "
-                                               "URL-encoded"), status_code=404)
+            return HTMLResponse(
+                render(
+                    "drift_detail.html",
+                    now=self.clock.now(),
+                    model="",
+                    version="",
+                    feature="",
+                    missing="a drift page is /drift/{model}/{version}/{feature}, each name URL-encoded",
+                ),
+                status_code=404,
+            )
         return self._page(*names)
 
     def _page(self, model: str, version: str, feature: str) -> HTMLResponse:
         now = self.clock.now()
         detail = self.source.detail(model, version, feature, now) if self.source is not None else None
         if detail is None:
-            why = ("drift monitoring is not configured" if self.source is None else
-                   f"the drift check monitors no feature {feature!r} of model {model!r} version {version!r}")
-            return HTMLResponse(render("drift_detail.html", now=now, missing=why, model=model, version=version,
-                                       feature=feature), status_code=404)
+            why = (
+                "drift monitoring is not configured"
+                if self.source is None
+                else f"the drift check monitors no feature {feature!r} of model {model!r} version {version!r}"
+            )
+            return HTMLResponse(
+                render("drift_detail.html", now=now, missing=why, model=model, version=version, feature=feature),
+                status_code=404,
+            )
         plot = _ecdf_plot(detail) if detail.d_at is not None and detail.x_range is not None else None
         bars, bars_h, bars_top = _bar_rows(detail) if detail.bars else ([], 0.0, 0.0)
-        return HTMLResponse(render(
-            "drift_detail.html", now=now, missing="", d=detail, r=detail.row, plot=plot, bars=bars,
-            bars_h=bars_h, bars_top=bars_top, self_url=detail_url(model, version, feature),
-            geo={"W": WIDTH, "H": HEIGHT, "L": LEFT, "T": TOP, "PW": PLOT_W, "PH": PLOT_H, "BH": BAR_H,
-                 "LW": LABEL_W, "BW": BARS_W},
-        ))
+        return HTMLResponse(
+            render(
+                "drift_detail.html",
+                now=now,
+                missing="",
+                d=detail,
+                r=detail.row,
+                plot=plot,
+                bars=bars,
+                bars_h=bars_h,
+                bars_top=bars_top,
+                self_url=detail_url(model, version, feature),
+                geo={
+                    "W": WIDTH,
+                    "H": HEIGHT,
+                    "L": LEFT,
+                    "T": TOP,
+                    "PW": PLOT_W,
+                    "PH": PLOT_H,
+                    "BH": BAR_H,
+                    "LW": LABEL_W,
+                    "BW": BARS_W,
+                },
+            )
+        )
 
     def routes(self) -> APIRouter:
         r = APIRouter()
-        r.add_api_route("/drift/{rest:path}", self.page, methods=["GET"],
-                        response_class=HTMLResponse, tags=["pages"])
+        r.add_api_route("/drift/{rest:path}", self.page, methods=["GET"], response_class=HTMLResponse, tags=["pages"])
         return r

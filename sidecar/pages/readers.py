@@ -63,15 +63,30 @@ class Metrics:
     deliveries: list[Delivery] = field(default_factory=list)
 
 
-_GPU_VALUES = {"sidecar_gpu_utilization_ratio": "util", "sidecar_gpu_memory_used_bytes": "mem_used",
-               "sidecar_gpu_memory_total_bytes": "mem_total"}
-_DRIFT = {"sidecar_drift_drifting": "drifting", "sidecar_drift_condition": "condition",
-          "sidecar_drift_p_value": "p", "sidecar_drift_p_value_raw": "p_raw", "sidecar_drift_effect_size": "effect",
-          "sidecar_drift_statistic": "stat", "sidecar_drift_psi": "psi", "sidecar_drift_unseen_ratio": "unseen",
-          "sidecar_drift_samples": "samples", "sidecar_drift_missing_ratio": "missing"}
-_AM = {"sidecar_alertmanager_notices_sent_total": "sent", "sidecar_alertmanager_notices_rejected_total": "rejected",
-       "sidecar_alertmanager_notices_dropped_total": "dropped",
-       "sidecar_alertmanager_request_failures_total": "failures", "sidecar_alertmanager_outbox_notices": "queued"}
+_GPU_VALUES = {
+    "sidecar_gpu_utilization_ratio": "util",
+    "sidecar_gpu_memory_used_bytes": "mem_used",
+    "sidecar_gpu_memory_total_bytes": "mem_total",
+}
+_DRIFT = {
+    "sidecar_drift_drifting": "drifting",
+    "sidecar_drift_condition": "condition",
+    "sidecar_drift_p_value": "p",
+    "sidecar_drift_p_value_raw": "p_raw",
+    "sidecar_drift_effect_size": "effect",
+    "sidecar_drift_statistic": "stat",
+    "sidecar_drift_psi": "psi",
+    "sidecar_drift_unseen_ratio": "unseen",
+    "sidecar_drift_samples": "samples",
+    "sidecar_drift_missing_ratio": "missing",
+}
+_AM = {
+    "sidecar_alertmanager_notices_sent_total": "sent",
+    "sidecar_alertmanager_notices_rejected_total": "rejected",
+    "sidecar_alertmanager_notices_dropped_total": "dropped",
+    "sidecar_alertmanager_request_failures_total": "failures",
+    "sidecar_alertmanager_outbox_notices": "queued",
+}
 
 
 def read_metrics(registry: CollectorRegistry) -> Metrics:
@@ -111,8 +126,10 @@ def read_metrics(registry: CollectorRegistry) -> Metrics:
                 setattr(d, _AM[s.name], getattr(d, _AM[s.name]) + v)
     for row in drift.values():
         row.setdefault("test", "")
-    out.drift = sorted(drift.values(), key=lambda r: (-(r.get("drifting") or 0), -(r.get("condition") or 0),
-                                                      r["model"], r["version"], r["feature"]))
+    out.drift = sorted(
+        drift.values(),
+        key=lambda r: (-(r.get("drifting") or 0), -(r.get("condition") or 0), r["model"], r["version"], r["feature"]),
+    )
     out.gpus = [gpus[k] for k in sorted(gpus)]
     out.deliveries = [ams[k] for k in sorted(ams)]
     return out
@@ -127,7 +144,8 @@ class Api:
         self._errors = Counter(
             "sidecar_page_source_errors",
             "Reads of the sidecar's own API that a page could not use, by path and reason (status, decode).",
-            ["path", "reason"], registry=registry,
+            ["path", "reason"],
+            registry=registry,
         )
 
     async def get(self, app: ASGIApp, path: str, params: Mapping[str, str | int] | None = None) -> tuple[Any, str]:

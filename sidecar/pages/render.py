@@ -26,13 +26,13 @@ def ms(ns: int | float) -> str:
 
 
 def when_ns(ns: int) -> str:
-    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
 def when_s(secs: float | None) -> str:
     if secs is None:
         return "never"
-    return dt.datetime.fromtimestamp(secs, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return dt.datetime.fromtimestamp(secs, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def ago(secs: float | None) -> str:

@@ -68,9 +68,15 @@ def alert_views(raw: object) -> list[AlertView]:
         labels = {str(k): str(v) for k, v in (a.get("labels") or {}).items()}
         ann = {str(k): str(v) for k, v in (a.get("annotations") or {}).items()}
         state = str(a.get("state", ""))
-        out.append(AlertView("resolved" if state == "inactive" else state, labels, ann,
-                             _parse_iso(a.get("startsAt")),
-                             _parse_iso(a.get("endsAt")) if state == "inactive" else None))
+        out.append(
+            AlertView(
+                "resolved" if state == "inactive" else state,
+                labels,
+                ann,
+                _parse_iso(a.get("startsAt")),
+                _parse_iso(a.get("endsAt")) if state == "inactive" else None,
+            )
+        )
     out.sort(key=lambda v: (_ORDER.get("inactive" if v.state == "resolved" else v.state, 3), -(v.since or 0)))
     return out[:MAX_ROWS]
 
@@ -83,23 +89,40 @@ def verdicts(registry: CollectorRegistry) -> list[dict[str, str]]:
             lab = s.labels
             if s.name in ("sidecar_canary_verdict", "sidecar_canary_insufficient_data"):
                 key: tuple[str, ...] = ("canary", lab["model"], lab["baseline"], lab["candidate"])
-                row = rows.setdefault(key, {"check": "canary", "subject": f"{lab['model']} {lab['candidate']} vs "
-                                            f"{lab['baseline']}", "bad": [], "tested": False})
+                row = rows.setdefault(
+                    key,
+                    {
+                        "check": "canary",
+                        "subject": f"{lab['model']} {lab['candidate']} vs {lab['baseline']}",
+                        "bad": [],
+                        "tested": False,
+                    },
+                )
                 if s.name == "sidecar_canary_verdict":
                     row["tested"] = True
                     if s.value == 1:
                         row["bad"].append(lab["aspect"])
             elif s.name == "sidecar_output_sanity_condition":
                 key = ("output", lab["model"], lab["version"])
-                row = rows.setdefault(key, {"check": "output sanity", "subject": f"{lab['model']} {lab['version']}",
-                                            "bad": [], "tested": True})
+                row = rows.setdefault(
+                    key,
+                    {
+                        "check": "output sanity",
+                        "subject": f"{lab['model']} {lab['version']}",
+                        "bad": [],
+                        "tested": True,
+                    },
+                )
                 if s.value == 1:
                     row["bad"].append(lab["test"])
     out = []
     for key in sorted(rows):
         r = rows[key]
-        state = ("worse" if key[0] == "canary" else "suspect") if r["bad"] else ("ok" if r["tested"]
-                                                                                  else "insufficient data")
+        state = (
+            ("worse" if key[0] == "canary" else "suspect")
+            if r["bad"]
+            else ("ok" if r["tested"] else "insufficient data")
+        )
         out.append({"check": r["check"], "subject": r["subject"], "state": state, "detail": ", ".join(r["bad"])})
     return sorted(out, key=lambda r: r["state"] not in ("worse", "suspect"))
 
@@ -108,8 +131,15 @@ class StatusPages(Passive):
     name = "status_pages"
     role = "sink"
 
-    def __init__(self, registry: CollectorRegistry, clock: Clock, api: Api, *, runbook_url: str = "",
-                 logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        clock: Clock,
+        api: Api,
+        *,
+        runbook_url: str = "",
+        logger: logging.Logger | None = None,
+    ) -> None:
         self.registry = registry
         self.clock = clock
         self.api = api
@@ -125,30 +155,46 @@ class StatusPages(Passive):
         ready, ready_why = await self.api.get(request.app, "/readyz")
         changes, changes_why = await self.api.get(request.app, "/v1/changes", {"limit": 10})
         m = read_metrics(self.registry)
-        return HTMLResponse(render(
-            "status.html", now=self.clock.now(), alerts=[a for a in alerts if a.state != "resolved"],
-            resolved=sum(1 for a in alerts if a.state == "resolved"), alerts_why=alerts_why,
-            ready=ready if isinstance(ready, dict) else None, ready_why=ready_why,
-            changes=_changes(changes), changes_why=changes_why, m=m,
-            drifting=[d for d in m.drift if d.get("drifting")], runbook_url=self.runbook_url,
-            verdicts=verdicts(self.registry),
-            verdict_line=verdict_line(self.registry), gpu_memory_line=gpu_memory_line(self.registry),
-        ))
+        return HTMLResponse(
+            render(
+                "status.html",
+                now=self.clock.now(),
+                alerts=[a for a in alerts if a.state != "resolved"],
+                resolved=sum(1 for a in alerts if a.state == "resolved"),
+                alerts_why=alerts_why,
+                ready=ready if isinstance(ready, dict) else None,
+                ready_why=ready_why,
+                changes=_changes(changes),
+                changes_why=changes_why,
+                m=m,
+                drifting=[d for d in m.drift if d.get("drifting")],
+                runbook_url=self.runbook_url,
+                verdicts=verdicts(self.registry),
+                verdict_line=verdict_line(self.registry),
+                gpu_memory_line=gpu_memory_line(self.registry),
+            )
+        )
 
     async def alerts_page(self, request: Request) -> HTMLResponse:
         alerts, why = await self._alerts(request)
         m = read_metrics(self.registry)
         drift = {(d["model"], d["version"], d["feature"]): d for d in m.drift}
-        return HTMLResponse(render(
-            "alerts.html", now=self.clock.now(), alerts=alerts, why=why, deliveries=m.deliveries, drift=drift,
-            groups=[(s, [a for a in alerts if a.state == s]) for s in ("firing", "pending", "resolved")],
-        ))
+        return HTMLResponse(
+            render(
+                "alerts.html",
+                now=self.clock.now(),
+                alerts=alerts,
+                why=why,
+                deliveries=m.deliveries,
+                drift=drift,
+                groups=[(s, [a for a in alerts if a.state == s]) for s in ("firing", "pending", "resolved")],
+            )
+        )
 
     def routes(self) -> APIRouter:
         r = APIRouter()
         r.add_api_route("/", self.index, methods=["GET"], response_class=HTMLResponse, tags=["pages"])
-        r.add_api_route("/alerts", self.alerts_page, methods=["GET"], response_class=HTMLResponse,
-                        tags=["pages"])
+        r.add_api_route("/alerts", self.alerts_page, methods=["GET"], response_class=HTMLResponse, tags=["pages"])
         r.include_router(static_routes())
         return r
 

@@ -28,8 +28,15 @@ _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 def render_trace(e: TraceEntry) -> str:
     spans = e.spans
     return render(
-        "trace.html", e=e, spans=spans, state=trace_state(e), wf=layout(spans) if spans else None,
-        stages=stage_rows(e), stage_names=STAGES, error_color=ERROR_COLOR, palette=PALETTE,
+        "trace.html",
+        e=e,
+        spans=spans,
+        state=trace_state(e),
+        wf=layout(spans) if spans else None,
+        stages=stage_rows(e),
+        stage_names=STAGES,
+        error_color=ERROR_COLOR,
+        palette=PALETTE,
     )
 
 
@@ -47,8 +54,12 @@ def _listed(hub: TraceHub, t: TraceSummary) -> _Listed:
         state = "failed" if t.error else ("possibly failed" if t.failure_note else "ok")
         return _Listed(t, state, {"failed": "err", "possibly failed": "maybe"}.get(state, ""), t.failure_note)
     st = trace_state(e)
-    return _Listed(t, st.state, st.css, st.reasons[0] + (f" (+{len(st.reasons) - 1} more)"
-                                                           if len(st.reasons) > 1 else "") if st.reasons else "")
+    return _Listed(
+        t,
+        st.state,
+        st.css,
+        st.reasons[0] + (f" (+{len(st.reasons) - 1} more)" if len(st.reasons) > 1 else "") if st.reasons else "",
+    )
 
 
 def render_list(hub: TraceHub, model: str | None, version: str | None, show_all: bool) -> str:
@@ -57,9 +68,15 @@ def render_list(hub: TraceHub, model: str | None, version: str | None, show_all:
     )
     pairs = hub.store.models()
     return render(
-        "trace_list.html", items=[_listed(hub, t) for t in items], held=len(hub.store), show_all=show_all,
-        slow_ms=hub.cfg.slow_threshold_ms, model=model or "", version=version or "",
-        models=sorted({p[0] for p in pairs}), versions=sorted({p[1] for p in pairs}),
+        "trace_list.html",
+        items=[_listed(hub, t) for t in items],
+        held=len(hub.store),
+        show_all=show_all,
+        slow_ms=hub.cfg.slow_threshold_ms,
+        model=model or "",
+        version=version or "",
+        models=sorted({p[0] for p in pairs}),
+        versions=sorted({p[1] for p in pairs}),
     )
 
 
@@ -86,11 +103,12 @@ class TracePages(Passive):
 
     def routes(self) -> APIRouter:
         r = APIRouter()
+        r.add_api_route("/traces", self.list_page, methods=["GET"], response_class=HTMLResponse, tags=["pages"])
         r.add_api_route(
-            "/traces", self.list_page, methods=["GET"], response_class=HTMLResponse, tags=["pages"]
-        )
-        r.add_api_route(
-            "/traces/{trace_id}", self.trace_page, methods=["GET"], response_class=HTMLResponse,
+            "/traces/{trace_id}",
+            self.trace_page,
+            methods=["GET"],
+            response_class=HTMLResponse,
             tags=["pages"],
         )
         # The trace pages work without the status pages (a traces-only deployment), so they bring the CSS.

@@ -8,8 +8,12 @@ from prometheus_client import CollectorRegistry
 __all__ = ["gpu_memory_line", "verdict_line"]
 
 _FAMILIES = {"sidecar_cold_start_condition", "sidecar_batching_verdict", "sidecar_tracing_governor_boosted"}
-_ADVICE = {"enable": "enable dynamic batching", "saturated": "instances saturated",
-           "too_long": "queue delay too long", "too_short": "queue delay too short"}
+_ADVICE = {
+    "enable": "enable dynamic batching",
+    "saturated": "instances saturated",
+    "too_long": "queue delay too long",
+    "too_short": "queue delay too short",
+}
 _COLD = {"cold_start_load": "slow load", "cold_start_first_requests": "slow first requests"}
 
 
@@ -57,8 +61,12 @@ def gpu_memory_line(registry: CollectorRegistry, limit: int = 10) -> str | None:
             continue
         for s in family.samples:
             lab = s.labels
-            rows.append((s.value, f"{lab.get('model', '?')} v{lab.get('version', '?')} {_bytes(s.value)} "
-                                  f"({lab.get('method', '?')})"))
+            rows.append(
+                (
+                    s.value,
+                    f"{lab.get('model', '?')} v{lab.get('version', '?')} {_bytes(s.value)} ({lab.get('method', '?')})",
+                )
+            )
     if not rows:
         return None
     rows.sort(key=lambda r: (-r[0], r[1]))

@@ -14,8 +14,17 @@ from sidecar.model import Span
 from sidecar.processors.stages import STAGES, stage_durations
 from sidecar.state.traces import MODEL_ATTR, VERSION_ATTR, TraceEntry
 
-__all__ = ["ERROR_COLOR", "PALETTE", "Row", "TraceState", "Waterfall", "layout", "order_spans", "stage_rows",
-           "trace_state"]
+__all__ = [
+    "ERROR_COLOR",
+    "PALETTE",
+    "Row",
+    "TraceState",
+    "Waterfall",
+    "layout",
+    "order_spans",
+    "stage_rows",
+    "trace_state",
+]
 
 PALETTE = ("#4c78a8", "#59a14f", "#9c755f", "#b07aa1", "#f28e2b", "#76b7b2")
 ERROR_COLOR = "#d62728"
@@ -100,13 +109,23 @@ def layout(spans: Sequence[Span]) -> Waterfall:
     for s, depth in ordered:
         model = s.attributes.get(MODEL_ATTR)
         msg_y = y + ROW_H if s.is_error else None
-        rows.append(Row(
-            span=s, depth=depth, y=y, msg_y=msg_y, x=LABEL_W + (s.start_unix_nano - t0) * scale,
-            w=max(1.0, s.duration_ns * scale), offset_ns=s.start_unix_nano - t0, color=color(s),
-            model=None if model is None else str(model), version=str(s.attributes.get(VERSION_ATTR, "")),
-            ticks=tuple((LABEL_W + (e.time_unix_nano - t0) * scale, e.name, e.time_unix_nano - t0)
-                        for e in s.events),
-        ))
+        rows.append(
+            Row(
+                span=s,
+                depth=depth,
+                y=y,
+                msg_y=msg_y,
+                x=LABEL_W + (s.start_unix_nano - t0) * scale,
+                w=max(1.0, s.duration_ns * scale),
+                offset_ns=s.start_unix_nano - t0,
+                color=color(s),
+                model=None if model is None else str(model),
+                version=str(s.attributes.get(VERSION_ATTR, "")),
+                ticks=tuple(
+                    (LABEL_W + (e.time_unix_nano - t0) * scale, e.name, e.time_unix_nano - t0) for e in s.events
+                ),
+            )
+        )
         y += ROW_H * (2 if s.is_error else 1)
     height = y + 8
     step = _nice_step(total)
@@ -133,8 +152,11 @@ class TraceState:
 
 def trace_state(e: TraceEntry) -> TraceState:
     errors = [s for s in e.spans if s.is_error]
-    reasons = [f"span {s.name!r} ended with an error status" + (f": {s.status_message}" if s.status_message else
-                                                                 " (no message)") for s in errors]
+    reasons = [
+        f"span {s.name!r} ended with an error status"
+        + (f": {s.status_message}" if s.status_message else " (no message)")
+        for s in errors
+    ]
     if errors or e.error:
         if e.failure_note and e.error:
             reasons.append(e.failure_note)
@@ -157,6 +179,11 @@ def stage_rows(e: TraceEntry) -> list[tuple[str, str, dict[str, float]]]:
             continue
         d = stage_durations(s, compute.get(s.span_id), by_id.get(s.parent_span_id or ""))
         if d:
-            out.append((str(s.attributes[MODEL_ATTR]), str(s.attributes.get(VERSION_ATTR, "")),
-                        {k: d[k] for k in STAGES if k in d}))
+            out.append(
+                (
+                    str(s.attributes[MODEL_ATTR]),
+                    str(s.attributes.get(VERSION_ATTR, "")),
+                    {k: d[k] for k in STAGES if k in d},
+                )
+            )
     return out

@@ -73,8 +73,9 @@ class Deriver:
         self._derived = {}
         self._passthrough = []
 
-    def update(self, models: dict[Key, ModelSnapshot],
-               passthrough: list[tuple[str, dict[str, str], float]], now: float) -> None:
+    def update(
+        self, models: dict[Key, ModelSnapshot], passthrough: list[tuple[str, dict[str, str], float]], now: float
+    ) -> None:
         prev, prev_t = self._prev, self._prev_t
         dt = (now - prev_t) if prev_t is not None else 0.0
         derived: dict[Key, _Derived] = {}
@@ -101,8 +102,7 @@ class Deriver:
                 derived[key] = self._derive(deltas, fdeltas, dt, window, now)
         # What Triton no longer serves disappears from our exposition; its totals wait (bounded) for a reload.
         for gone in [k for k in self._totals if k not in models]:  # oldest first, so eviction is too
-            self._dormant[gone] = (self._totals.pop(gone), self._fail_totals.pop(gone),
-                                   self.model_resets.pop(gone, 0))
+            self._dormant[gone] = (self._totals.pop(gone), self._fail_totals.pop(gone), self.model_resets.pop(gone, 0))
             self._windows.pop(gone, None)
             while len(self._dormant) > self.max_models:
                 self._dormant.popitem(last=False)
@@ -112,8 +112,9 @@ class Deriver:
         self._passthrough = passthrough
         self.fresh = True
 
-    def _increases(self, new: dict[str, float], old: dict[str, float], totals: dict[str, float],
-                   known: bool) -> dict[str, float]:
+    def _increases(
+        self, new: dict[str, float], old: dict[str, float], totals: dict[str, float], known: bool
+    ) -> dict[str, float]:
         out: dict[str, float] = {}
         for fld, v in new.items():
             o = old.get(fld)
@@ -133,8 +134,9 @@ class Deriver:
         return out
 
     @staticmethod
-    def _derive(deltas: dict[str, float], fdeltas: dict[str, float], dt: float, window: RatioWindow,
-                now: float) -> _Derived:
+    def _derive(
+        deltas: dict[str, float], fdeltas: dict[str, float], dt: float, window: RatioWindow, now: float
+    ) -> _Derived:
         success = deltas.get("success", 0.0)
         failed = sum(fdeltas.values())
         total = success + failed
@@ -144,9 +146,17 @@ class Deriver:
                 us = deltas.get(f"us_{stage}")
                 if us is not None:
                     stage_avg[stage] = us / success / 1e6
-        w_success, w_failed, w_inferences, w_execs, w_hits, w_misses = window.add(now, (
-            success, failed, deltas.get("inferences", 0.0), deltas.get("executions", 0.0),
-            deltas.get("cache_hits", 0.0), deltas.get("cache_misses", 0.0)))
+        w_success, w_failed, w_inferences, w_execs, w_hits, w_misses = window.add(
+            now,
+            (
+                success,
+                failed,
+                deltas.get("inferences", 0.0),
+                deltas.get("executions", 0.0),
+                deltas.get("cache_hits", 0.0),
+                deltas.get("cache_misses", 0.0),
+            ),
+        )
         w_total = w_success + w_failed
         # Like with like: Triton's inference count covers successful requests only, its execution count every
         # execution, failed ones included. Executions that served a successful request number at most the
@@ -158,8 +168,12 @@ class Deriver:
         has_cache = "cache_hits" in deltas and "cache_misses" in deltas
         return _Derived(
             dt=dt,
-            rates={"total": total / dt, "success": success / dt, "failure": failed / dt,
-                   "inferences": deltas.get("inferences", 0.0) / dt},
+            rates={
+                "total": total / dt,
+                "success": success / dt,
+                "failure": failed / dt,
+                "inferences": deltas.get("inferences", 0.0) / dt,
+            },
             failure_rates={r: d / dt for r, d in fdeltas.items()},
             error_ratio=(w_failed / w_total) if w_total > 0 else None,
             stage_avg_s=stage_avg,
@@ -185,27 +199,40 @@ class Deriver:
 
     def collect(self, gpu_labels: dict[str, dict[str, str]] | None = None) -> Iterator[Metric]:
         mv = ["model", "version"]
-        req = GaugeMetricFamily("sidecar_model_requests_per_second",
-                                "Inference requests per second over the last scrape interval (success + failure).",
-                                labels=mv)
-        ok = GaugeMetricFamily("sidecar_model_successes_per_second",
-                               "Successful inference requests per second over the last scrape interval.", labels=mv)
-        fail = GaugeMetricFamily("sidecar_model_failures_per_second",
-                                 "Failed inference requests per second over the last scrape interval, by reason.",
-                                 labels=[*mv, "reason"])
-        err = GaugeMetricFamily("sidecar_model_error_ratio",
-                                "Failed / all requests over the ratio window (triton.ratio_window_secs; absent with no "
-                                "traffic).",
-                                labels=mv)
-        stage = GaugeMetricFamily("sidecar_model_stage_average_seconds",
-                                  "Average time per successful request in each stage over the last scrape interval.",
-                                  labels=[*mv, "stage"])
-        batch = GaugeMetricFamily("sidecar_model_inferences_per_execution",
-                                  "Batch efficiency: inferences of successful requests per execution of successful "
-                                  "requests over the ratio window (at least 1).",
-                                  labels=mv)
-        cache = GaugeMetricFamily("sidecar_model_cache_hit_ratio",
-                                  "Response-cache hits / lookups over the ratio window.", labels=mv)
+        req = GaugeMetricFamily(
+            "sidecar_model_requests_per_second",
+            "Inference requests per second over the last scrape interval (success + failure).",
+            labels=mv,
+        )
+        ok = GaugeMetricFamily(
+            "sidecar_model_successes_per_second",
+            "Successful inference requests per second over the last scrape interval.",
+            labels=mv,
+        )
+        fail = GaugeMetricFamily(
+            "sidecar_model_failures_per_second",
+            "Failed inference requests per second over the last scrape interval, by reason.",
+            labels=[*mv, "reason"],
+        )
+        err = GaugeMetricFamily(
+            "sidecar_model_error_ratio",
+            "Failed / all requests over the ratio window (triton.ratio_window_secs; absent with no traffic).",
+            labels=mv,
+        )
+        stage = GaugeMetricFamily(
+            "sidecar_model_stage_average_seconds",
+            "Average time per successful request in each stage over the last scrape interval.",
+            labels=[*mv, "stage"],
+        )
+        batch = GaugeMetricFamily(
+            "sidecar_model_inferences_per_execution",
+            "Batch efficiency: inferences of successful requests per execution of successful "
+            "requests over the ratio window (at least 1).",
+            labels=mv,
+        )
+        cache = GaugeMetricFamily(
+            "sidecar_model_cache_hit_ratio", "Response-cache hits / lookups over the ratio window.", labels=mv
+        )
         for (m, v), d in sorted(self._derived.items()):
             req.add_metric([m, v], d.rates["total"])
             ok.add_metric([m, v], d.rates["success"])
@@ -221,12 +248,15 @@ class Deriver:
                 cache.add_metric([m, v], d.cache_hit_ratio)
         yield from (req, ok, fail, err, stage, batch, cache)
 
-        pending = GaugeMetricFamily("sidecar_model_pending_requests",
-                                    "Requests queued or executing in Triton right now.", labels=mv)
+        pending = GaugeMetricFamily(
+            "sidecar_model_pending_requests", "Requests queued or executing in Triton right now.", labels=mv
+        )
         # Triton's summaries re-exported as real summaries in seconds (quantiles over Triton's own window).
-        quant = Metric("sidecar_model_stage_latency_seconds",
-                       "Triton's latency summary per stage: quantiles over Triton's window, count and sum since "
-                       "Triton started.", "summary")
+        quant = Metric(
+            "sidecar_model_stage_latency_seconds",
+            "Triton's latency summary per stage: quantiles over Triton's window, count and sum since Triton started.",
+            "summary",
+        )
         if self.fresh:
             for (m, v), snap in sorted(self._current.items()):
                 if snap.pending is not None:
@@ -247,16 +277,20 @@ class Deriver:
         yield pending
         yield quant
 
-        names = {"success": ("sidecar_model_request_success", "Successful requests (reset-corrected)."),
-                 "inferences": ("sidecar_model_inferences", "Inferences, counting each batch item "
-                                "(reset-corrected)."),
-                 "executions": ("sidecar_model_executions", "Model executions (reset-corrected).")}
+        names = {
+            "success": ("sidecar_model_request_success", "Successful requests (reset-corrected)."),
+            "inferences": ("sidecar_model_inferences", "Inferences, counting each batch item (reset-corrected)."),
+            "executions": ("sidecar_model_executions", "Model executions (reset-corrected)."),
+        }
         fams = {k: CounterMetricFamily(n, h, labels=mv) for k, (n, h) in names.items()}
-        failure_total = CounterMetricFamily("sidecar_model_request_failure",
-                                            "Failed requests by reason (reset-corrected).", labels=[*mv, "reason"])
-        stage_total = CounterMetricFamily("sidecar_model_stage_duration_seconds",
-                                          "Cumulative time successful requests spent in each stage "
-                                          "(reset-corrected).", labels=[*mv, "stage"])
+        failure_total = CounterMetricFamily(
+            "sidecar_model_request_failure", "Failed requests by reason (reset-corrected).", labels=[*mv, "reason"]
+        )
+        stage_total = CounterMetricFamily(
+            "sidecar_model_stage_duration_seconds",
+            "Cumulative time successful requests spent in each stage (reset-corrected).",
+            labels=[*mv, "stage"],
+        )
         for (m, v), totals in sorted(self._totals.items()):
             for k, fam in fams.items():
                 if k in totals:
@@ -266,10 +300,13 @@ class Deriver:
                     stage_total.add_metric([m, v, s], totals[f"us_{s}"] / 1e6)
             for reason, val in sorted(self._fail_totals.get((m, v), {}).items()):
                 failure_total.add_metric([m, v, reason], val)
-        resets = CounterMetricFamily("sidecar_triton_model_resets",
-                                     "Times a version's counters started again from zero (Triton restarted or the "
-                                     "version was reloaded), one per version per event.", labels=mv)
-        for (m, v) in sorted(self._totals):
+        resets = CounterMetricFamily(
+            "sidecar_triton_model_resets",
+            "Times a version's counters started again from zero (Triton restarted or the "
+            "version was reloaded), one per version per event.",
+            labels=mv,
+        )
+        for m, v in sorted(self._totals):
             resets.add_metric([m, v], self.model_resets.get((m, v), 0))
         yield from fams.values()
         yield failure_total
@@ -293,7 +330,10 @@ class Deriver:
             names = sorted(labels)
             fam = fams.get(ours)
             if fam is None:
-                fam = fams[ours] = (CounterMetricFamily(ours, help_, labels=names) if typ == "counter"
-                                    else GaugeMetricFamily(ours, help_, labels=names))
+                fam = fams[ours] = (
+                    CounterMetricFamily(ours, help_, labels=names)
+                    if typ == "counter"
+                    else GaugeMetricFamily(ours, help_, labels=names)
+                )
             fam.add_metric([labels[n] for n in names], value * scale)
         yield from fams.values()

@@ -80,9 +80,12 @@ class _Collect(Collector):
         self._owner = owner
 
     def collect(self) -> Iterator[Metric]:
-        g = GaugeMetricFamily("sidecar_model_gpu_memory_bytes",
-                              "GPU memory attributed to a model version; `method` says how the figure was obtained "
-                              "(process, load_delta, triton_stats).", labels=["model", "version", "method"])
+        g = GaugeMetricFamily(
+            "sidecar_model_gpu_memory_bytes",
+            "GPU memory attributed to a model version; `method` says how the figure was obtained "
+            "(process, load_delta, triton_stats).",
+            labels=["model", "version", "method"],
+        )
         for method, figures in self._owner.figures().items():
             for (model, version), value in sorted(figures.items()):
                 g.add_metric([model, version, method], value)
@@ -96,8 +99,15 @@ class GpuMemoryByModel:
     """The attribution state; fed over the bus (NVML readings, repository changes) and by the diagnose probe
     (Triton's statistics and memory used); see docs/gpu.md."""
 
-    def __init__(self, registry: CollectorRegistry, *, max_models: int = 500, clock: Clock | None = None,
-                 lookback_secs: float = 0.0, max_readings: int = 256) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        max_models: int = 500,
+        clock: Clock | None = None,
+        lookback_secs: float = 0.0,
+        max_readings: int = 256,
+    ) -> None:
         self.max_models = max_models
         self._clock = clock
         self._lookback = lookback_secs
@@ -110,9 +120,13 @@ class GpuMemoryByModel:
         self._figures: dict[str, dict[Key, float]] = {m: {} for m in METHODS}
         # loads waiting for the reading after them: (version, when the reading before was taken, that reading)
         self._pending: list[tuple[Key, float, dict[str, float]]] = []
-        self._refused = Counter("sidecar_model_gpu_memory_refused",
-                                "Figures not kept: model/version pairs over the bound, or a load delta that was "
-                                "ambiguous (several loads between two readings).", ["reason"], registry=registry)
+        self._refused = Counter(
+            "sidecar_model_gpu_memory_refused",
+            "Figures not kept: model/version pairs over the bound, or a load delta that was "
+            "ambiguous (several loads between two readings).",
+            ["reason"],
+            registry=registry,
+        )
         for r in ("max_models", "ambiguous_delta"):
             self._refused.labels(r)
         registry.register(_Collect(self))
@@ -161,7 +175,8 @@ class GpuMemoryByModel:
         if self._pending:
             # Another load or unload seen inside this load's window would be in the delta too.
             crowded = len(self._pending) > 1 or any(
-                sum(1 for t in self._recent if since < t <= at) > 1 for _, since, _ in self._pending)
+                sum(1 for t in self._recent if since < t <= at) > 1 for _, since, _ in self._pending
+            )
             if not crowded:
                 key, _, before = self._pending[0]
                 # Only GPUs in both readings: the two may come from different readers (NVML sees every GPU,

@@ -50,13 +50,10 @@ class SeriesSpec:
 SERIES: dict[str, SeriesSpec] = {
     "sidecar_gpu_up": SeriesSpec(
         "gauge",
-        "1 when the GPU answered its last sample, 0 when it is lost (fell off the "
-        "bus, GPU_IS_LOST) or did not answer.",
+        "1 when the GPU answered its last sample, 0 when it is lost (fell off the bus, GPU_IS_LOST) or did not answer.",
     ),
     "sidecar_gpu_info": SeriesSpec("gauge", "Always 1; labels name the GPU and its driver version."),
-    "sidecar_gpu_utilization_ratio": SeriesSpec(
-        "gauge", "Fraction of the last sample period a kernel ran (0..1)."
-    ),
+    "sidecar_gpu_utilization_ratio": SeriesSpec("gauge", "Fraction of the last sample period a kernel ran (0..1)."),
     "sidecar_gpu_memory_utilization_ratio": SeriesSpec(
         "gauge", "Fraction of the last sample period device memory was read or written (0..1)."
     ),
@@ -71,9 +68,7 @@ SERIES: dict[str, SeriesSpec] = {
     "sidecar_gpu_pcie_throughput_bytes_per_second": SeriesSpec(
         "gauge", "PCIe traffic by direction (tx: GPU to host, rx: host to GPU)."
     ),
-    "sidecar_gpu_energy_joules": SeriesSpec(
-        "counter", "Energy the GPU consumed since the driver was loaded."
-    ),
+    "sidecar_gpu_energy_joules": SeriesSpec("counter", "Energy the GPU consumed since the driver was loaded."),
     "sidecar_gpu_throttle_active": SeriesSpec(
         "gauge", "1 when the named reason is holding the clocks down now, 0 when it is not."
     ),
@@ -83,22 +78,16 @@ SERIES: dict[str, SeriesSpec] = {
     "sidecar_gpu_xid_errors": SeriesSpec(
         "counter", "XID critical-error events NVML delivered since the sidecar started listening."
     ),
-    "sidecar_gpu_last_xid": SeriesSpec(
-        "gauge", "Code of the most recent XID error (DCGM reports 0 when none)."
-    ),
+    "sidecar_gpu_last_xid": SeriesSpec("gauge", "Code of the most recent XID error (DCGM reports 0 when none)."),
     "sidecar_gpu_process_memory_used_bytes": SeriesSpec(
         "gauge", "Device memory one compute process holds (largest processes per GPU, bounded)."
     ),
     "sidecar_gpu_owner_memory_used_bytes": SeriesSpec(
         "gauge", "Device memory held by Triton's processes (owner=triton) and by every other process (other)."
     ),
-    "sidecar_gpu_sm_active_ratio": SeriesSpec(
-        "gauge", "DCGM profiling: fraction of cycles an SM had a warp."
-    ),
+    "sidecar_gpu_sm_active_ratio": SeriesSpec("gauge", "DCGM profiling: fraction of cycles an SM had a warp."),
     "sidecar_gpu_sm_occupancy_ratio": SeriesSpec("gauge", "DCGM profiling: resident warps / maximum warps."),
-    "sidecar_gpu_tensor_active_ratio": SeriesSpec(
-        "gauge", "DCGM profiling: fraction of cycles the tensor pipe ran."
-    ),
+    "sidecar_gpu_tensor_active_ratio": SeriesSpec("gauge", "DCGM profiling: fraction of cycles the tensor pipe ran."),
     "sidecar_gpu_dram_active_ratio": SeriesSpec(
         "gauge", "DCGM profiling: fraction of cycles the memory interface was busy."
     ),
@@ -176,11 +165,7 @@ _FP64_BLANK = 140737488355328.0  # 2**47
 def is_dcgm_blank(value: float | int) -> bool:
     """True for DCGM's not-available codes; ints are compared exactly (the parser keeps integers as int)."""
     if isinstance(value, int):
-        return (
-            value >= _INT64_BLANK
-            or _INT32_BLANK <= value <= 0x7FFFFFFF
-            or (_FP64_BLANK <= value < _FP64_BLANK + 16)
-        )
+        return value >= _INT64_BLANK or _INT32_BLANK <= value <= 0x7FFFFFFF or (_FP64_BLANK <= value < _FP64_BLANK + 16)
     if math.isnan(value) or math.isinf(value):
         return True
     if value >= float(_INT64_BLANK):

@@ -123,23 +123,40 @@ class RequestRecords:
         self._lock = threading.Lock()
         self._models: set[tuple[str, str]] = set()
         self.requests = Counter(
-            "sidecar_requests", "Requests by model, version and outcome as the client saw it (where known).",
-            ["model", "version", "outcome"], registry=registry)
+            "sidecar_requests",
+            "Requests by model, version and outcome as the client saw it (where known).",
+            ["model", "version", "outcome"],
+            registry=registry,
+        )
         self._unjoined = Counter(
             "sidecar_request_records_unjoined",
             "Records emitted with one side only after the join window (side: triton, client).",
-            ["side"], registry=registry)
+            ["side"],
+            registry=registry,
+        )
         self._evicted = Counter(
-            "sidecar_request_records_evicted", "Pending joins emitted early to stay under max_pending.",
-            registry=registry)
+            "sidecar_request_records_evicted",
+            "Pending joins emitted early to stay under max_pending.",
+            registry=registry,
+        )
         self._sweep_errors = Counter(
-            "sidecar_request_records_sweep_errors", "Periodic sweeps of the pending joins that failed (logged).",
-            registry=registry)
-        self._periodic = Periodic("request-records-sweep", self.sweep_once, cfg.sweep_interval_secs,
-                                  on_error=self._sweep_failed, delay_first=True)
+            "sidecar_request_records_sweep_errors",
+            "Periodic sweeps of the pending joins that failed (logged).",
+            registry=registry,
+        )
+        self._periodic = Periodic(
+            "request-records-sweep",
+            self.sweep_once,
+            cfg.sweep_interval_secs,
+            on_error=self._sweep_failed,
+            delay_first=True,
+        )
         self._kept = Counter(
-            "sidecar_request_records_kept", "Records handed to the audit log, by why (failed, slow, sampled).",
-            ["why"], registry=registry)
+            "sidecar_request_records_kept",
+            "Records handed to the audit log, by why (failed, slow, sampled).",
+            ["why"],
+            registry=registry,
+        )
 
     # -- bus -------------------------------------------------------------------------------------------------
     def on_spans(self, batch: Batch) -> None:

@@ -18,7 +18,9 @@ class RequestRecordsConfig(StrictModel):
         default=30.0, gt=0, description="How long one side waits for the other before the record is emitted alone."
     )
     sweep_interval_secs: float = Field(
-        default=5.0, gt=0, le=3600,
+        default=5.0,
+        gt=0,
+        le=3600,
         description="How often waiting joins are checked when no spans or events arrive: a side left alone is "
         "emitted within join_window_secs plus this.",
     )

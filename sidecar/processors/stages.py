@@ -114,9 +114,7 @@ class StageHistograms:
     exposition (buckets, ``_count``, ``_sum``, one exemplar per bucket, the most recent) is the same.
     """
 
-    def __init__(
-        self, registry: CollectorRegistry, *, buckets: Sequence[float], max_model_versions: int
-    ) -> None:
+    def __init__(self, registry: CollectorRegistry, *, buckets: Sequence[float], max_model_versions: int) -> None:
         self._bounds = [float(b) for b in buckets]
         self._les = [floatToGoString(b) for b in self._bounds] + ["+Inf"]
         # (model, version) -> the seven stages' series, and every series created with its labels, in order.

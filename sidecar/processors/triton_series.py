@@ -40,8 +40,17 @@ class TritonSeries(Passive):
     name = "triton_series"
     role = "processor"
 
-    def __init__(self, *, registry: CollectorRegistry, clock: Clock, ratio_window_secs: float, max_models: int,
-                 stale_after_secs: float, source: str, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        registry: CollectorRegistry,
+        clock: Clock,
+        ratio_window_secs: float,
+        max_models: int,
+        stale_after_secs: float,
+        source: str,
+        logger: logging.Logger | None = None,
+    ) -> None:
         self.clock = clock
         self.source = source
         self.max_models = max_models
@@ -50,14 +59,18 @@ class TritonSeries(Passive):
         self.deriver = Deriver(ratio_window_s=ratio_window_secs, max_models=max_models)
         self._gpu_labels: dict[str, dict[str, str]] = {}
         self._last_ok_mono: float | None = None
-        self._models_refused = Counter("sidecar_triton_models_refused",
-                                       "Model/version pairs refused per scrape above triton.max_models.",
-                                       registry=registry)
-        self._resets = Counter("sidecar_triton_series_resets",
-                               "Counter series seen to reset (about 8 per version for one Triton restart); "
-                               "sidecar_triton_model_resets_total counts the events per version.", registry=registry)
-        self._models = Gauge("sidecar_triton_models", "Model/version pairs in the last good scrape.",
-                             registry=registry)
+        self._models_refused = Counter(
+            "sidecar_triton_models_refused",
+            "Model/version pairs refused per scrape above triton.max_models.",
+            registry=registry,
+        )
+        self._resets = Counter(
+            "sidecar_triton_series_resets",
+            "Counter series seen to reset (about 8 per version for one Triton restart); "
+            "sidecar_triton_model_resets_total counts the events per version.",
+            registry=registry,
+        )
+        self._models = Gauge("sidecar_triton_models", "Model/version pairs in the last good scrape.", registry=registry)
         registry.register(_DerivedCollector(self))
 
     # -- bus subscribers --------------------------------------------------------------------------------------
@@ -84,7 +97,8 @@ class TritonSeries(Passive):
         """Each batch is the GPU state's whole current view (``complete``)."""
         self._gpu_labels = {
             g.uuid: {"index": g.index, "name": g.name, "source": g.source}
-            for g in batch.items if isinstance(g, GpuIdentity)
+            for g in batch.items
+            if isinstance(g, GpuIdentity)
         }
 
     def gpu_labels(self) -> dict[str, dict[str, str]]:
@@ -93,6 +107,9 @@ class TritonSeries(Passive):
     def expire_stale(self) -> None:
         """Withdraw interval values when no good scrape arrived for ``stale_after_secs`` (a stuck scrape loop or
         a scrape that never returns must not leave old numbers looking fresh)."""
-        if (self.deriver.fresh and self._last_ok_mono is not None
-                and self.clock.monotonic() - self._last_ok_mono > self.stale_after_secs):
+        if (
+            self.deriver.fresh
+            and self._last_ok_mono is not None
+            and self.clock.monotonic() - self._last_ok_mono > self.stale_after_secs
+        ):
             self.deriver.mark_stale()

@@ -41,15 +41,27 @@ PASSTHROUGH: dict[str, tuple[str, str, float, str]] = {
     "nv_gpu_memory_used_bytes": ("sidecar_triton_gpu_memory_used_bytes", "gauge", 1.0, "GPU memory used."),
     "nv_gpu_power_usage": ("sidecar_triton_gpu_power_usage_watts", "gauge", 1.0, "GPU power draw."),
     "nv_gpu_power_limit": ("sidecar_triton_gpu_power_limit_watts", "gauge", 1.0, "GPU power limit."),
-    "nv_energy_consumption": ("sidecar_triton_gpu_energy_consumption_joules", "counter", 1.0,
-                              "GPU energy since Triton started."),
+    "nv_energy_consumption": (
+        "sidecar_triton_gpu_energy_consumption_joules",
+        "counter",
+        1.0,
+        "GPU energy since Triton started.",
+    ),
     "nv_cpu_utilization": ("sidecar_triton_cpu_utilization_ratio", "gauge", 1.0, "Host CPU utilization (0..1)."),
     "nv_cpu_memory_total_bytes": ("sidecar_triton_cpu_memory_total_bytes", "gauge", 1.0, "Host memory total."),
     "nv_cpu_memory_used_bytes": ("sidecar_triton_cpu_memory_used_bytes", "gauge", 1.0, "Host memory used."),
-    "nv_pinned_memory_pool_total_bytes": ("sidecar_triton_pinned_memory_pool_total_bytes", "gauge", 1.0,
-                                          "Pinned memory pool size."),
-    "nv_pinned_memory_pool_used_bytes": ("sidecar_triton_pinned_memory_pool_used_bytes", "gauge", 1.0,
-                                         "Pinned memory pool in use."),
+    "nv_pinned_memory_pool_total_bytes": (
+        "sidecar_triton_pinned_memory_pool_total_bytes",
+        "gauge",
+        1.0,
+        "Pinned memory pool size.",
+    ),
+    "nv_pinned_memory_pool_used_bytes": (
+        "sidecar_triton_pinned_memory_pool_used_bytes",
+        "gauge",
+        1.0,
+        "Pinned memory pool in use.",
+    ),
 }
 
 Key = tuple[str, str]  # (model, version)
@@ -123,5 +135,3 @@ def snapshot_models(
     for key in gone:
         del models[key]
     return models, passthrough, len(refused)
-
-

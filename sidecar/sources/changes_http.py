@@ -58,8 +58,9 @@ class ChangeIn(StrictModel):
     version: str | None = Field(None, max_length=100, description="Model version concerned.")
     link: str | None = Field(None, max_length=2000, description="A link, e.g. the pull request.")
     id: str | None = Field(
-        None, max_length=200,
-        description="Idempotency key; default: the Idempotency-Key header, else derived from the fields."
+        None,
+        max_length=200,
+        description="Idempotency key; default: the Idempotency-Key header, else derived from the fields.",
     )
 
     @field_validator("at")
@@ -111,17 +112,26 @@ class ChangesEndpoint(Passive):
             return None
         key = raw.strip().strip('"')  # a structured-field string may come quoted
         if not 0 < len(key) <= MAX_KEY or not all(" " <= ch <= "~" for ch in key):
-            raise self.ctx.guard.refuse(ENDPOINT, "invalid", 400,
-                                        f"Idempotency-Key: must be 1 to {MAX_KEY} printable ASCII characters")
+            raise self.ctx.guard.refuse(
+                ENDPOINT, "invalid", 400, f"Idempotency-Key: must be 1 to {MAX_KEY} printable ASCII characters"
+            )
         return key
 
-    def _resolve(self, parsed: list[ChangeIn], is_list: bool, key: str | None,
-                 now: float) -> tuple[list[str], list[Change]]:
+    def _resolve(
+        self, parsed: list[ChangeIn], is_list: bool, key: str | None, now: float
+    ) -> tuple[list[str], list[Change]]:
         """Each item's id, and the changes not recorded yet; raises 422 for a key reused for another change."""
         keyed: list[tuple[str, str, Change]] = []  # (where the key came from, key, the change as posted)
         for i, c in enumerate(parsed):
-            ch = Change(what=c.what, who=c.who, at=c.at if c.at is not None else now, model=c.model,
-                        version=c.version, link=c.link, source=SOURCE)
+            ch = Change(
+                what=c.what,
+                who=c.who,
+                at=c.at if c.at is not None else now,
+                model=c.model,
+                version=c.version,
+                link=c.link,
+                source=SOURCE,
+            )
             prefix = f"[{i}]." if is_list else ""
             if c.id:
                 keyed.append((f"{prefix}id", c.id, _with(ch, c.id)))
@@ -146,8 +156,12 @@ class ChangesEndpoint(Passive):
             if prior is None:
                 new[k] = ch
             elif not _same(prior, ch, c.at is not None):
-                raise self.ctx.guard.refuse(ENDPOINT, "idempotency_conflict", 422,
-                                            f"{where or 'id'}: {k!r} was already used for a different change")
+                raise self.ctx.guard.refuse(
+                    ENDPOINT,
+                    "idempotency_conflict",
+                    422,
+                    f"{where or 'id'}: {k!r} was already used for a different change",
+                )
             ids.append(k)
         return ids, list(new.values())
 
@@ -163,16 +177,26 @@ class ChangesEndpoint(Passive):
                 ids, new = self._resolve(parsed, is_list, key, now)
             except sqlite3.Error as exc:
                 # The change log could not be read to tell a retry from a new change: nothing is stored.
-                raise guard.refuse(ENDPOINT, "store", 503, f"the store cannot be read ({exc}); nothing was "
-                                   "stored; retry", {"Retry-After": "5"}) from None
-            failed = new and self.ctx.bus.publish(Batch(kind="changes", source=SOURCE, items=tuple(new),
-                                                         received_at=now))
+                raise guard.refuse(
+                    ENDPOINT,
+                    "store",
+                    503,
+                    f"the store cannot be read ({exc}); nothing was stored; retry",
+                    {"Retry-After": "5"},
+                ) from None
+            failed = new and self.ctx.bus.publish(
+                Batch(kind="changes", source=SOURCE, items=tuple(new), received_at=now)
+            )
             if failed:
                 # A subscriber that fails stores nothing of the batch (the change log writes it in one
                 # transaction), and a retry never duplicates what others did store.
-                raise guard.refuse(ENDPOINT, "not_recorded", 503,
-                                   f"{', '.join(failed)} could not store the changes (nothing was stored "
-                                   "there); retry", {"Retry-After": "5"})
+                raise guard.refuse(
+                    ENDPOINT,
+                    "not_recorded",
+                    503,
+                    f"{', '.join(failed)} could not store the changes (nothing was stored there); retry",
+                    {"Retry-After": "5"},
+                )
             if len(ids) > len(new):
                 self._duplicates.inc(len(ids) - len(new))
         return JSONResponse(status_code=201 if new else 200, content={"ids": ids})
@@ -188,8 +212,9 @@ class ChangesEndpoint(Passive):
 
 
 def _with(c: Change, cid: str) -> Change:
-    return Change(what=c.what, who=c.who, at=c.at, model=c.model, version=c.version, link=c.link,
-                  source=c.source, id=cid)
+    return Change(
+        what=c.what, who=c.who, at=c.at, model=c.model, version=c.version, link=c.link, source=c.source, id=cid
+    )
 
 
 def _same(prior: Change, posted: Change, at_given: bool) -> bool:

@@ -11,8 +11,13 @@ __all__ = ["JSON", "JSON_LINES", "media_type"]
 
 JSON = ("application/json",)
 # JSON Lines under its common names; RFC 7464 json-seq records (RS-prefixed) are read the same way.
-JSON_LINES = ("application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines",
-              "application/json-seq")
+JSON_LINES = (
+    "application/x-ndjson",
+    "application/ndjson",
+    "application/jsonl",
+    "application/x-jsonlines",
+    "application/json-seq",
+)
 
 
 def media_type(request: Request, accepted: Collection[str], guard: Any, endpoint: str) -> str:
@@ -29,7 +34,11 @@ def media_type(request: Request, accepted: Collection[str], guard: Any, endpoint
     if top == "application" and sub.endswith("+json") and "application/json" in accepted:
         return "application/json"
     names = ", ".join(accepted)
-    exc: HTTPException = guard.refuse(endpoint, "unsupported_media_type", 415,
-                                      f"unsupported Content-Type {raw.strip()[:100]!r}; send one of: {names} "
-                                      "(or application/*+json)", {"Accept-Post": names})
+    exc: HTTPException = guard.refuse(
+        endpoint,
+        "unsupported_media_type",
+        415,
+        f"unsupported Content-Type {raw.strip()[:100]!r}; send one of: {names} (or application/*+json)",
+        {"Accept-Post": names},
+    )
     raise exc

@@ -70,9 +70,7 @@ class RepositoryIndexSource:
             return []
         try:
             entries = orjson.loads(resp.content)
-            ready = sorted(
-                {f"{e['name']}\x1f{e.get('version', '')}" for e in entries if e.get("state") == "READY"}
-            )
+            ready = sorted({f"{e['name']}\x1f{e.get('version', '')}" for e in entries if e.get("state") == "READY"})
         except (orjson.JSONDecodeError, TypeError, KeyError, AttributeError):
             self._poll_failed("parse", "repository index is not the expected JSON list")
             return []
@@ -89,8 +87,16 @@ class RepositoryIndexSource:
             (k, "disappeared") for k in sorted(prev) if k not in ready_set
         ]:
             model, _, version = key.partition("\x1f")
-            out.append(Change(what=f"version {version} {verb} in Triton", at=now, who="triton", model=model,
-                              version=version or None, source=SOURCE))
+            out.append(
+                Change(
+                    what=f"version {version} {verb} in Triton",
+                    at=now,
+                    who="triton",
+                    model=model,
+                    version=version or None,
+                    source=SOURCE,
+                )
+            )
         if out and self.bus.publish(Batch(kind="changes", source=SOURCE, items=tuple(out), received_at=now)):
             # Not recorded: keep the old snapshot, so the next poll publishes the same changes again.
             self._poll_failed("not_recorded", "the change log could not record repository changes")

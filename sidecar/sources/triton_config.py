@@ -26,8 +26,10 @@ class TritonConfig(StrictModel):
         500, gt=0, description="Model/version pairs tracked; new pairs above it are refused and counted."
     )
     ratio_window_secs: float = Field(
-        60.0, gt=0, description="Window over which the error ratio, inferences per execution and cache hit ratio "
-        "are computed (sum of counter increases of the scrape intervals that ended within it)."
+        60.0,
+        gt=0,
+        description="Window over which the error ratio, inferences per execution and cache hit ratio "
+        "are computed (sum of counter increases of the scrape intervals that ended within it).",
     )
     stale_after_secs: float = Field(
         30.0, gt=0, description="Derived series older than this are no longer exported as fresh."

@@ -108,8 +108,12 @@ class FailureJoin:
             self._down_reads += 1
             return 0
         if self._down_since is not None:
-            self.log.info("reading %s recovered after %.0f s (%d failed reads)", self.url,
-                          self.clock.now() - self._down_since, self._down_reads)
+            self.log.info(
+                "reading %s recovered after %.0f s (%d failed reads)",
+                self.url,
+                self.clock.now() - self._down_since,
+                self._down_reads,
+            )
             self._down_since = None
         ready = list(self._intervals)
         self._intervals.clear()

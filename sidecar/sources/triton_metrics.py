@@ -33,9 +33,17 @@ class TritonMetricsSource:
     name = "triton_metrics"
     role = "source"
 
-    def __init__(self, config: TritonConfig, *, registry: CollectorRegistry, clock: Clock,
-                 http: httpx.AsyncClient, bus: Bus, logger: logging.Logger | None = None,
-                 max_body_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        config: TritonConfig,
+        *,
+        registry: CollectorRegistry,
+        clock: Clock,
+        http: httpx.AsyncClient,
+        bus: Bus,
+        logger: logging.Logger | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self.bus = bus
         self.config = config
         self.max_body_bytes = max_body_bytes
@@ -43,31 +51,42 @@ class TritonMetricsSource:
         self.http = http
         self.log = logger or logging.getLogger("sidecar.triton")
         self._label_cache: dict[str, dict[str, str]] = {}
-        self._periodic = Periodic("triton-scrape", self.scrape_once, config.interval_secs,
-                                  on_error=lambda exc: self.log.exception("scrape loop failed", exc_info=exc))
+        self._periodic = Periodic(
+            "triton-scrape",
+            self.scrape_once,
+            config.interval_secs,
+            on_error=lambda exc: self.log.exception("scrape loop failed", exc_info=exc),
+        )
         self._last_error: str = "no scrape yet"
         self._ever_ok = False
         self._last_ok_mono: float | None = None
         self._up = Gauge("sidecar_triton_up", "1 when the last scrape of Triton succeeded.", registry=registry)
-        self._duration = Gauge("sidecar_triton_scrape_duration_seconds", "Duration of the last scrape.",
-                               registry=registry)
-        self._scrapes = Counter("sidecar_triton_scrapes", "Scrapes of Triton by result.", ["result"],
-                                registry=registry)
-        self._failures = Counter("sidecar_triton_scrape_failures", "Failed scrapes by reason.", ["reason"],
-                                 registry=registry)
+        self._duration = Gauge(
+            "sidecar_triton_scrape_duration_seconds", "Duration of the last scrape.", registry=registry
+        )
+        self._scrapes = Counter("sidecar_triton_scrapes", "Scrapes of Triton by result.", ["result"], registry=registry)
+        self._failures = Counter(
+            "sidecar_triton_scrape_failures", "Failed scrapes by reason.", ["reason"], registry=registry
+        )
         self._series = Gauge("sidecar_triton_series", "Series in the last good scrape.", registry=registry)
-        self._series_refused = Counter("sidecar_triton_series_refused",
-                                       "Series refused because a scrape held more than triton.max_series.",
-                                       registry=registry)
-        self._last_ok = Gauge("sidecar_triton_last_success_timestamp_seconds",
-                              "Unix time of the last good scrape.", registry=registry)
+        self._series_refused = Counter(
+            "sidecar_triton_series_refused",
+            "Series refused because a scrape held more than triton.max_series.",
+            registry=registry,
+        )
+        self._last_ok = Gauge(
+            "sidecar_triton_last_success_timestamp_seconds", "Unix time of the last good scrape.", registry=registry
+        )
         for reason in ("timeout", "connect", "http_status", "content_type", "parse", "too_large"):
             self._failures.labels(reason)
         for result in ("success", "failure"):
             self._scrapes.labels(result)
-        self._publish_failed = Counter("sidecar_triton_publish_failures",
-                                       "Scrapes a bus subscriber failed to take, by subscriber.", ["subscriber"],
-                                       registry=registry)
+        self._publish_failed = Counter(
+            "sidecar_triton_publish_failures",
+            "Scrapes a bus subscriber failed to take, by subscriber.",
+            ["subscriber"],
+            registry=registry,
+        )
 
     async def scrape_once(self) -> bool:
         """One scrape; True when it succeeded. Never raises."""
@@ -79,14 +98,19 @@ class TritonMetricsSource:
             expo = parse_exposition(text, self._label_cache)
             if len(expo.samples) > self.config.max_series:
                 self._series_refused.inc(len(expo.samples) - self.config.max_series)
-                del expo.samples[self.config.max_series:]
+                del expo.samples[self.config.max_series :]
             samples = tuple(expo.samples)
             # Each snapshot carries only its own label strings, so a later scrape clearing the shared cache
             # never changes a snapshot a subscriber still holds.
             parsed = MappingProxyType({raw: expo.labels(raw) for raw in {lab for _n, lab, _v in samples}})
             # Time between scrapes is a duration: a wall-clock step must not skew rates (monotonic).
-            snap = SeriesSnapshot(target=self.config.metrics_url, samples=samples, parsed=parsed,
-                                  types=MappingProxyType(dict(expo.types)), taken_at=self.clock.monotonic())
+            snap = SeriesSnapshot(
+                target=self.config.metrics_url,
+                samples=samples,
+                parsed=parsed,
+                types=MappingProxyType(dict(expo.types)),
+                taken_at=self.clock.monotonic(),
+            )
         except ScrapeError as exc:
             return self._failed(exc.reason, str(exc), t0)
         except ParseError as exc:
@@ -117,14 +141,26 @@ class TritonMetricsSource:
         return False
 
     def _publish(self, snap: SeriesSnapshot | None) -> None:
-        failed = self.bus.publish(Batch(kind="samples", source=self.name, items=(snap,) if snap else (),
-                                        received_at=self.clock.now(), complete=True))
+        failed = self.bus.publish(
+            Batch(
+                kind="samples",
+                source=self.name,
+                items=(snap,) if snap else (),
+                received_at=self.clock.now(),
+                complete=True,
+            )
+        )
         for name in failed:
             self._publish_failed.labels(name).inc()
 
     async def _fetch(self) -> str:
-        return await fetch_exposition(self.http, self.config.metrics_url, what="Triton",
-                                      timeout_s=self.config.timeout_secs, max_bytes=self.max_body_bytes)
+        return await fetch_exposition(
+            self.http,
+            self.config.metrics_url,
+            what="Triton",
+            timeout_s=self.config.timeout_secs,
+            max_bytes=self.max_body_bytes,
+        )
 
     async def start(self) -> None:
         self._periodic.start()

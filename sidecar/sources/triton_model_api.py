@@ -33,10 +33,14 @@ from sidecar.periodic import Periodic
 __all__ = ["SOURCE", "TritonModelApiSource"]
 
 SOURCE = "triton_model_api"
-_STATS = (("inference_count", ("inference_count",)), ("execution_count", ("execution_count",)),
-          ("success_count", ("inference_stats", "success", "count")),
-          ("success_ns", ("inference_stats", "success", "ns")),
-          ("queue_count", ("inference_stats", "queue", "count")), ("queue_ns", ("inference_stats", "queue", "ns")))
+_STATS = (
+    ("inference_count", ("inference_count",)),
+    ("execution_count", ("execution_count",)),
+    ("success_count", ("inference_stats", "success", "count")),
+    ("success_ns", ("inference_stats", "success", "ns")),
+    ("queue_count", ("inference_stats", "queue", "count")),
+    ("queue_ns", ("inference_stats", "queue", "ns")),
+)
 _MAX_CONFIGS = 1000
 
 
@@ -80,9 +84,20 @@ class TritonModelApiSource:
     name = "triton_model_api"
     role = "source"
 
-    def __init__(self, *, triton_http_url: str, interval_secs: float, timeout_secs: float, max_models: int,
-                 config_refresh_secs: float, registry: CollectorRegistry, clock: Clock, http: httpx.AsyncClient,
-                 bus: Bus, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        triton_http_url: str,
+        interval_secs: float,
+        timeout_secs: float,
+        max_models: int,
+        config_refresh_secs: float,
+        registry: CollectorRegistry,
+        clock: Clock,
+        http: httpx.AsyncClient,
+        bus: Bus,
+        logger: logging.Logger | None = None,
+    ) -> None:
         self.url = triton_http_url.rstrip("/")
         self.timeout = timeout_secs
         self.max_models = max_models
@@ -93,14 +108,20 @@ class TritonModelApiSource:
         self.log = logger or logging.getLogger("sidecar.triton_model_api")
         self._configs: dict[str, tuple[float, list[Sample]]] = {}
         self._last_error = "no poll yet"
-        self._periodic = Periodic("triton-model-api", self.poll_once, interval_secs,
-                                  on_error=lambda exc: self._failed("internal", repr(exc)))
-        self._errors = Counter("sidecar_triton_model_api_errors",
-                               "Failed polls of Triton's model API (index, stats, config), by reason.",
-                               ["reason"], registry=registry)
-        self._refused = Counter("sidecar_triton_model_api_refused",
-                                "Model/version pairs left out of a poll above checks.model_api.max_models.",
-                                registry=registry)
+        self._periodic = Periodic(
+            "triton-model-api", self.poll_once, interval_secs, on_error=lambda exc: self._failed("internal", repr(exc))
+        )
+        self._errors = Counter(
+            "sidecar_triton_model_api_errors",
+            "Failed polls of Triton's model API (index, stats, config), by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self._refused = Counter(
+            "sidecar_triton_model_api_refused",
+            "Model/version pairs left out of a poll above checks.model_api.max_models.",
+            registry=registry,
+        )
 
     async def _get_json(self, method: str, path: str) -> Any:
         try:
@@ -165,8 +186,9 @@ class TritonModelApiSource:
             for stat, path in _STATS:
                 v = _dig(m, path)
                 if v is not None:
-                    out.append(Sample("triton_model_stats", (("model", model), ("stat", stat),
-                                                             ("version", version)), v))
+                    out.append(
+                        Sample("triton_model_stats", (("model", model), ("stat", stat), ("version", version)), v)
+                    )
         return out
 
     async def _config(self, model: str) -> list[Sample]:

@@ -125,9 +125,7 @@ class ChangeLog(Passive):
         over = int(self.store.query(f"SELECT COUNT(*) FROM {_TABLE}")[0][0]) - self.cfg.max_changes
         if over <= 0:
             return 0
-        self.store.execute(
-            f"DELETE FROM {_TABLE} WHERE id IN (SELECT id FROM {_TABLE} ORDER BY at LIMIT ?)", (over,)
-        )
+        self.store.execute(f"DELETE FROM {_TABLE} WHERE id IN (SELECT id FROM {_TABLE} ORDER BY at LIMIT ?)", (over,))
         return over
 
     # -- queries -----------------------------------------------------------------------------------------
@@ -168,8 +166,9 @@ class ChangeLog(Passive):
         # Only renderable rows count against LIMIT (skipping them after it returned fewer than asked).
         sql = f"SELECT {_COLS} FROM {_TABLE}{where} AND {_RENDERABLE} ORDER BY at DESC, id LIMIT ?"
         out = [_row(r) for r in self.store.query(sql, [*params, MIN_AT, MAX_AT, limit])]
-        skipped = self.store.query(f"SELECT COUNT(*) FROM {_TABLE}{where} AND NOT ({_RENDERABLE})",
-                                   [*params, MIN_AT, MAX_AT])[0][0]
+        skipped = self.store.query(
+            f"SELECT COUNT(*) FROM {_TABLE}{where} AND NOT ({_RENDERABLE})", [*params, MIN_AT, MAX_AT]
+        )[0][0]
         if skipped:
             self._unreadable.inc(int(skipped))
         return out
@@ -191,8 +190,9 @@ class ChangeLog(Passive):
 
 
 def _with_id(c: Change, cid: str) -> Change:
-    return Change(what=c.what, at=c.at, who=c.who, model=c.model, version=c.version, link=c.link,
-                  source=c.source, id=cid)
+    return Change(
+        what=c.what, at=c.at, who=c.who, model=c.model, version=c.version, link=c.link, source=c.source, id=cid
+    )
 
 
 def _row(r: tuple[Any, ...]) -> Change:

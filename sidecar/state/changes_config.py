@@ -14,21 +14,19 @@ class ChangesConfig(StrictModel):
         default=True,
         description="Poll Triton's repository index (triton.http_url) and record versions appearing/going.",
     )
-    poll_interval_secs: float = Field(
-        default=30.0, gt=0, description="Seconds between repository-index polls."
-    )
+    poll_interval_secs: float = Field(default=30.0, gt=0, description="Seconds between repository-index polls.")
     max_changes: int = Field(
         default=10_000, gt=0, description="Changes kept in the store; the oldest go first (counted)."
     )
     idempotency_window_secs: float = Field(
-        default=600.0, gt=0, le=86_400.0,
+        default=600.0,
+        gt=0,
+        le=86_400.0,
         description="A change posted without `id`, `Idempotency-Key` or `at` that equals, field for field, one "
-                    "posted this many seconds before is a retry of it: answered 200 with its id, not stored "
-                    "again.",
+        "posted this many seconds before is a retry of it: answered 200 with its id, not stored "
+        "again.",
     )
     annotate_window_secs: float = Field(
         default=86_400.0, gt=0, description="Changes this recent annotate an alert of the same model."
     )
-    max_in_annotation: int = Field(
-        default=3, gt=0, description="Most recent changes listed in an alert's description."
-    )
+    max_in_annotation: int = Field(default=3, gt=0, description="Most recent changes listed in an alert's description.")

@@ -95,9 +95,7 @@ class GpuHub(Passive):
                 elif st.sampled and st.visible == 0:
                     parts.append(f"{src}: no GPU visible ({st.detail})")
                 elif st.sampled:
-                    parts.append(
-                        f"{src}: {st.visible} GPU(s) visible" + (f" ({st.detail})" if st.detail else "")
-                    )
+                    parts.append(f"{src}: {st.visible} GPU(s) visible" + (f" ({st.detail})" if st.detail else ""))
                 else:
                     parts.append(f"{src}: {st.detail}")
         return Readiness(ok=True, detail="; ".join(parts) if parts else "no GPU source enabled")
@@ -159,8 +157,9 @@ class GpuHub(Passive):
             )
         if self._bus is not None:
             items = tuple(ModelGpu(uuid, g["index"], g["name"], g["source"]) for uuid, g in self.gpu_by_uuid().items())
-            self._bus.publish(Batch(kind="gpus", source=self.name, items=items, received_at=self._clock.now(),
-                                    complete=True))
+            self._bus.publish(
+                Batch(kind="gpus", source=self.name, items=items, received_at=self._clock.now(), complete=True)
+            )
         return len(kept)
 
     def note(self, source: str, detail: str) -> None:

@@ -74,7 +74,7 @@ class TraceFileConfig(StrictModel):
         default=256,
         gt=0,
         description="Longest model name, version, request id or tensor name taken from a trace record; a "
-        "longer one is refused and counted (`sidecar_trace_file_records_refused_total{reason=\"string_too_long\"}`).",
+        'longer one is refused and counted (`sidecar_trace_file_records_refused_total{reason="string_too_long"}`).',
     )
 
 
@@ -84,12 +84,8 @@ class ForwardConfig(StrictModel):
         description="OTLP/HTTP traces endpoint to forward every received span to, e.g. "
         "http://tempo:4318/v1/traces. Unset: no forwarding.",
     )
-    headers: dict[str, str] = Field(
-        default_factory=dict, description="Extra HTTP headers sent with each export."
-    )
-    compression: Literal["none", "gzip"] = Field(
-        default="gzip", description="Body compression of forwarded exports."
-    )
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers sent with each export.")
+    compression: Literal["none", "gzip"] = Field(default="gzip", description="Body compression of forwarded exports.")
     timeout_secs: float = Field(
         default=10.0,
         gt=0,
@@ -100,9 +96,7 @@ class ForwardConfig(StrictModel):
         default=20000, gt=0, description="Spans waiting to be forwarded; more are dropped and counted."
     )
     batch_max_spans: int = Field(default=512, gt=0, description="Spans sent in one export request.")
-    shutdown_flush_secs: float = Field(
-        default=5.0, ge=0, description="Time spent flushing the queue at shutdown."
-    )
+    shutdown_flush_secs: float = Field(default=5.0, ge=0, description="Time spent flushing the queue at shutdown.")
 
     @field_validator("endpoint")
     @classmethod
@@ -118,9 +112,7 @@ class FailureJoinConfig(StrictModel):
         description="Triton's /metrics URL; when set, increases of nv_inference_request_failure per model "
         "and version mark the traces of that model and version in the same interval (see docs/traces.md).",
     )
-    interval_secs: float = Field(
-        default=15.0, gt=0, description="How often Triton's failure counters are read."
-    )
+    interval_secs: float = Field(default=15.0, gt=0, description="How often Triton's failure counters are read.")
 
 
 class SpanLimitsConfig(StrictModel):
@@ -149,16 +141,10 @@ class SpanLimitsConfig(StrictModel):
 
 
 class TracesConfig(StrictModel):
-    enabled: bool = Field(
-        default=False, description="Turn the span side on (receiver, trace files, store, pages)."
-    )
+    enabled: bool = Field(default=False, description="Turn the span side on (receiver, trace files, store, pages).")
     receiver_enabled: bool = Field(default=True, description="Serve OTLP/HTTP POST /v1/traces.")
-    max_traces: int = Field(
-        default=5000, gt=0, description="Traces kept in memory; above it the plain ones go first."
-    )
-    max_age_secs: float = Field(
-        default=3600.0, gt=0, description="Traces first seen longer ago than this are dropped."
-    )
+    max_traces: int = Field(default=5000, gt=0, description="Traces kept in memory; above it the plain ones go first.")
+    max_age_secs: float = Field(default=3600.0, gt=0, description="Traces first seen longer ago than this are dropped.")
     max_spans_per_trace: int = Field(
         default=1000, gt=0, description="Spans kept per trace; more are dropped and counted."
     )
@@ -170,8 +156,7 @@ class TracesConfig(StrictModel):
     max_model_versions: int = Field(
         default=200,
         gt=0,
-        description="Distinct (model, version) label pairs in the stage histograms; more are refused "
-        "and counted.",
+        description="Distinct (model, version) label pairs in the stage histograms; more are refused and counted.",
     )
     stage_buckets_secs: list[float] = Field(
         default_factory=lambda: list(_DEFAULT_BUCKETS),
@@ -181,12 +166,8 @@ class TracesConfig(StrictModel):
         default_factory=SpanLimitsConfig, description="Bounds on the names and text a span may carry."
     )
     list_limit: int = Field(default=200, gt=0, description="Most traces the /traces page lists.")
-    file: TraceFileConfig = Field(
-        default_factory=TraceFileConfig, description="Triton mode=triton trace files."
-    )
-    forward: ForwardConfig = Field(
-        default_factory=ForwardConfig, description="Forwarding to an OTLP endpoint."
-    )
+    file: TraceFileConfig = Field(default_factory=TraceFileConfig, description="Triton mode=triton trace files.")
+    forward: ForwardConfig = Field(default_factory=ForwardConfig, description="Forwarding to an OTLP endpoint.")
     failure_join: FailureJoinConfig = Field(
         default_factory=FailureJoinConfig, description="Marking failed traces from Triton's failure counters."
     )

@@ -333,8 +333,7 @@ class TraceStore:
                 return 0
             certain = unexplained >= len(candidates)
             note = (
-                "failed (Triton counted a failure for every traced request of this model and version in "
-                "this interval)"
+                "failed (Triton counted a failure for every traced request of this model and version in this interval)"
                 if certain
                 else f"possibly failed: Triton counted {unexplained} failure(s) not explained by known failed "
                 f"traces, among {len(candidates)} other traced request(s) of this model and version in this "

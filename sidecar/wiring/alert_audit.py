@@ -17,8 +17,9 @@ from sidecar.state.changes import iso
 __all__ = ["delivery_recorder", "transition_recorder"]
 
 
-def transition_recorder(audit: AuditLog, resent_every_secs: float, max_alerts: int
-                        ) -> Callable[[str, Alert, float], None]:
+def transition_recorder(
+    audit: AuditLog, resent_every_secs: float, max_alerts: int
+) -> Callable[[str, Alert, float], None]:
     """The book's ``on_transition``. Ids are deterministic (labels + when the alert became active, and for a
     re-send its window), so a restart or a replay never duplicates a row."""
     # Windows already recorded, so the re-sends inside one cost no write; bounded like the book.
@@ -36,8 +37,12 @@ def transition_recorder(audit: AuditLog, resent_every_secs: float, max_alerts: i
         if len(recorded) >= max_alerts:
             recorded.clear()  # only costs writes the store ignores (the ids repeat)
         recorded[key] = window
-        audit.record("alert_resent", f"resent-{key}-{window}", now,
-                     {**body, "active_at": alert.active_at, "window": window, "window_secs": resent_every_secs})
+        audit.record(
+            "alert_resent",
+            f"resent-{key}-{window}",
+            now,
+            {**body, "active_at": alert.active_at, "window": window, "window_secs": resent_every_secs},
+        )
 
     return on_transition
 
@@ -60,11 +65,25 @@ def delivery_recorder(audit: AuditLog) -> Callable[[Sequence[DeliveryOutcome]], 
         for o in outcomes:
             notice = dict(o.notice)
             am = hashlib.sha256(o.alertmanager.encode()).hexdigest()[:12]
-            rows.append((f"alert_{o.what}", f"{o.what}-{am}-{o.fingerprint}-{o.digest}-{int(o.at * 1000)}", o.at, {
-                "labels": notice.get("labels", {}), "annotations": notice.get("annotations", {}),
-                "starts_at": notice.get("startsAt"), "ends_at": notice.get("endsAt"),
-                "state": _state(notice, o.at), "alertmanager": o.alertmanager, "attempts": o.attempts,
-                "reason": o.reason, "status": o.status, "at_iso": iso(o.at)}))
+            rows.append(
+                (
+                    f"alert_{o.what}",
+                    f"{o.what}-{am}-{o.fingerprint}-{o.digest}-{int(o.at * 1000)}",
+                    o.at,
+                    {
+                        "labels": notice.get("labels", {}),
+                        "annotations": notice.get("annotations", {}),
+                        "starts_at": notice.get("startsAt"),
+                        "ends_at": notice.get("endsAt"),
+                        "state": _state(notice, o.at),
+                        "alertmanager": o.alertmanager,
+                        "attempts": o.attempts,
+                        "reason": o.reason,
+                        "status": o.status,
+                        "at_iso": iso(o.at),
+                    },
+                )
+            )
         audit.record_many(rows)
 
     return on_outcome

@@ -44,8 +44,9 @@ def build(ctx: Context, *, es_client: ClientFactory = client_from_config) -> lis
     changes, components = build_changes(ctx, audit)
     out.extend(components)
 
-    on_transition = (transition_recorder(audit, cfg.audit.resent_every_secs, cfg.max_active_alerts)
-                     if audit is not None else None)
+    on_transition = (
+        transition_recorder(audit, cfg.audit.resent_every_secs, cfg.max_active_alerts) if audit is not None else None
+    )
     srv = ctx.config.server
     sidecar_url = (srv.public_url or f"http://{srv.host}:{srv.port}").rstrip("/")
     out.append(RunbookPages(registry=ctx.registry))

@@ -33,8 +33,14 @@ def build(ctx: Context, *, es_client: ClientFactory = client_from_config) -> Aud
         index = ec.index
         outbox = AuditOutbox(ctx.store, max_rows=ec.max_queue, overflow=ec.overflow)
         dead = DeadLetters(ctx.store, max_rows=ec.max_dead_letters, registry=ctx.registry)
-        bulk = ElasticsearchBulk(ec, client=es_client(ec), dead_letters=dead, registry=ctx.registry,
-                                 clock=ctx.clock, logger=log.getChild("elasticsearch"))
+        bulk = ElasticsearchBulk(
+            ec,
+            client=es_client(ec),
+            dead_letters=dead,
+            registry=ctx.registry,
+            clock=ctx.clock,
+            logger=log.getChild("elasticsearch"),
+        )
         es = Sender(
             f"Elasticsearch {mask_url(ec.url)}",
             bulk.send,
@@ -47,9 +53,19 @@ def build(ctx: Context, *, es_client: ClientFactory = client_from_config) -> Aud
             idle_wake_secs=_IDLE_WAKE_SECS,
             logger=log.getChild("elasticsearch"),
         )
-    return AuditLog(max_rows=cfg.max_rows, max_bytes=cfg.max_bytes, retention_days=cfg.retention_days,
-                    registry=ctx.registry, store=ctx.store, es=es, outbox=outbox, dead_letters=dead,
-                    es_index=index, clock=ctx.clock, logger=log.getChild("audit"))
+    return AuditLog(
+        max_rows=cfg.max_rows,
+        max_bytes=cfg.max_bytes,
+        retention_days=cfg.retention_days,
+        registry=ctx.registry,
+        store=ctx.store,
+        es=es,
+        outbox=outbox,
+        dead_letters=dead,
+        es_index=index,
+        clock=ctx.clock,
+        logger=log.getChild("audit"),
+    )
 
 
 def build_requests(ctx: Context, audit: AuditLog | None) -> list[RequestRecords]:
@@ -58,8 +74,13 @@ def build_requests(ctx: Context, audit: AuditLog | None) -> list[RequestRecords]
     cfg = ctx.config.alerting.audit.requests
     if audit is None or not cfg.enabled:
         return []
-    rr = RequestRecords(cfg, sink=audit.record_many, registry=ctx.registry, clock=ctx.clock,
-                        logger=ctx.logger.getChild("request_records"))
+    rr = RequestRecords(
+        cfg,
+        sink=audit.record_many,
+        registry=ctx.registry,
+        clock=ctx.clock,
+        logger=ctx.logger.getChild("request_records"),
+    )
     ctx.bus.subscribe("spans", rr.name, rr.on_spans)
     ctx.bus.subscribe("events", rr.name, rr.on_events)
     return [rr]

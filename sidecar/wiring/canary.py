@@ -17,8 +17,13 @@ def build(ctx: Context) -> list[Any]:
     cfg = ctx.config.checks.canary
     if cfg.enabled:
         triton = cfg.triton and ctx.config.triton.enabled
-        comp = CanaryCheck(cfg, registry=ctx.registry, clock=ctx.clock, logger=ctx.logger.getChild("canary"),
-                           triton_source=TritonMetricsSource.name if triton else None)
+        comp = CanaryCheck(
+            cfg,
+            registry=ctx.registry,
+            clock=ctx.clock,
+            logger=ctx.logger.getChild("canary"),
+            triton_source=TritonMetricsSource.name if triton else None,
+        )
         ctx.bus.subscribe("events", comp.name, comp.observe)
         if cfg.spans:
             ctx.bus.subscribe("spans", comp.name, comp.observe)
@@ -27,8 +32,9 @@ def build(ctx: Context) -> list[Any]:
         out.append(comp)
     sanity_cfg = ctx.config.checks.output_sanity
     if sanity_cfg.enabled:
-        sanity = OutputSanityCheck(sanity_cfg, registry=ctx.registry, clock=ctx.clock,
-                                   logger=ctx.logger.getChild("output_sanity"))
+        sanity = OutputSanityCheck(
+            sanity_cfg, registry=ctx.registry, clock=ctx.clock, logger=ctx.logger.getChild("output_sanity")
+        )
         ctx.bus.subscribe("events", sanity.name, sanity.observe)
         out.append(sanity)
     return out

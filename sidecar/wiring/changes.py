@@ -22,8 +22,16 @@ def build(ctx: Context, audit: AuditWriter | None) -> tuple[ChangeLog, list[Any]
     out: list[Any] = [changes, ChangesEndpoint(ctx, changes, cfg.idempotency_window_secs)]
     url = ctx.config.triton.http_url
     if cfg.poll_repository and url:
-        out.append(RepositoryIndexSource(
-            triton_http_url=url, interval_secs=cfg.poll_interval_secs, registry=ctx.registry, clock=ctx.clock,
-            store=ctx.store, http=ctx.http, bus=ctx.bus, logger=log.getChild("repository"),
-        ))
+        out.append(
+            RepositoryIndexSource(
+                triton_http_url=url,
+                interval_secs=cfg.poll_interval_secs,
+                registry=ctx.registry,
+                clock=ctx.clock,
+                store=ctx.store,
+                http=ctx.http,
+                bus=ctx.bus,
+                logger=log.getChild("repository"),
+            )
+        )
     return changes, out

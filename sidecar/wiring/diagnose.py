@@ -15,8 +15,12 @@ __all__ = ["build"]
 
 def build(ctx: Context) -> list[Any]:
     cfg = ctx.config
-    out: list[Any] = [WebhookExporter(w, registry=ctx.registry, clock=ctx.clock, http=ctx.http,
-                                      logger=ctx.logger.getChild(f"webhook.{w.name}")) for w in cfg.webhooks]
+    out: list[Any] = [
+        WebhookExporter(
+            w, registry=ctx.registry, clock=ctx.clock, http=ctx.http, logger=ctx.logger.getChild(f"webhook.{w.name}")
+        )
+        for w in cfg.webhooks
+    ]
     if not cfg.diagnose.enabled or not cfg.triton.enabled:
         return out
     # GPU memory per model: load/unload changes and the NVML source's readings (memory used per GPU, compute
@@ -25,15 +29,27 @@ def build(ctx: Context) -> list[Any]:
     # The poller sees a version up to one poll interval after its load began: the reading before is looked up
     # that far back.
     changes = cfg.alerting.changes
-    memory = GpuMemoryByModel(ctx.registry, max_models=cfg.diagnose.max_models, clock=ctx.clock,
-                              lookback_secs=changes.poll_interval_secs if changes.poll_repository else 0.0)
+    memory = GpuMemoryByModel(
+        ctx.registry,
+        max_models=cfg.diagnose.max_models,
+        clock=ctx.clock,
+        lookback_secs=changes.poll_interval_secs if changes.poll_repository else 0.0,
+    )
     ctx.bus.subscribe("changes", "gpu_memory", memory.on_changes)
     ctx.bus.subscribe("samples", "gpu_memory", memory.on_samples)
     traces = cfg.traces
     spans_expected = traces.enabled and (traces.receiver_enabled or traces.file.path is not None)
-    diag = Diagnoser(cfg.diagnose, metrics_url=cfg.triton.metrics_url, http_url=cfg.triton.http_url,
-                     spans_expected=spans_expected, registry=ctx.registry, clock=ctx.clock, http=ctx.http,
-                     logger=ctx.logger.getChild("diagnose"), on_stats=memory.observe_stats,
-                     on_gpu_memory=memory.observe_memory)
+    diag = Diagnoser(
+        cfg.diagnose,
+        metrics_url=cfg.triton.metrics_url,
+        http_url=cfg.triton.http_url,
+        spans_expected=spans_expected,
+        registry=ctx.registry,
+        clock=ctx.clock,
+        http=ctx.http,
+        logger=ctx.logger.getChild("diagnose"),
+        on_stats=memory.observe_stats,
+        on_gpu_memory=memory.observe_memory,
+    )
     ctx.bus.subscribe("spans", diag.name, diag.on_spans)
     return [*out, diag]

@@ -22,15 +22,23 @@ from sidecar.state.gpus import GpuHub
 __all__ = ["build", "factory"]
 
 
-def factory(*, nvml: Any = pynvml, cmdline: Callable[[int], bytes] = read_cmdline,
-            process_name: Callable[[int], str | None] = read_process_name) -> Callable[[Context], list[Any]]:
+def factory(
+    *,
+    nvml: Any = pynvml,
+    cmdline: Callable[[int], bytes] = read_cmdline,
+    process_name: Callable[[int], str | None] = read_process_name,
+) -> Callable[[Context], list[Any]]:
     def build(ctx: Context) -> list[Any]:
         cfg = ctx.config.gpu
         if not cfg.enabled or not (cfg.nvml.enabled or cfg.dcgm.enabled):
             return []
         log = ctx.logger.getChild("gpu")
         hub = GpuHub(
-            ctx.registry, ctx.clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs, logger=log,
+            ctx.registry,
+            ctx.clock,
+            max_series=cfg.max_series,
+            stale_after_secs=cfg.stale_after_secs,
+            logger=log,
             bus=ctx.bus,
         )
         ctx.bus.subscribe("samples", hub.name, hub.on_samples)
@@ -39,8 +47,18 @@ def factory(*, nvml: Any = pynvml, cmdline: Callable[[int], bytes] = read_cmdlin
         if cfg.nvml.enabled:
             # Its samples also carry a GpuMemoryReading, which the per-model GPU memory (wiring/diagnose.py)
             # subscribes to.
-            out.append(NvmlSource(cfg.nvml, sink, ctx.registry, ctx.clock, nvml=nvml, cmdline=cmdline,
-                                  process_name=process_name, logger=log.getChild("nvml")))
+            out.append(
+                NvmlSource(
+                    cfg.nvml,
+                    sink,
+                    ctx.registry,
+                    ctx.clock,
+                    nvml=nvml,
+                    cmdline=cmdline,
+                    process_name=process_name,
+                    logger=log.getChild("nvml"),
+                )
+            )
         if cfg.dcgm.enabled:
             out.append(DcgmSource(cfg.dcgm, sink, ctx.registry, ctx.clock, ctx.http, logger=log.getChild("dcgm")))
         return out

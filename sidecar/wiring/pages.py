@@ -30,10 +30,13 @@ def build(ctx: Context, drift: DriftCheck | None = None) -> list[Any]:
     api = Api(ctx.registry, log)
     view = DriftView(drift) if drift is not None else None
     # No base configured: the sidecar serves docs/runbooks itself at /runbooks (so links work offline).
-    return [StatusPages(ctx.registry, ctx.clock, api, runbook_url=ctx.config.runbook_url or "/runbooks", logger=log),
-            ChangesPage(ctx.clock, api), AuditPage(ctx.clock, api),
-            DriftPage(ctx.clock, api, view, eval_interval_secs=ctx.config.checks.eval_interval_secs),
-            DriftDetailPage(ctx.clock, view)]
+    return [
+        StatusPages(ctx.registry, ctx.clock, api, runbook_url=ctx.config.runbook_url or "/runbooks", logger=log),
+        ChangesPage(ctx.clock, api),
+        AuditPage(ctx.clock, api),
+        DriftPage(ctx.clock, api, view, eval_interval_secs=ctx.config.checks.eval_interval_secs),
+        DriftDetailPage(ctx.clock, view),
+    ]
 
 
 Factory = Callable[[Context], list[Any]]

@@ -27,15 +27,26 @@ def build(ctx: Context, events_metrics: EventsMetrics | None) -> list[Any]:
     tensors = ecfg.triton_trace if ecfg.triton_trace.enabled else None
     if spans is None and tensors is None:
         return []
-    if spans is not None and tensors is not None and (
-            os.path.abspath(str(spans.path)) != os.path.abspath(tensors.path)):
+    if (
+        spans is not None
+        and tensors is not None
+        and (os.path.abspath(str(spans.path)) != os.path.abspath(tensors.path))
+    ):
         plans = [merge(spans, None), merge(None, tensors, ecfg.max_features_per_event)]
     else:
         plans = [merge(spans, tensors, ecfg.max_features_per_event)]
     metrics = TraceFileMetrics(ctx.registry)
     log = ctx.logger.getChild("trace_files")
     return [
-        TraceFileSource(plan, ctx.bus, metrics, ctx.clock, ctx.store, events_metrics, log,
-                        name="trace_file" if i == 0 else f"trace_file_{i}")
+        TraceFileSource(
+            plan,
+            ctx.bus,
+            metrics,
+            ctx.clock,
+            ctx.store,
+            events_metrics,
+            log,
+            name="trace_file" if i == 0 else f"trace_file_{i}",
+        )
         for i, plan in enumerate(plans)
     ]

@@ -26,9 +26,7 @@ def build(ctx: Context) -> list[Any]:
     if cfg.forward.endpoint:
         from exporters.otlp_forward import OtlpForwarder
 
-        fwd = OtlpForwarder(
-            cfg.forward, ctx.registry, http=ctx.http, clock=ctx.clock, logger=log.getChild("forward")
-        )
+        fwd = OtlpForwarder(cfg.forward, ctx.registry, http=ctx.http, clock=ctx.clock, logger=log.getChild("forward"))
         ctx.bus.subscribe("spans", fwd.name, lambda batch: fwd.offer(batch.items))
         out.append(fwd)
     if cfg.receiver_enabled:
@@ -44,8 +42,6 @@ def build(ctx: Context) -> list[Any]:
     if cfg.failure_join.metrics_url:
         from sidecar.sources.triton_failures import FailureJoin
 
-        out.append(
-            FailureJoin(cfg.failure_join, hub, ctx.http, ctx.registry, ctx.clock, log.getChild("failures"))
-        )
+        out.append(FailureJoin(cfg.failure_join, hub, ctx.http, ctx.registry, ctx.clock, log.getChild("failures")))
     out.append(TracePages(hub))
     return out

@@ -17,17 +17,29 @@ from sidecar.sources.triton_metrics import TritonMetricsSource
 __all__ = ["build", "triton_pair"]
 
 
-def triton_pair(cfg: TritonConfig, *, registry: CollectorRegistry, clock: Clock, http: httpx.AsyncClient,
-                bus: Bus, logger: logging.Logger | None = None) -> tuple[TritonSeries, TritonMetricsSource]:
+def triton_pair(
+    cfg: TritonConfig,
+    *,
+    registry: CollectorRegistry,
+    clock: Clock,
+    http: httpx.AsyncClient,
+    bus: Bus,
+    logger: logging.Logger | None = None,
+) -> tuple[TritonSeries, TritonMetricsSource]:
     """The source and its deriver, connected over ``bus`` (the deriver takes only the source's scrapes)."""
     log = logger or logging.getLogger("sidecar")
-    series = TritonSeries(registry=registry, clock=clock, ratio_window_secs=cfg.ratio_window_secs,
-                          max_models=cfg.max_models, stale_after_secs=cfg.stale_after_secs,
-                          source=TritonMetricsSource.name, logger=log.getChild("triton_series"))
+    series = TritonSeries(
+        registry=registry,
+        clock=clock,
+        ratio_window_secs=cfg.ratio_window_secs,
+        max_models=cfg.max_models,
+        stale_after_secs=cfg.stale_after_secs,
+        source=TritonMetricsSource.name,
+        logger=log.getChild("triton_series"),
+    )
     bus.subscribe("samples", series.name, series.on_samples)
     bus.subscribe("gpus", series.name, series.on_gpus)
-    source = TritonMetricsSource(cfg, registry=registry, clock=clock, http=http, bus=bus,
-                                 logger=log.getChild("triton"))
+    source = TritonMetricsSource(cfg, registry=registry, clock=clock, http=http, bus=bus, logger=log.getChild("triton"))
     return series, source
 
 
@@ -35,5 +47,4 @@ def build(ctx: Context) -> list[Any]:
     cfg = ctx.config.triton
     if not cfg.enabled:
         return []
-    return list(triton_pair(cfg, registry=ctx.registry, clock=ctx.clock, http=ctx.http, bus=ctx.bus,
-                            logger=ctx.logger))
+    return list(triton_pair(cfg, registry=ctx.registry, clock=ctx.clock, http=ctx.http, bus=ctx.bus, logger=ctx.logger))

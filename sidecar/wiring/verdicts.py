@@ -29,17 +29,35 @@ def build(ctx: Context) -> list[Any]:
     model_api = bool(out)
     if checks.tracing_governor.enabled and url:
         control = TritonTraceControl(url, ctx.http)
-        out.append(TracingGovernor(checks.tracing_governor, control=control, bus=ctx.bus, registry=ctx.registry,
-                                   clock=ctx.clock, logger=ctx.logger.getChild("tracing_governor")))
+        out.append(
+            TracingGovernor(
+                checks.tracing_governor,
+                control=control,
+                bus=ctx.bus,
+                registry=ctx.registry,
+                clock=ctx.clock,
+                logger=ctx.logger.getChild("tracing_governor"),
+            )
+        )
     if (model_api or checks.tracing_governor.enabled) and not url:
-        ctx.logger.warning("checks.cold_start, checks.batching and checks.tracing_governor need triton.http_url; "
-                           "it is null, so they receive nothing")
+        ctx.logger.warning(
+            "checks.cold_start, checks.batching and checks.tracing_governor need triton.http_url; "
+            "it is null, so they receive nothing"
+        )
     if model_api and url:
         api = checks.model_api
-        out.append(TritonModelApiSource(
-            triton_http_url=url, interval_secs=api.interval_secs, timeout_secs=api.timeout_secs,
-            max_models=api.max_models, config_refresh_secs=checks.batching.config_refresh_secs,
-            registry=ctx.registry, clock=ctx.clock, http=ctx.http, bus=ctx.bus,
-            logger=ctx.logger.getChild("triton_model_api"),
-        ))
+        out.append(
+            TritonModelApiSource(
+                triton_http_url=url,
+                interval_secs=api.interval_secs,
+                timeout_secs=api.timeout_secs,
+                max_models=api.max_models,
+                config_refresh_secs=checks.batching.config_refresh_secs,
+                registry=ctx.registry,
+                clock=ctx.clock,
+                http=ctx.http,
+                bus=ctx.bus,
+                logger=ctx.logger.getChild("triton_model_api"),
+            )
+        )
     return out

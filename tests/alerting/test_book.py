@@ -272,9 +272,15 @@ def test_fired_and_resolved_alerts_become_audit_events(tmp_path: Any) -> None:
 
 def test_descriptions_are_sentences_that_never_run_together() -> None:
     book, sink = _book()
-    drift = Finding(check="drift", kind="drift", labels={"model": "ctr", "version": "2", "feature": "x0",
-                                                         "test": "ks"}, active=True, value=0.2,
-                    summary="drift ctr v2 x0", description="effect floor 0.1; missing ratio 0.000 (reference 0.000)")
+    drift = Finding(
+        check="drift",
+        kind="drift",
+        labels={"model": "ctr", "version": "2", "feature": "x0", "test": "ks"},
+        active=True,
+        value=0.2,
+        summary="drift ctr v2 x0",
+        description="effect floor 0.1; missing ratio 0.000 (reference 0.000)",
+    )
     book.on_findings([drift, _ctr(True)], T0)
     by = {n["labels"]["check"]: n["annotations"]["description"] for n in sink.notices}
     assert by["drift"] == "effect floor 0.1; missing ratio 0.000 (reference 0.000). Recent changes: none."

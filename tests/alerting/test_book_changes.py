@@ -15,16 +15,40 @@ T0 = 1_700_000_000.0
 
 
 def _ctr(version: str = "all") -> Finding:
-    return Finding(check="ctr_mean_down", kind="business", labels={"model": "ctr", "version": version}, active=True,
-                   value=0.03, baseline=0.04, effect_size=-0.25, threshold=0.15, window_secs=3600,
-                   severity="high", facts={"display_name": "CTR mean", "aggregate": "mean", "compare": "relative",
-                                           "direction": "down", "baseline_secs": 86400, "change": -0.25,
-                                           "events": 500})
+    return Finding(
+        check="ctr_mean_down",
+        kind="business",
+        labels={"model": "ctr", "version": version},
+        active=True,
+        value=0.03,
+        baseline=0.04,
+        effect_size=-0.25,
+        threshold=0.15,
+        window_secs=3600,
+        severity="high",
+        facts={
+            "display_name": "CTR mean",
+            "aggregate": "mean",
+            "compare": "relative",
+            "direction": "down",
+            "baseline_secs": 86400,
+            "change": -0.25,
+            "events": 500,
+        },
+    )
 
 
 def _service(tmp_path: Path, clock: FakeClock, look_back: float = 86_400) -> tuple[Any, Any]:
-    svc = make_service(tmp_path, {"alerting": {"enabled": True, "changes": {
-        "poll_repository": False, "annotate_window_secs": look_back, "max_in_annotation": 3}}}, clock=clock)
+    svc = make_service(
+        tmp_path,
+        {
+            "alerting": {
+                "enabled": True,
+                "changes": {"poll_repository": False, "annotate_window_secs": look_back, "max_in_annotation": 3},
+            }
+        },
+        clock=clock,
+    )
     return svc.component("alert_book"), svc.component("changes")
 
 
@@ -52,8 +76,9 @@ def test_several_changes_are_listed_newest_first_with_their_times_within_the_loo
     book.on_findings([_ctr()], clock.now())
     (a,) = book.alerts.values()
     d = a.annotations["description"]
-    assert d.endswith("Recent changes: newer by ci at 2023-11-14T22:12:20.000Z; "
-                      "older by ana at 2023-11-14T21:43:20.000Z.")
+    assert d.endswith(
+        "Recent changes: newer by ci at 2023-11-14T22:12:20.000Z; older by ana at 2023-11-14T21:43:20.000Z."
+    )
     assert "too old" not in d and "other model" not in d
     assert a.annotations["summary"].endswith("| recent change: newer")
 
@@ -64,9 +89,15 @@ def test_a_drift_alert_cites_changes_before_its_condition_began_not_before_it_fi
     book, changes = _service(tmp_path, clock)
     changes.record(Change(what="reference re-pinned", at=T0 - 900, model="ctr"))
     changes.record(Change(what="feature pipeline PR#9", at=T0 - 300, model="ctr"))
-    drift = Finding(check="drift", kind="drift", labels={"model": "ctr", "version": "2", "feature": "clicks_7d",
-                                                         "test": "ks"}, active=True, value=0.3,
-                    summary="drift ctr v2 clicks_7d", annotations={"condition_since": f"{T0 - 600:.0f}"})
+    drift = Finding(
+        check="drift",
+        kind="drift",
+        labels={"model": "ctr", "version": "2", "feature": "clicks_7d", "test": "ks"},
+        active=True,
+        value=0.3,
+        summary="drift ctr v2 clicks_7d",
+        annotations={"condition_since": f"{T0 - 600:.0f}"},
+    )
     book.on_findings([drift], clock.now())
     (a,) = book.alerts.values()
     assert "reference re-pinned" in a.annotations["summary"]

@@ -20,8 +20,15 @@ T0 = 1_700_000_000.0
 
 
 def _ctr(active: bool) -> Finding:
-    return Finding(check="ctr_mean_down", kind="business", active=active, value=0.034, threshold=0.15,
-                   severity="high", labels={"alertname": "CtrMeanDown", "model": "rec", "version": "3"})
+    return Finding(
+        check="ctr_mean_down",
+        kind="business",
+        active=active,
+        value=0.034,
+        threshold=0.15,
+        severity="high",
+        labels={"alertname": "CtrMeanDown", "model": "rec", "version": "3"},
+    )
 
 
 class Sink:
@@ -39,9 +46,17 @@ def _book(sink: Sink, seen: list[tuple[str, float]], store: Store | None = None)
     def hook(what: str, a: Alert, now: float) -> None:
         seen.append((what, now))
 
-    return AlertBook(AlertingConfig.model_validate({"enabled": True, "resend_delay_secs": 60}),
-                     registry=CollectorRegistry(), eval_interval_secs=15.0, sink=sink, runbook_base="",
-                     dashboard_base=None, sidecar_url="", on_transition=hook, store=store)
+    return AlertBook(
+        AlertingConfig.model_validate({"enabled": True, "resend_delay_secs": 60}),
+        registry=CollectorRegistry(),
+        eval_interval_secs=15.0,
+        sink=sink,
+        runbook_base="",
+        dashboard_base=None,
+        sidecar_url="",
+        on_transition=hook,
+        store=store,
+    )
 
 
 def test_the_book_reports_each_resend_of_a_firing_alert_only() -> None:

@@ -30,16 +30,30 @@ def _book(store: Store) -> tuple[AlertBook, ListSink]:
     sink = ListSink()
     book = AlertBook(
         AlertingConfig.model_validate({"enabled": True, "for_secs": {"ctr_mean_down": HOLD}}),
-        registry=CollectorRegistry(), eval_interval_secs=15.0, sink=sink,
-        runbook_base="https://rb.example", dashboard_base=None, sidecar_url="http://sidecar:9500", store=store,
+        registry=CollectorRegistry(),
+        eval_interval_secs=15.0,
+        sink=sink,
+        runbook_base="https://rb.example",
+        dashboard_base=None,
+        sidecar_url="http://sidecar:9500",
+        store=store,
     )
     return book, sink
 
 
 def _finding(active: bool) -> Finding:
-    return Finding(check="ctr_mean_down", kind="business", active=active, value=0.03, baseline=0.04,
-                   effect_size=-0.25, threshold=0.15, window_secs=3600, severity="high",
-                   labels={"model": "rec", "version": "3"})
+    return Finding(
+        check="ctr_mean_down",
+        kind="business",
+        active=active,
+        value=0.03,
+        baseline=0.04,
+        effect_size=-0.25,
+        threshold=0.15,
+        window_secs=3600,
+        severity="high",
+        labels={"model": "rec", "version": "3"},
+    )
 
 
 def test_a_firing_alert_keeps_firing_across_a_restart_with_its_original_starts_at(tmp_path) -> None:

@@ -14,14 +14,22 @@ from sidecar.clock import FakeClock
 from sidecar.model import Finding
 
 T0 = 1_700_000_000.0
-CFG = {"alerting": {"enabled": True, "changes": {"poll_repository": False}},
-       "server": {"public_url": "http://sc"}}
+CFG = {"alerting": {"enabled": True, "changes": {"poll_repository": False}}, "server": {"public_url": "http://sc"}}
 
 
 def _ctr() -> Finding:
-    return Finding(check="ctr_mean_down", kind="business", labels={"model": "ctr", "version": "all"}, active=True,
-                   value=0.03, threshold=0.15, window_secs=60, severity="high",
-                   annotations={"runbook": "ctr-mean-down.md"}, facts={"display_name": "CTR mean"})
+    return Finding(
+        check="ctr_mean_down",
+        kind="business",
+        labels={"model": "ctr", "version": "all"},
+        active=True,
+        value=0.03,
+        threshold=0.15,
+        window_secs=60,
+        severity="high",
+        annotations={"runbook": "ctr-mean-down.md"},
+        facts={"display_name": "CTR mean"},
+    )
 
 
 async def test_the_default_runbook_link_is_served_by_the_sidecar(tmp_path: Path) -> None:

@@ -60,9 +60,22 @@ def rules() -> dict[str, dict[str, Any]]:
 def _drift_findings(tmp_path: Path) -> list[Finding]:
     """Real findings of the drift check: a shifted numeric feature (ks) and one going missing (missing)."""
     clock = FakeClock()
-    ctx = make_ctx(tmp_path / "drift.sqlite", clock, {"checks": {"drift": {
-        "enabled": True, "window_secs": 600, "bucket_count": 6, "min_samples": 200, "sustained_secs": 0,
-        "reference": {"mode": "pinned", "pinned_events": 1000}}}})
+    ctx = make_ctx(
+        tmp_path / "drift.sqlite",
+        clock,
+        {
+            "checks": {
+                "drift": {
+                    "enabled": True,
+                    "window_secs": 600,
+                    "bucket_count": 6,
+                    "min_samples": 200,
+                    "sustained_secs": 0,
+                    "reference": {"mode": "pinned", "pinned_events": 1000},
+                }
+            }
+        },
+    )
     check = DriftCheck(ctx, ctx.config.checks.drift)
     rng = np.random.default_rng(3)
     feed(check, clock, "ctr", "2", normal_rows(rng, 1000, ["a", "m"]), per_sec=50)
@@ -82,8 +95,19 @@ def _business_findings() -> list[Finding]:
     out = []
     for name, raw in checks.items():
         chk = CheckState(name, BusinessCheckConfig.model_validate(raw))
-        r = Result(model="m", version="all", value=1.0, baseline=2.0, change=-0.5, active=True, events=100,
-                   baseline_events=1000, baseline_coverage=1.0, insufficient="", trace_id=None)
+        r = Result(
+            model="m",
+            version="all",
+            value=1.0,
+            baseline=2.0,
+            change=-0.5,
+            active=True,
+            events=100,
+            baseline_events=1000,
+            baseline_coverage=1.0,
+            insufficient="",
+            trace_id=None,
+        )
         out.append(to_finding(chk, r, 0.0))
     return out
 
@@ -91,13 +115,21 @@ def _business_findings() -> list[Finding]:
 def _verdict_findings() -> list[Finding]:
     """Real findings of the canary check (one pair) and of output sanity (every test)."""
     clock = FakeClock()
-    canary = CanaryCheck(CanaryConfig.model_validate({"enabled": True, "min_samples": 20}),
-                         registry=CollectorRegistry(), clock=clock)
-    sanity = OutputSanityCheck(OutputSanityConfig.model_validate(
-        {"enabled": True, "min_samples": 1, "models": {"m": {"range": {"min": 0, "max": 1}}}}),
-        registry=CollectorRegistry(), clock=clock)
-    items = tuple(Event(model="m", version=v, timestamp=clock.now(), score=0.5, fields={"latency_ms": 1.0})
-                  for v in ("1", "2") for _ in range(20))
+    canary = CanaryCheck(
+        CanaryConfig.model_validate({"enabled": True, "min_samples": 20}), registry=CollectorRegistry(), clock=clock
+    )
+    sanity = OutputSanityCheck(
+        OutputSanityConfig.model_validate(
+            {"enabled": True, "min_samples": 1, "models": {"m": {"range": {"min": 0, "max": 1}}}}
+        ),
+        registry=CollectorRegistry(),
+        clock=clock,
+    )
+    items = tuple(
+        Event(model="m", version=v, timestamp=clock.now(), score=0.5, fields={"latency_ms": 1.0})
+        for v in ("1", "2")
+        for _ in range(20)
+    )
     canary.observe(Batch("events", "t", items))
     sanity.observe(Batch("events", "t", items))
     found = [*canary.evaluate(clock.now()), *sanity.evaluate(clock.now())]
@@ -110,14 +142,23 @@ def _cold_start_findings() -> list[Finding]:
     from sidecar.checks.verdicts_config import ColdStartConfig
     from sidecar.model import Batch, Sample
 
-    watch = ColdStartWatch(ColdStartConfig(enabled=True, max_load_secs=1, first_requests=1),
-                           registry=CollectorRegistry())
+    watch = ColdStartWatch(
+        ColdStartConfig(enabled=True, max_load_secs=1, first_requests=1), registry=CollectorRegistry()
+    )
 
     def poll(state: str, count: float, ns: float, at: float) -> None:
-        watch.observe(Batch(kind="samples", source="triton_model_api", received_at=at, items=(
-            Sample("triton_model_state", (("model", "m"), ("state", state), ("version", "1")), 1.0),
-            Sample("triton_model_stats", (("model", "m"), ("stat", "success_count"), ("version", "1")), count),
-            Sample("triton_model_stats", (("model", "m"), ("stat", "success_ns"), ("version", "1")), ns))))
+        watch.observe(
+            Batch(
+                kind="samples",
+                source="triton_model_api",
+                received_at=at,
+                items=(
+                    Sample("triton_model_state", (("model", "m"), ("state", state), ("version", "1")), 1.0),
+                    Sample("triton_model_stats", (("model", "m"), ("stat", "success_count"), ("version", "1")), count),
+                    Sample("triton_model_stats", (("model", "m"), ("stat", "success_ns"), ("version", "1")), ns),
+                ),
+            )
+        )
 
     poll("LOADING", 0, 0, 0.0)
     poll("READY", 0, 0, 5.0)
@@ -136,11 +177,14 @@ def _batching_findings() -> list[Finding]:
 
     adv = BatchingAdvisor(BatchingConfig(enabled=True, min_requests=1), registry=CollectorRegistry())
     for at, n in ((0.0, 0.0), (10.0, 100.0)):
-        items = [Sample("triton_model_config", (("field", k), ("model", "m")), v)
-                 for k, v in (("max_batch_size", 8), ("dynamic_batching", 1), ("max_queue_delay_us", 5000))]
-        items += [Sample("triton_model_stats", (("model", "m"), ("stat", k), ("version", "1")), v)
-                  for k, v in (("inference_count", n), ("execution_count", n), ("queue_count", n),
-                               ("queue_ns", n * 5e6))]
+        items = [
+            Sample("triton_model_config", (("field", k), ("model", "m")), v)
+            for k, v in (("max_batch_size", 8), ("dynamic_batching", 1), ("max_queue_delay_us", 5000))
+        ]
+        items += [
+            Sample("triton_model_stats", (("model", "m"), ("stat", k), ("version", "1")), v)
+            for k, v in (("inference_count", n), ("execution_count", n), ("queue_count", n), ("queue_ns", n * 5e6))
+        ]
         adv.observe(Batch(kind="samples", source="triton_model_api", items=tuple(items), received_at=at))
     found = list(adv.evaluate(10.0))
     assert [f.facts["verdict"] for f in found] == ["too_long"], found
@@ -150,11 +194,22 @@ def _batching_findings() -> list[Finding]:
 @pytest.fixture(scope="module")
 def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, str], str]]:
     """(labels, runbook file) of every alert the book makes from findings of each check kind."""
-    findings = (_drift_findings(tmp_path_factory.mktemp("drift")) + _business_findings() + _verdict_findings()
-                + _cold_start_findings() + _batching_findings())
-    book = AlertBook(AlertingConfig.model_validate({"enabled": True}), registry=CollectorRegistry(),
-                     eval_interval_secs=15, sink=None, runbook_base="http://sidecar/runbooks",
-                     dashboard_base=None, sidecar_url="http://sidecar")
+    findings = (
+        _drift_findings(tmp_path_factory.mktemp("drift"))
+        + _business_findings()
+        + _verdict_findings()
+        + _cold_start_findings()
+        + _batching_findings()
+    )
+    book = AlertBook(
+        AlertingConfig.model_validate({"enabled": True}),
+        registry=CollectorRegistry(),
+        eval_interval_secs=15,
+        sink=None,
+        runbook_base="http://sidecar/runbooks",
+        dashboard_base=None,
+        sidecar_url="http://sidecar",
+    )
     book.on_findings([dataclasses.replace(f, active=True, insufficient_data=False) for f in findings], 0.0)
     return [(a.labels, a.annotations["runbook_url"].rsplit("/", 1)[1]) for a in book.alerts.values()]
 

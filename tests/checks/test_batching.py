@@ -25,55 +25,126 @@ def window(rate: float, fill: float, queue_us: float, secs: float = 300) -> dict
 
 
 def test_a_short_delay_with_thin_batches_is_too_short_and_says_what_to_try() -> None:
-    a = advise(**window(1000, 1.1, 80), max_batch_size=16, dynamic=True, delay_us=100, preferred=None,
-               max_wait_us=10_000, min_requests=100)
+    a = advise(
+        **window(1000, 1.1, 80),
+        max_batch_size=16,
+        dynamic=True,
+        delay_us=100,
+        preferred=None,
+        max_wait_us=10_000,
+        min_requests=100,
+    )
     # 15 more requests need 15 ms at 1000/s; the accepted wait caps the suggestion at 10 ms.
     assert (a.verdict, a.suggested_delay_us, a.target) == ("too_short", 10_000, 16)
-    a = advise(**window(1000, 1.1, 80), max_batch_size=16, dynamic=True, delay_us=100, preferred=4,
-               max_wait_us=10_000, min_requests=100)
+    a = advise(
+        **window(1000, 1.1, 80),
+        max_batch_size=16,
+        dynamic=True,
+        delay_us=100,
+        preferred=4,
+        max_wait_us=10_000,
+        min_requests=100,
+    )
     assert (a.verdict, a.suggested_delay_us) == ("too_short", 3000)
 
 
 def test_a_long_delay_that_gathers_nothing_is_too_long() -> None:
-    a = advise(**window(20, 1.0, 4800), max_batch_size=8, dynamic=True, delay_us=5000, preferred=None,
-               max_wait_us=10_000, min_requests=100)
+    a = advise(
+        **window(20, 1.0, 4800),
+        max_batch_size=8,
+        dynamic=True,
+        delay_us=5000,
+        preferred=None,
+        max_wait_us=10_000,
+        min_requests=100,
+    )
     assert (a.verdict, a.suggested_delay_us) == ("too_long", 0)
-    a = advise(**window(2000, 3.0, 18_000), max_batch_size=64, dynamic=True, delay_us=20_000, preferred=None,
-               max_wait_us=10_000, min_requests=100)
+    a = advise(
+        **window(2000, 3.0, 18_000),
+        max_batch_size=64,
+        dynamic=True,
+        delay_us=20_000,
+        preferred=None,
+        max_wait_us=10_000,
+        min_requests=100,
+    )
     assert (a.verdict, a.suggested_delay_us) == ("too_long", 10_000)  # above the accepted wait
 
 
 def test_queue_time_far_above_the_delay_is_saturation_not_a_delay_problem() -> None:
-    a = advise(**window(800, 7.9, 50_000), max_batch_size=8, dynamic=True, delay_us=2000, preferred=None,
-               max_wait_us=10_000, min_requests=100)
+    a = advise(
+        **window(800, 7.9, 50_000),
+        max_batch_size=8,
+        dynamic=True,
+        delay_us=2000,
+        preferred=None,
+        max_wait_us=10_000,
+        min_requests=100,
+    )
     assert a.verdict == "saturated" and a.suggested_delay_us is None
 
 
 def test_batchable_traffic_without_dynamic_batching_is_told_to_enable_it() -> None:
-    a = advise(**window(500, 1.0, 50), max_batch_size=8, dynamic=False, delay_us=None, preferred=None,
-               max_wait_us=10_000, min_requests=100)
+    a = advise(
+        **window(500, 1.0, 50),
+        max_batch_size=8,
+        dynamic=False,
+        delay_us=None,
+        preferred=None,
+        max_wait_us=10_000,
+        min_requests=100,
+    )
     assert (a.verdict, a.suggested_delay_us) == ("enable", 10_000)
-    thin = advise(**window(5, 1.0, 50), max_batch_size=8, dynamic=False, delay_us=None, preferred=None,
-                  max_wait_us=10_000, min_requests=100)
+    thin = advise(
+        **window(5, 1.0, 50),
+        max_batch_size=8,
+        dynamic=False,
+        delay_us=None,
+        preferred=None,
+        max_wait_us=10_000,
+        min_requests=100,
+    )
     assert thin.verdict == "ok"
 
 
 def test_full_batches_and_too_little_traffic_get_no_advice() -> None:
-    full = advise(**window(2000, 7.5, 2500), max_batch_size=8, dynamic=True, delay_us=5000, preferred=None,
-                  max_wait_us=10_000, min_requests=100)
+    full = advise(
+        **window(2000, 7.5, 2500),
+        max_batch_size=8,
+        dynamic=True,
+        delay_us=5000,
+        preferred=None,
+        max_wait_us=10_000,
+        min_requests=100,
+    )
     assert full.verdict == "ok"
-    few = advise(**window(0.1, 1.0, 4000), max_batch_size=8, dynamic=True, delay_us=5000, preferred=None,
-                 max_wait_us=10_000, min_requests=100)
+    few = advise(
+        **window(0.1, 1.0, 4000),
+        max_batch_size=8,
+        dynamic=True,
+        delay_us=5000,
+        preferred=None,
+        max_wait_us=10_000,
+        min_requests=100,
+    )
     assert few.verdict == "insufficient"
-    one = advise(**window(100, 1.0, 0), max_batch_size=0, dynamic=False, delay_us=None, preferred=None,
-                 max_wait_us=10_000, min_requests=100)
+    one = advise(
+        **window(100, 1.0, 0),
+        max_batch_size=0,
+        dynamic=False,
+        delay_us=None,
+        preferred=None,
+        max_wait_us=10_000,
+        min_requests=100,
+    )
     assert one.verdict == "not_batchable"
 
 
 def stats(model: str, version: str, inf: float, execs: float, qn: float, qns: float) -> list[Sample]:
     vals = {"inference_count": inf, "execution_count": execs, "queue_count": qn, "queue_ns": qns}
-    return [Sample("triton_model_stats", (("model", model), ("stat", k), ("version", version)), v)
-            for k, v in vals.items()]
+    return [
+        Sample("triton_model_stats", (("model", model), ("stat", k), ("version", version)), v) for k, v in vals.items()
+    ]
 
 
 def feed(adv: BatchingAdvisor, at: float, items: list[Sample]) -> None:
@@ -126,8 +197,10 @@ def test_a_counter_restart_starts_the_window_over_and_an_unloaded_version_is_for
     assert "needs more traffic" in finding_text(f)[0]
     feed(adv, t0 + 15, [])
     assert adv.evaluate(t0 + 16) == [] and adv.series == {} and adv.configs == {}
-    assert reg.get_sample_value("sidecar_batching_verdict",
-                                {"model": "slow", "version": "1", "verdict": "insufficient"}) is None
+    assert (
+        reg.get_sample_value("sidecar_batching_verdict", {"model": "slow", "version": "1", "verdict": "insufficient"})
+        is None
+    )
 
 
 def test_config_samples_of_a_model_without_dynamic_batching() -> None:

@@ -31,13 +31,22 @@ async def test_one_request_at_a_time_waits_the_whole_delay_for_nothing(demo_trit
     bus = Bus(registry)
     # An accepted wait of 1 ms: under 1000 requests/s it gathers not one more request, and the demo's delay
     # (2000 us, from its config.pbtxt) is above it.
-    advisor = BatchingAdvisor(BatchingConfig(enabled=True, window_secs=600, min_requests=20,
-                                             max_suggested_delay_us=1000), registry=registry)
+    advisor = BatchingAdvisor(
+        BatchingConfig(enabled=True, window_secs=600, min_requests=20, max_suggested_delay_us=1000), registry=registry
+    )
     bus.subscribe("samples", advisor.name, advisor.observe)
     async with httpx.AsyncClient() as http:
-        src = TritonModelApiSource(triton_http_url=demo_triton.http_url, interval_secs=1, timeout_secs=10,
-                                   max_models=50, config_refresh_secs=300, registry=registry, clock=clock,
-                                   http=http, bus=bus)
+        src = TritonModelApiSource(
+            triton_http_url=demo_triton.http_url,
+            interval_secs=1,
+            timeout_secs=10,
+            max_models=50,
+            config_refresh_secs=300,
+            registry=registry,
+            clock=clock,
+            http=http,
+            bus=bus,
+        )
         assert await src.poll_once()
         await asyncio.to_thread(infer_ctr, demo_triton, 40)
         clock.advance(10)

@@ -261,16 +261,25 @@ def test_the_demo_regression_fires_then_resolves(tmp_path: Any) -> None:
     from sidecar.demo.business_demo import DEMO_ALERTING, DEMO_BUSINESS_CHECKS, score_for
 
     clock, rng = FakeClock(T0), random.Random(11)
-    svc = make_service(tmp_path, {"alerting": DEMO_ALERTING, "checks": {"eval_interval_secs": 5,
-                                                                        "business": DEMO_BUSINESS_CHECKS}},
-                       clock=clock)
+    svc = make_service(
+        tmp_path,
+        {"alerting": DEMO_ALERTING, "checks": {"eval_interval_secs": 5, "business": DEMO_BUSINESS_CHECKS}},
+        clock=clock,
+    )
     states: list[tuple[float, str]] = []
     for step in range(int(900 / 5)):
         t = step * 5.0
         clock.advance(5)
-        svc.bus.publish(Batch(kind="events", source="demo", items=tuple(
-            Event(model="ctr", version="2", timestamp=clock.now(), score=score_for("ctr", t, rng))
-            for _ in range(5))))
+        svc.bus.publish(
+            Batch(
+                kind="events",
+                source="demo",
+                items=tuple(
+                    Event(model="ctr", version="2", timestamp=clock.now(), score=score_for("ctr", t, rng))
+                    for _ in range(5)
+                ),
+            )
+        )
         svc.evaluate_once(clock.now())
         for a in svc.component("alert_book").alerts.values():  # type: ignore[attr-defined]
             if not states or states[-1][1] != a.state:

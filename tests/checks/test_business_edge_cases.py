@@ -28,12 +28,31 @@ class _NoDeleteStore(Store):
 
 def test_a_failing_prune_is_counted_and_the_findings_still_come_back(tmp_path: Path) -> None:
     clock, reg = FakeClock(T0), CollectorRegistry()
-    cfg = BusinessConfig.model_validate({"enabled": True, "checks": {"score_mean": {
-        "field": "score", "aggregate": "mean", "window_secs": 600, "bucket_secs": 60, "compare": "absolute",
-        "direction": "up", "threshold": 0.5, "min_events": 1}}})
+    cfg = BusinessConfig.model_validate(
+        {
+            "enabled": True,
+            "checks": {
+                "score_mean": {
+                    "field": "score",
+                    "aggregate": "mean",
+                    "window_secs": 600,
+                    "bucket_secs": 60,
+                    "compare": "absolute",
+                    "direction": "up",
+                    "threshold": 0.5,
+                    "min_events": 1,
+                }
+            },
+        }
+    )
     bc = BusinessChecks(cfg, registry=reg, clock=clock, store=_NoDeleteStore(tmp_path / "s.sqlite"))
-    bc.observe(Batch(kind="events", source="t", items=tuple(
-        Event(model="m", version="1", timestamp=T0 - 1, score=0.9) for _ in range(5))))
+    bc.observe(
+        Batch(
+            kind="events",
+            source="t",
+            items=tuple(Event(model="m", version="1", timestamp=T0 - 1, score=0.9) for _ in range(5)),
+        )
+    )
     (f,) = bc.evaluate(clock.now())
     assert f.active and f.value == 0.9
     assert reg.get_sample_value("sidecar_business_store_errors_total") == 2
@@ -55,13 +74,32 @@ class _FlakyWriteStore(Store):
 
 def test_buckets_a_failed_write_left_unsaved_are_written_next_round(tmp_path: Path) -> None:
     clock, reg = FakeClock(T0), CollectorRegistry()
-    cfg = BusinessConfig.model_validate({"enabled": True, "checks": {"score_mean": {
-        "field": "score", "aggregate": "mean", "window_secs": 600, "bucket_secs": 60, "compare": "absolute",
-        "direction": "up", "threshold": 0.5, "min_events": 1}}})
+    cfg = BusinessConfig.model_validate(
+        {
+            "enabled": True,
+            "checks": {
+                "score_mean": {
+                    "field": "score",
+                    "aggregate": "mean",
+                    "window_secs": 600,
+                    "bucket_secs": 60,
+                    "compare": "absolute",
+                    "direction": "up",
+                    "threshold": 0.5,
+                    "min_events": 1,
+                }
+            },
+        }
+    )
     store = _FlakyWriteStore(tmp_path / "s.sqlite")
     bc = BusinessChecks(cfg, registry=reg, clock=clock, store=store)
-    bc.observe(Batch(kind="events", source="t", items=tuple(
-        Event(model="m", version="1", timestamp=T0 - 1, score=0.9) for _ in range(5))))
+    bc.observe(
+        Batch(
+            kind="events",
+            source="t",
+            items=tuple(Event(model="m", version="1", timestamp=T0 - 1, score=0.9) for _ in range(5)),
+        )
+    )
     bc.evaluate(clock.now())
     assert reg.get_sample_value("sidecar_business_store_errors_total") == 1
     clock.advance(10)

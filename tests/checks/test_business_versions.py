@@ -18,9 +18,20 @@ from sidecar.store import Store
 
 T0 = 1_700_000_000.0
 CHECK: dict[str, Any] = {
-    "display_name": "CTR mean", "model": "ctr", "field": "score", "aggregate": "mean", "window_secs": 60,
-    "bucket_secs": 10, "baseline_secs": 600, "baseline_bucket_secs": 60, "compare": "relative",
-    "direction": "down", "threshold": 0.15, "min_events": 5, "min_baseline_events": 10, "severity": "high",
+    "display_name": "CTR mean",
+    "model": "ctr",
+    "field": "score",
+    "aggregate": "mean",
+    "window_secs": 60,
+    "bucket_secs": 10,
+    "baseline_secs": 600,
+    "baseline_bucket_secs": 60,
+    "compare": "relative",
+    "direction": "down",
+    "threshold": 0.15,
+    "min_events": 5,
+    "min_baseline_events": 10,
+    "severity": "high",
 }
 
 
@@ -44,9 +55,15 @@ def _run(bc: BusinessChecks, clock: FakeClock, secs: int, events: Any) -> list[F
 
 
 def _book() -> AlertBook:
-    return AlertBook(AlertingConfig.model_validate({"enabled": True}), registry=CollectorRegistry(),
-                     eval_interval_secs=10, sink=None, runbook_base="http://rb", dashboard_base=None,
-                     sidecar_url="http://sidecar")
+    return AlertBook(
+        AlertingConfig.model_validate({"enabled": True}),
+        registry=CollectorRegistry(),
+        eval_interval_secs=10,
+        sink=None,
+        runbook_base="http://rb",
+        dashboard_base=None,
+        sidecar_url="http://sidecar",
+    )
 
 
 def test_a_check_over_every_version_says_all_versions_and_never_names_one(tmp_path: Path) -> None:
@@ -93,16 +110,32 @@ def test_the_linked_trace_is_a_request_that_pulled_the_value_the_bad_way(tmp_pat
     bc = _checks(tmp_path, clock)
     _run(bc, clock, 600, lambda t: [_ev(clock, "1", 0.04, "old") for _ in range(4)])
     # The regression window: low-scoring requests (the bad ones) among normal ones, a normal one last.
-    (f,) = _run(bc, clock, 60, lambda t: [_ev(clock, "1", 0.01, f"bad-{t:.0f}"), _ev(clock, "1", 0.02, "low"),
-                                          _ev(clock, "1", 0.02), _ev(clock, "1", 0.04, "good")])
+    (f,) = _run(
+        bc,
+        clock,
+        60,
+        lambda t: [
+            _ev(clock, "1", 0.01, f"bad-{t:.0f}"),
+            _ev(clock, "1", 0.02, "low"),
+            _ev(clock, "1", 0.02),
+            _ev(clock, "1", 0.04, "good"),
+        ],
+    )
     assert f.active and f.trace_id is not None and f.trace_id.startswith("bad-")
 
 
 def test_text_never_prints_vunversioned() -> None:
-    f = Finding(check="wer_high", kind="business", labels={"model": "asr", "version": "unversioned"},
-                active=True, value=0.1, threshold=0.08, window_secs=300, severity="high",
-                facts={"display_name": "WER", "aggregate": "mean", "direction": "up", "compare": "absolute",
-                       "events": 40})
+    f = Finding(
+        check="wer_high",
+        kind="business",
+        labels={"model": "asr", "version": "unversioned"},
+        active=True,
+        value=0.1,
+        threshold=0.08,
+        window_secs=300,
+        severity="high",
+        facts={"display_name": "WER", "aggregate": "mean", "direction": "up", "compare": "absolute", "events": 40},
+    )
     book = _book()
     book.on_findings([f], T0)
     (a,) = book.alerts.values()

@@ -22,8 +22,15 @@ def make(clock: FakeClock, **cfg: Any) -> tuple[CanaryCheck, CollectorRegistry]:
     return CanaryCheck(CanaryConfig.model_validate({"enabled": True, **cfg}), registry=reg, clock=clock), reg
 
 
-def events(model: str, version: str, t: float, *, latency: Iterable[float] | None = None,
-           scores: Iterable[float] | None = None, errors: Iterable[int] | None = None) -> Batch:
+def events(
+    model: str,
+    version: str,
+    t: float,
+    *,
+    latency: Iterable[float] | None = None,
+    scores: Iterable[float] | None = None,
+    errors: Iterable[int] | None = None,
+) -> Batch:
     lat = list(latency) if latency is not None else None
     sc = list(scores) if scores is not None else None
     er = list(errors) if errors is not None else None
@@ -35,14 +42,22 @@ def events(model: str, version: str, t: float, *, latency: Iterable[float] | Non
             fields["latency_ms"] = lat[i]
         if er is not None:
             fields["error"] = float(er[i])
-        out.append(Event(model=model, version=version, timestamp=t - i * 0.01, fields=fields,
-                         score=sc[i] if sc is not None else None))
+        out.append(
+            Event(
+                model=model,
+                version=version,
+                timestamp=t - i * 0.01,
+                fields=fields,
+                score=sc[i] if sc is not None else None,
+            )
+        )
     return Batch("events", "test", tuple(out))
 
 
 def verdict(reg: CollectorRegistry, aspect: str, model: str = "ctr", b: str = "1", c: str = "2") -> float | None:
-    return reg.get_sample_value("sidecar_canary_verdict",
-                                {"model": model, "baseline": b, "candidate": c, "aspect": aspect})
+    return reg.get_sample_value(
+        "sidecar_canary_verdict", {"model": model, "baseline": b, "candidate": c, "aspect": aspect}
+    )
 
 
 def only(found: Iterable[Finding]) -> Finding:
@@ -63,9 +78,12 @@ def test_a_slower_candidate_is_worse_on_p50_and_p99_with_the_numbers_in_the_aler
     assert f.facts["worse"] == "p50,p99"
     assert verdict(reg, "p50") == 1 and verdict(reg, "p99") == 1
     assert verdict(reg, "errors") is None and verdict(reg, "scores") is None  # no values: not decided
-    p99 = {k: reg.get_sample_value(f"sidecar_canary_{k}", {"model": "ctr", "baseline": "1", "candidate": "2",
-                                                             "aspect": "p99"}) for k in ("baseline_value",
-                                                                                         "candidate_value")}
+    p99 = {
+        k: reg.get_sample_value(
+            f"sidecar_canary_{k}", {"model": "ctr", "baseline": "1", "candidate": "2", "aspect": "p99"}
+        )
+        for k in ("baseline_value", "candidate_value")
+    }
     assert 38 < p99["baseline_value"] < 42 and 44 < p99["candidate_value"] < 48  # type: ignore[operator]
     summary, description = finding_text(f)
     assert summary.startswith("ctr v2 worse on p50 by 1")
@@ -105,8 +123,10 @@ def test_too_few_values_is_insufficient_data_and_never_an_alert(clock: FakeClock
     f = only(chk.evaluate(clock.now()))
     assert f.insufficient_data and not f.active
     assert verdict(reg, "p99") is None
-    assert reg.get_sample_value("sidecar_canary_insufficient_data",
-                                {"model": "ctr", "baseline": "1", "candidate": "2"}) == 1
+    assert (
+        reg.get_sample_value("sidecar_canary_insufficient_data", {"model": "ctr", "baseline": "1", "candidate": "2"})
+        == 1
+    )
     assert finding_text(f)[0] == "ctr v2 vs v1: insufficient data"
 
 
@@ -140,13 +160,23 @@ def test_scores_distributed_differently_are_flagged_with_the_ks_distance(clock: 
     assert not only(chk2.evaluate(clock.now())).active and verdict(reg2, "scores") == 0
 
 
-def _span(model: str, version: str, i: int, end_s: float, dur_ms: float, *, name: str | None = None,
-          status: int = 0) -> tuple[Any, ...]:
+def _span(
+    model: str, version: str, i: int, end_s: float, dur_ms: float, *, name: str | None = None, status: int = 0
+) -> tuple[Any, ...]:
     end = int(end_s * 1e9)
     attrs = {"triton.model_name": model, "triton.model_version": version} if name is None else {}
-    return from_span(Span(trace_id=f"{i:032x}", span_id=f"{i + 1:016x}", parent_span_id=None,
-                          name=name or model, start_unix_nano=end - int(dur_ms * 1e6), end_unix_nano=end,
-                          attributes=attrs, status_code=status))
+    return from_span(
+        Span(
+            trace_id=f"{i:032x}",
+            span_id=f"{i + 1:016x}",
+            parent_span_id=None,
+            name=name or model,
+            start_unix_nano=end - int(dur_ms * 1e6),
+            end_unix_nano=end,
+            attributes=attrs,
+            status_code=status,
+        )
+    )
 
 
 def test_model_spans_give_the_latency_and_compute_spans_and_unset_status_are_ignored(clock: FakeClock) -> None:
@@ -166,15 +196,20 @@ def test_model_spans_give_the_latency_and_compute_spans_and_unset_status_are_ign
     assert f.facts["p50.base"] == 22 and f.facts["p50.cand"] == 32
     assert f.facts["worse"] == "p50,p99"
     assert f.facts["errors.n_base"] == 0  # Triton's spans set no status: they say nothing about errors
-    assert reg.get_sample_value("sidecar_canary_samples",
-                                {"model": "ctr", "version": "2", "signal": "latency_spans"}) == 500
+    assert (
+        reg.get_sample_value("sidecar_canary_samples", {"model": "ctr", "version": "2", "signal": "latency_spans"})
+        == 500
+    )
 
 
 def test_error_status_of_spans_counts(clock: FakeClock) -> None:
     chk, reg = make(clock, min_samples=100)
     t = clock.now()
-    recs = [_span("m", v, 2 * i + (v == "2"), t, 5.0, status=2 if (v == "2" and i % 5 == 0) else 1)
-            for i in range(400) for v in ("1", "2")]
+    recs = [
+        _span("m", v, 2 * i + (v == "2"), t, 5.0, status=2 if (v == "2" and i % 5 == 0) else 1)
+        for i in range(400)
+        for v in ("1", "2")
+    ]
     chk.observe(Batch("spans", "otlp", tuple(recs)))
     f = only(chk.evaluate(t))
     assert f.facts["errors.cand"] == pytest.approx(0.2) and f.facts["errors.base"] == 0
@@ -191,8 +226,10 @@ def test_old_values_leave_the_window_and_a_version_gone_from_traffic_is_forgotte
     assert list(chk.evaluate(clock.now())) == []  # v2 sent nothing for a window: no pair
     assert verdict(reg, "p99") is None
     assert set(chk.models["ctr"]) == {"1"}
-    assert reg.get_sample_value("sidecar_canary_samples",
-                                {"model": "ctr", "version": "2", "signal": "latency_events"}) is None
+    assert (
+        reg.get_sample_value("sidecar_canary_samples", {"model": "ctr", "version": "2", "signal": "latency_events"})
+        is None
+    )
 
 
 def test_values_older_than_the_window_are_dropped_and_counted(clock: FakeClock) -> None:
@@ -227,8 +264,10 @@ def test_memory_is_bounded_by_max_samples(clock: FakeClock) -> None:
         chk.observe(events("ctr", "1", clock.now(), latency=[1.0] * 100))
     chk.observe(events("ctr", "2", clock.now(), latency=[1.0] * 100))
     chk.evaluate(clock.now())
-    assert reg.get_sample_value("sidecar_canary_samples",
-                                {"model": "ctr", "version": "1", "signal": "latency_events"}) == 100
+    assert (
+        reg.get_sample_value("sidecar_canary_samples", {"model": "ctr", "version": "1", "signal": "latency_events"})
+        == 100
+    )
 
 
 def test_alert_off_keeps_the_verdict_but_makes_no_active_finding(clock: FakeClock) -> None:

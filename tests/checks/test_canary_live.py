@@ -85,10 +85,16 @@ def rollout_triton(tmp_path: Path) -> Iterator[TritonServer]:
 
 def test_a_slower_v2_that_scores_differently_is_called_worse(rollout_triton: TritonServer, tmp_path: Path) -> None:
     clock = FakeClock()
-    cfg = parse_config({"events": {"enabled": True},
-                        "checks": {"canary": {"enabled": True, "min_samples": 200, "for_secs": 0}}})
-    svc = Service(cfg, clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),
-                  factories=[events_build, canary_build])
+    cfg = parse_config(
+        {"events": {"enabled": True}, "checks": {"canary": {"enabled": True, "min_samples": 200, "for_secs": 0}}}
+    )
+    svc = Service(
+        cfg,
+        clock=clock,
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        factories=[events_build, canary_build],
+    )
     n = 500  # p99 is decided from 500 values per version (5 above it: checks.canary.min_tail_samples)
     events = []
     with httpx.Client(base_url=rollout_triton.http_url, timeout=30) as triton:
@@ -103,9 +109,15 @@ def test_a_slower_v2_that_scores_differently_is_called_worse(rollout_triton: Tri
                 r = triton.post(f"/v2/models/rollout/versions/{version}/infer", json=body)
                 latency_ms = (time.perf_counter() - t0) * 1000
                 assert r.status_code == 200, r.text
-                events.append({"model": "rollout", "version": version, "timestamp": clock.now(),
-                               "score": r.json()["outputs"][0]["data"][0],
-                               "fields": {"latency_ms": latency_ms, "error": 0}})
+                events.append(
+                    {
+                        "model": "rollout",
+                        "version": version,
+                        "timestamp": clock.now(),
+                        "score": r.json()["outputs"][0]["data"][0],
+                        "fields": {"latency_ms": latency_ms, "error": 0},
+                    }
+                )
     with TestClient(create_app(svc)) as client:
         assert client.post("/v1/events", json=events).json()["accepted"] == 2 * n
         findings = svc.evaluate_once(clock.now())
@@ -120,9 +132,15 @@ def test_a_slower_v2_that_scores_differently_is_called_worse(rollout_triton: Tri
     assert reg.get_sample_value("sidecar_canary_verdict", {**lbl, "aspect": "p99"}) == 1
     assert reg.get_sample_value("sidecar_canary_verdict", {**lbl, "aspect": "errors"}) == 0
 
-    book = AlertBook(AlertingConfig.model_validate({"enabled": True}), registry=CollectorRegistry(),
-                     eval_interval_secs=15, sink=None, runbook_base="/runbooks", dashboard_base=None,
-                     sidecar_url="http://sidecar")
+    book = AlertBook(
+        AlertingConfig.model_validate({"enabled": True}),
+        registry=CollectorRegistry(),
+        eval_interval_secs=15,
+        sink=None,
+        runbook_base="/runbooks",
+        dashboard_base=None,
+        sidecar_url="http://sidecar",
+    )
     book.on_findings([f], clock.now())
     (alert,) = book.alerts.values()
     assert alert.state == "firing" and alert.labels["alertname"] == "CanaryVersionWorse"
@@ -134,9 +152,18 @@ def test_a_slower_v2_that_scores_differently_is_called_worse(rollout_triton: Tri
 def test_span_latency_from_tritons_own_trace_files_says_v2_is_worse(tmp_path: Path) -> None:
     """No events at all: Triton (mode=triton trace files) -> the trace file source -> spans on the bus -> canary."""
     trace = tmp_path / "trace.json"
-    args = ["--trace-config", "mode=triton", "--trace-config", f"triton,file={trace}",
-            "--trace-config", "triton,log-frequency=10", "--trace-config", "rate=1",
-            "--trace-config", "level=TIMESTAMPS"]
+    args = [
+        "--trace-config",
+        "mode=triton",
+        "--trace-config",
+        f"triton,file={trace}",
+        "--trace-config",
+        "triton,log-frequency=10",
+        "--trace-config",
+        "rate=1",
+        "--trace-config",
+        "level=TIMESTAMPS",
+    ]
     server = TritonServer(_repository(tmp_path), tmp_path / "triton", summary_latencies=False, extra_args=args)
     server.start()
     n = 500
@@ -147,24 +174,28 @@ def test_span_latency_from_tritons_own_trace_files_says_v2_is_worse(tmp_path: Pa
                 assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=warm).status_code == 200
             for i in range(n):
                 for version in ("1", "2"):
-                    body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
-                                        "data": [float(i % 3)] * 4}]}
+                    body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [float(i % 3)] * 4}]}
                     assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=body).status_code == 200
         wait_until(lambda: len(list(tmp_path.glob("trace.json.*"))) >= 2 * (n + 1) // 10, 30)
     finally:
         server.stop()
     clock = SystemClock()
     reg = CollectorRegistry()
-    cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(trace), "settle_secs": 1}},
-                        "checks": {"canary": {"enabled": True}}})
+    cfg = parse_config(
+        {
+            "traces": {"enabled": True, "file": {"path": str(trace), "settle_secs": 1}},
+            "checks": {"canary": {"enabled": True}},
+        }
+    )
     canary = CanaryCheck(cfg.checks.canary, registry=reg, clock=clock)
     bus = Bus(reg)
     model_spans: list[object] = []
     bus.subscribe("spans", "count", lambda b: model_spans.extend(r for r in b.items if r[MODEL] is not None))
     bus.subscribe("spans", canary.name, canary.observe)
     assert cfg.traces.file.path is not None
-    tailer = TraceFileSource(merge(cfg.traces.file, None), bus, TraceFileMetrics(reg), clock,
-                             Store(tmp_path / "files.sqlite"))
+    tailer = TraceFileSource(
+        merge(cfg.traces.file, None), bus, TraceFileMetrics(reg), clock, Store(tmp_path / "files.sqlite")
+    )
 
     def all_read() -> bool:
         tailer.poll_once()
@@ -180,9 +211,15 @@ def test_span_latency_from_tritons_own_trace_files_says_v2_is_worse(tmp_path: Pa
 
 
 def _alert(f: object, clock: FakeClock) -> dict[str, str]:
-    book = AlertBook(AlertingConfig.model_validate({"enabled": True}), registry=CollectorRegistry(),
-                     eval_interval_secs=15, sink=None, runbook_base="/runbooks", dashboard_base=None,
-                     sidecar_url="http://sidecar")
+    book = AlertBook(
+        AlertingConfig.model_validate({"enabled": True}),
+        registry=CollectorRegistry(),
+        eval_interval_secs=15,
+        sink=None,
+        runbook_base="/runbooks",
+        dashboard_base=None,
+        sidecar_url="http://sidecar",
+    )
     book.on_findings([f], clock.now())  # type: ignore[list-item]
     (alert,) = book.alerts.values()
     assert alert.state == "firing"
@@ -198,12 +235,24 @@ async def test_tritons_counters_and_summaries_alone_say_v2_is_worse(tmp_path: Pa
     server.start()
     try:
         clock = FakeClock()
-        cfg = parse_config({"triton": {"enabled": True, "metrics_url": server.metrics_url,
-                                       "http_url": server.http_url, "timeout_secs": 5},
-                            "checks": {"canary": {"enabled": True, "min_samples": 200, "for_secs": 0,
-                                                  "window_secs": 1200}}})
-        svc = Service(cfg, clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),
-                      factories=[triton_build, canary_build])
+        cfg = parse_config(
+            {
+                "triton": {
+                    "enabled": True,
+                    "metrics_url": server.metrics_url,
+                    "http_url": server.http_url,
+                    "timeout_secs": 5,
+                },
+                "checks": {"canary": {"enabled": True, "min_samples": 200, "for_secs": 0, "window_secs": 1200}},
+            }
+        )
+        svc = Service(
+            cfg,
+            clock=clock,
+            registry=CollectorRegistry(),
+            store=Store(tmp_path / "s.sqlite"),
+            factories=[triton_build, canary_build],
+        )
         source = svc.component("triton_metrics")
         rounds, per_round = 12, 20
         with httpx.Client(base_url=server.http_url, timeout=30) as triton:
@@ -214,8 +263,11 @@ async def test_tritons_counters_and_summaries_alone_say_v2_is_worse(tmp_path: Pa
             for r in range(rounds):
                 for i in range(per_round):
                     for version in ("1", "2"):
-                        body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
-                                            "data": [float((r + i) % 3)] * 4}]}
+                        body = {
+                            "inputs": [
+                                {"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [float((r + i) % 3)] * 4}
+                            ]
+                        }
                         resp = triton.post(f"/v2/models/rollout/versions/{version}/infer", json=body)
                         assert resp.status_code == 200, resp.text
                 clock.advance(61)

@@ -21,8 +21,12 @@ def test_exact_bootstrap_variance_matches_a_resampling_bootstrap(n: int, q: floa
 
 def test_the_quantile_test_is_one_sided_and_calibrated_under_no_difference() -> None:
     rng = np.random.default_rng(5)
-    ps = np.array([[r.p for r in quantile_tests(rng.gamma(4, 10, 500), rng.gamma(4, 10, 500), min_samples=200)]
-                   for _ in range(300)])
+    ps = np.array(
+        [
+            [r.p for r in quantile_tests(rng.gamma(4, 10, 500), rng.gamma(4, 10, 500), min_samples=200)]
+            for _ in range(300)
+        ]
+    )
     # Same distribution: p is roughly uniform, so about 5% fall below 0.05 (not 30%, not 0%), p50 and p99.
     for col in (0, 1):
         assert 0.01 < np.mean(ps[:, col] < 0.05) < 0.10

@@ -42,8 +42,16 @@ class FakeTriton:
         self.model = model
         self.c = {v: _Counters() for v in versions}
 
-    def serve(self, version: str, n: int, mean_ms: float, *, failed: int = 0, p50_ms: float | None = None,
-              p99_ms: float | None = None) -> None:
+    def serve(
+        self,
+        version: str,
+        n: int,
+        mean_ms: float,
+        *,
+        failed: int = 0,
+        p50_ms: float | None = None,
+        p99_ms: float | None = None,
+    ) -> None:
         c = self.c[version]
         c.success += n
         c.failure += failed
@@ -59,15 +67,17 @@ class FakeTriton:
         lines = []
         for v, c in self.c.items():
             lab = f'model="{self.model}",version="{v}"'
-            lines += [f"nv_inference_request_success{{{lab}}} {c.success:.0f}",
-                      f"nv_inference_count{{{lab}}} {c.success:.0f}",
-                      f'nv_inference_request_failure{{{lab},reason="BACKEND"}} {c.failure:.0f}',
-                      f'nv_inference_request_failure{{{lab},reason="OTHER"}} 0',
-                      f"nv_inference_request_duration_us{{{lab}}} {c.us['request']:.0f}",
-                      f"nv_inference_queue_duration_us{{{lab}}} {c.us['queue']:.0f}",
-                      f"nv_inference_compute_input_duration_us{{{lab}}} 0",
-                      f"nv_inference_compute_infer_duration_us{{{lab}}} {c.us['infer']:.0f}",
-                      f"nv_inference_compute_output_duration_us{{{lab}}} 0"]
+            lines += [
+                f"nv_inference_request_success{{{lab}}} {c.success:.0f}",
+                f"nv_inference_count{{{lab}}} {c.success:.0f}",
+                f'nv_inference_request_failure{{{lab},reason="BACKEND"}} {c.failure:.0f}',
+                f'nv_inference_request_failure{{{lab},reason="OTHER"}} 0',
+                f"nv_inference_request_duration_us{{{lab}}} {c.us['request']:.0f}",
+                f"nv_inference_queue_duration_us{{{lab}}} {c.us['queue']:.0f}",
+                f"nv_inference_compute_input_duration_us{{{lab}}} 0",
+                f"nv_inference_compute_infer_duration_us{{{lab}}} {c.us['infer']:.0f}",
+                f"nv_inference_compute_output_duration_us{{{lab}}} 0",
+            ]
             for q, val in (("0.5", c.p50), ("0.99", c.p99)):
                 if val is not None:
                     lines.append(f'nv_inference_request_summary_us{{{lab},quantile="{q}"}} {val * 1000:.0f}')
@@ -76,9 +86,13 @@ class FakeTriton:
     def scrape(self, clock: FakeClock, source: str = SOURCE) -> Batch:
         expo = parse_exposition(self.text())
         samples = tuple(expo.samples)
-        snap = SeriesSnapshot(target="http://t/metrics", samples=samples,
-                              parsed=MappingProxyType({r: expo.labels(r) for _n, r, _v in samples}),
-                              types=MappingProxyType({}), taken_at=clock.monotonic())
+        snap = SeriesSnapshot(
+            target="http://t/metrics",
+            samples=samples,
+            parsed=MappingProxyType({r: expo.labels(r) for _n, r, _v in samples}),
+            types=MappingProxyType({}),
+            taken_at=clock.monotonic(),
+        )
         return Batch("samples", source, (snap,), received_at=clock.now(), complete=True)
 
 
@@ -89,8 +103,9 @@ def make(clock: FakeClock, **cfg: Any) -> tuple[CanaryCheck, CollectorRegistry]:
 
 
 def verdict(reg: CollectorRegistry, aspect: str) -> float | None:
-    return reg.get_sample_value("sidecar_canary_verdict",
-                                {"model": "ctr", "baseline": "1", "candidate": "2", "aspect": aspect})
+    return reg.get_sample_value(
+        "sidecar_canary_verdict", {"model": "ctr", "baseline": "1", "candidate": "2", "aspect": aspect}
+    )
 
 
 def only(found: Any) -> Finding:
@@ -101,8 +116,18 @@ def only(found: Any) -> Finding:
 rng = np.random.default_rng(11)
 
 
-def run(chk: CanaryCheck, clock: FakeClock, triton: FakeTriton, intervals: int, *, every: float = 15.0,
-        n: int = 40, v1_ms: float = 35.0, v2_ms: float = 35.0, **kw: Any) -> None:
+def run(
+    chk: CanaryCheck,
+    clock: FakeClock,
+    triton: FakeTriton,
+    intervals: int,
+    *,
+    every: float = 15.0,
+    n: int = 40,
+    v1_ms: float = 35.0,
+    v2_ms: float = 35.0,
+    **kw: Any,
+) -> None:
     """Scrape once, then ``intervals`` times after ``n`` requests per version (latency jittered per interval)."""
     chk.observe(triton.scrape(clock))
     for _ in range(intervals):
@@ -114,7 +139,8 @@ def run(chk: CanaryCheck, clock: FakeClock, triton: FakeTriton, intervals: int, 
 
 
 def test_a_slower_v2_on_tritons_counters_is_worse_on_mean_latency_and_the_alert_names_the_source(
-        clock: FakeClock) -> None:
+    clock: FakeClock,
+) -> None:
     chk, reg = make(clock)
     run(chk, clock, FakeTriton(), 15, v1_ms=35.0, v2_ms=41.0)
     f = only(chk.evaluate(clock.now()))
@@ -133,8 +159,10 @@ def test_a_slower_v2_on_tritons_counters_is_worse_on_mean_latency_and_the_alert_
     assert summary.endswith("consider reverting to version 1")
     assert "mean latency (Triton counters): v2 " in description and "queue " in description
     assert "Latency from Triton's metrics, over the last " in description  # no events or spans here
-    assert reg.get_sample_value("sidecar_canary_samples",
-                                {"model": "ctr", "version": "2", "signal": "triton_intervals"}) == 15
+    assert (
+        reg.get_sample_value("sidecar_canary_samples", {"model": "ctr", "version": "2", "signal": "triton_intervals"})
+        == 15
+    )
 
 
 def test_the_same_latency_on_tritons_counters_is_healthy(clock: FakeClock) -> None:
@@ -160,29 +188,33 @@ def test_a_higher_failure_ratio_on_tritons_counters_is_worse_in_points(clock: Fa
     f = only(chk.evaluate(clock.now()))
     assert f.active and f.facts["worse"] == "errors_triton" and verdict(reg, "errors_triton") == 1
     assert f.facts["errors_triton.n_cand"] == 12 * 100
-    assert ("worse on errors by 8.9 points (v2 10.0% vs v1 1.1%, Triton counters, n=1200/1092 over 12 intervals)"
-            in finding_text(f)[0])
+    assert (
+        "worse on errors by 8.9 points (v2 10.0% vs v1 1.1%, Triton counters, n=1200/1092 over 12 intervals)"
+        in finding_text(f)[0]
+    )
 
 
 def test_tritons_summaries_give_p50_and_p99_from_readings_one_summary_window_apart(clock: FakeClock) -> None:
     chk, reg = make(clock, window_secs=1200)
     # Scrapes every 15 s for 18 minutes, 150 requests per version each: 600 behind every 60 s summary window.
-    run(chk, clock, FakeTriton(), 72, n=150, v1={"p50_ms": 30.0, "p99_ms": 35.0},
-        v2={"p50_ms": 32.0, "p99_ms": 41.0})
+    run(chk, clock, FakeTriton(), 72, n=150, v1={"p50_ms": 30.0, "p99_ms": 35.0}, v2={"p50_ms": 32.0, "p99_ms": 41.0})
     f = only(chk.evaluate(clock.now()))
     assert f.facts["worse"] == "p99_triton"  # p50 is 7% slower: sure, but under the 10% floor
     # 72 scrapes, 15 s apart: a reading every 4th (60 s), the first once 500 requests are behind it.
     assert f.facts["p99_triton.intervals"] == 18 and f.facts["p99_triton.n_cand"] == 18 * 600
     assert f.facts["p99_triton.base"] == 35 and f.facts["p99_triton.cand"] == 41
-    assert "worse on p99 by 17% (v2 41 ms vs v1 35 ms, Triton summaries, n=10800/10800 over 18 readings)" in \
-        finding_text(f)[0]
+    assert (
+        "worse on p99 by 17% (v2 41 ms vs v1 35 ms, Triton summaries, n=10800/10800 over 18 readings)"
+        in finding_text(f)[0]
+    )
     assert verdict(reg, "p50_triton") == 0 and f.facts["p50_triton.intervals"] == 18
 
 
 def test_summary_readings_with_too_few_requests_behind_them_leave_p99_undecided(clock: FakeClock) -> None:
     chk, reg = make(clock, window_secs=1200)
-    run(chk, clock, FakeTriton(), 72, n=30, v1={"p50_ms": 30.0, "p99_ms": 35.0},
-        v2={"p50_ms": 40.0, "p99_ms": 90.0})  # 120 requests a minute: a p99 of them is one or two values
+    run(
+        chk, clock, FakeTriton(), 72, n=30, v1={"p50_ms": 30.0, "p99_ms": 35.0}, v2={"p50_ms": 40.0, "p99_ms": 90.0}
+    )  # 120 requests a minute: a p99 of them is one or two values
     f = only(chk.evaluate(clock.now()))
     assert verdict(reg, "p99_triton") is None and f.facts["p99_triton.intervals"] == 0
     assert verdict(reg, "p50_triton") == 1  # 10 requests suffice behind a median
@@ -237,8 +269,10 @@ def test_other_sources_samples_are_ignored_and_intervals_are_bounded(clock: Fake
     assert chk.models == {}
     run(chk, clock, triton, 150, n=5)
     chk.evaluate(clock.now())
-    assert reg.get_sample_value("sidecar_canary_samples",
-                                {"model": "ctr", "version": "1", "signal": "triton_intervals"}) == 100
+    assert (
+        reg.get_sample_value("sidecar_canary_samples", {"model": "ctr", "version": "1", "signal": "triton_intervals"})
+        == 100
+    )
 
 
 def test_versions_beyond_the_cap_from_tritons_scrape_are_dropped_and_counted(clock: FakeClock) -> None:
@@ -254,14 +288,22 @@ def test_versions_beyond_the_cap_from_tritons_scrape_are_dropped_and_counted(clo
     assert reg.get_sample_value("sidecar_canary_values_dropped_total", {"reason": "version_limit"}) == 2
 
 
-@pytest.mark.parametrize(("triton", "canary_triton", "subscribed"),
-                         [(True, True, True), (True, False, False), (False, True, False)])
+@pytest.mark.parametrize(
+    ("triton", "canary_triton", "subscribed"), [(True, True, True), (True, False, False), (False, True, False)]
+)
 def test_the_wiring_subscribes_the_canary_to_tritons_scrape_only_when_both_are_on(
-        tmp_path: Path, triton: bool, canary_triton: bool, subscribed: bool) -> None:
-    cfg = parse_config({"triton": {"enabled": triton},
-                        "checks": {"canary": {"enabled": True, "triton": canary_triton}}})
-    svc = Service(cfg, clock=FakeClock(), registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),
-                  factories=[triton_build, canary_build])
+    tmp_path: Path, triton: bool, canary_triton: bool, subscribed: bool
+) -> None:
+    cfg = parse_config(
+        {"triton": {"enabled": triton}, "checks": {"canary": {"enabled": True, "triton": canary_triton}}}
+    )
+    svc = Service(
+        cfg,
+        clock=FakeClock(),
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        factories=[triton_build, canary_build],
+    )
     assert ("canary" in svc.bus.subscribers("samples")) is subscribed
     assert (svc.component("canary").triton is not None) is subscribed
 
@@ -278,5 +320,7 @@ def test_triton_intervals_leave_with_the_window_and_a_version_without_traffic_is
         triton.serve("1", 40, 35.0)
         chk.observe(triton.scrape(clock))
     assert list(chk.evaluate(clock.now())) == [] and set(chk.models["ctr"]) == {"1"}
-    assert reg.get_sample_value("sidecar_canary_samples",
-                                {"model": "ctr", "version": "2", "signal": "triton_intervals"}) is None
+    assert (
+        reg.get_sample_value("sidecar_canary_samples", {"model": "ctr", "version": "2", "signal": "triton_intervals"})
+        is None
+    )

@@ -13,8 +13,9 @@ from sidecar.model import Batch, Sample
 
 
 def poll(states: dict[tuple[str, str], str], stats: dict[tuple[str, str], tuple[float, float]], at: float) -> Batch:
-    items = [Sample("triton_model_state", (("model", m), ("state", s), ("version", v)), 1.0)
-             for (m, v), s in states.items()]
+    items = [
+        Sample("triton_model_state", (("model", m), ("state", s), ("version", v)), 1.0) for (m, v), s in states.items()
+    ]
     for (m, v), (count, ns) in stats.items():
         items.append(Sample("triton_model_stats", (("model", m), ("stat", "success_count"), ("version", v)), count))
         items.append(Sample("triton_model_stats", (("model", m), ("stat", "success_ns"), ("version", v)), ns))
@@ -116,8 +117,13 @@ def test_a_reload_starts_over_and_an_unloaded_version_is_forgotten(clock: FakeCl
 
 def test_the_watch_ignores_other_sources_and_kinds(clock: FakeClock) -> None:
     w, _ = watch()
-    w.observe(Batch(kind="samples", source="other", items=(Sample("triton_model_state", (("model", "m"),
-                                                                  ("state", "LOADING"), ("version", "1")), 1.0),)))
+    w.observe(
+        Batch(
+            kind="samples",
+            source="other",
+            items=(Sample("triton_model_state", (("model", "m"), ("state", "LOADING"), ("version", "1")), 1.0),),
+        )
+    )
     assert w.versions == {}
 
 
@@ -126,8 +132,15 @@ def test_a_load_that_held_the_index_request_is_timed_from_below(clock: FakeClock
     t0 = clock.now()
     w.observe(poll({}, {}, t0))
     held = poll({("m", "1"): "READY"}, {}, t0 + 7)
-    w.observe(Batch(kind="samples", source="triton_model_api", received_at=t0 + 7, complete=True,
-                    items=(Sample("triton_model_index_seconds", (), 4.8), *held.items)))
+    w.observe(
+        Batch(
+            kind="samples",
+            source="triton_model_api",
+            received_at=t0 + 7,
+            complete=True,
+            items=(Sample("triton_model_index_seconds", (), 4.8), *held.items),
+        )
+    )
     (f,) = w.evaluate(t0 + 8)
     assert f.active and f.value == pytest.approx(4.8) and f.facts["lower_bound"] == "yes"
     assert finding_text(f)[0] == "m v1 took at least 5s to load (bound 3s)"
@@ -139,8 +152,15 @@ def test_a_quick_index_answer_times_nothing_and_an_unloaded_version_says_nothing
     t0 = clock.now()
     w.observe(poll({}, {}, t0))
     fast = poll({("m", "1"): "READY"}, {}, t0 + 2)
-    w.observe(Batch(kind="samples", source="triton_model_api", received_at=t0 + 2, complete=True,
-                    items=(Sample("triton_model_index_seconds", (), 0.01), *fast.items)))
+    w.observe(
+        Batch(
+            kind="samples",
+            source="triton_model_api",
+            received_at=t0 + 2,
+            complete=True,
+            items=(Sample("triton_model_index_seconds", (), 0.01), *fast.items),
+        )
+    )
     assert w.evaluate(t0 + 3) == []
     w.observe(poll({("m", "2"): "LOADING"}, {}, t0 + 4))
     w.observe(poll({("m", "2"): "READY"}, {}, t0 + 10))

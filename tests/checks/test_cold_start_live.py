@@ -34,16 +34,24 @@ def slow_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServ
 async def test_a_slow_load_and_slow_first_requests_are_found(slow_triton: TritonServer, tmp_path: Path) -> None:
     registry, clock = CollectorRegistry(), SystemClock()
     bus = Bus(registry)
-    watch = ColdStartWatch(ColdStartConfig(enabled=True, max_load_secs=2.0, first_requests=3,
-                                           slowdown_factor=3.0), registry=registry)
+    watch = ColdStartWatch(
+        ColdStartConfig(enabled=True, max_load_secs=2.0, first_requests=3, slowdown_factor=3.0), registry=registry
+    )
     bus.subscribe("samples", watch.name, watch.observe)
     async with httpx.AsyncClient() as http:
-        src = TritonModelApiSource(triton_http_url=slow_triton.http_url, interval_secs=1, timeout_secs=10,
-                                   max_models=10, config_refresh_secs=300, registry=registry, clock=clock,
-                                   http=http, bus=bus)
+        src = TritonModelApiSource(
+            triton_http_url=slow_triton.http_url,
+            interval_secs=1,
+            timeout_secs=10,
+            max_models=10,
+            config_refresh_secs=300,
+            registry=registry,
+            clock=clock,
+            http=http,
+            bus=bus,
+        )
         await src.poll_once()  # the starting point: "slow" is in the repository, not loaded
-        load = asyncio.create_task(http.post(f"{slow_triton.http_url}/v2/repository/models/slow/load",
-                                             timeout=120))
+        load = asyncio.create_task(http.post(f"{slow_triton.http_url}/v2/repository/models/slow/load", timeout=120))
         # Triton 2.51 holds an index request that arrives at the very instant a load begins until the load
         # ends (seen here: 4.9 s), so the sidecar's first poll must not race the load request.
         await asyncio.wait({load}, timeout=0.3)
@@ -68,8 +76,12 @@ async def test_a_slow_load_and_slow_first_requests_are_found(slow_triton: Triton
         assert f.active and (f.value or 0) >= 0.3, f
         assert f.baseline is not None and f.baseline < 0.1
         assert "first 3 requests" in finding_text(f)[0]
-        assert (registry.get_sample_value("sidecar_cold_start_first_requests_slowdown_ratio",
-                                          {"model": "slow", "version": "1"}) or 0) > 3
+        assert (
+            registry.get_sample_value(
+                "sidecar_cold_start_first_requests_slowdown_ratio", {"model": "slow", "version": "1"}
+            )
+            or 0
+        ) > 3
         await http.post(f"{slow_triton.http_url}/v2/repository/models/slow/unload", timeout=60)
 
 
@@ -81,12 +93,19 @@ async def test_a_load_is_timed_even_when_triton_holds_the_first_poll(slow_triton
     watch = ColdStartWatch(ColdStartConfig(enabled=True, max_load_secs=2.0), registry=registry)
     bus.subscribe("samples", watch.name, watch.observe)
     async with httpx.AsyncClient() as http:
-        src = TritonModelApiSource(triton_http_url=slow_triton.http_url, interval_secs=1, timeout_secs=30,
-                                   max_models=10, config_refresh_secs=300, registry=registry, clock=clock,
-                                   http=http, bus=bus)
+        src = TritonModelApiSource(
+            triton_http_url=slow_triton.http_url,
+            interval_secs=1,
+            timeout_secs=30,
+            max_models=10,
+            config_refresh_secs=300,
+            registry=registry,
+            clock=clock,
+            http=http,
+            bus=bus,
+        )
         await src.poll_once()
-        load = asyncio.create_task(http.post(f"{slow_triton.http_url}/v2/repository/models/slow/load",
-                                             timeout=120))
+        load = asyncio.create_task(http.post(f"{slow_triton.http_url}/v2/repository/models/slow/load", timeout=120))
         while not load.done():
             await src.poll_once()
             await asyncio.wait({load}, timeout=0.5)

@@ -15,10 +15,22 @@ from sidecar.model import Batch
 from sidecar.sources.triton_model_api import TritonModelApiSource
 
 URL = "http://triton.example:8000"
-INDEX = [{"name": "a", "version": "1", "state": "READY"}, {"name": "b", "version": "1", "state": "LOADING"},
-         {"name": "c"}]
-STATS = {"model_stats": [{"name": "a", "version": "1", "inference_count": 7, "execution_count": 3,
-                          "inference_stats": {"success": {"count": 7, "ns": 70}, "queue": {"count": 7, "ns": 14}}}]}
+INDEX = [
+    {"name": "a", "version": "1", "state": "READY"},
+    {"name": "b", "version": "1", "state": "LOADING"},
+    {"name": "c"},
+]
+STATS = {
+    "model_stats": [
+        {
+            "name": "a",
+            "version": "1",
+            "inference_count": 7,
+            "execution_count": 3,
+            "inference_stats": {"success": {"count": 7, "ns": 70}, "queue": {"count": 7, "ns": 14}},
+        }
+    ]
+}
 
 
 class Triton:
@@ -47,9 +59,17 @@ def make(triton: Triton, **kw: int) -> tuple[TritonModelApiSource, list[Batch], 
     bus = Bus(reg)
     got: list[Batch] = []
     bus.subscribe("samples", "t", got.append)
-    src = TritonModelApiSource(triton_http_url=URL, interval_secs=1, timeout_secs=1, max_models=kw.get("max", 10),
-                               config_refresh_secs=60, registry=reg, clock=clock,
-                               http=httpx.AsyncClient(transport=httpx.MockTransport(triton)), bus=bus)
+    src = TritonModelApiSource(
+        triton_http_url=URL,
+        interval_secs=1,
+        timeout_secs=1,
+        max_models=kw.get("max", 10),
+        config_refresh_secs=60,
+        registry=reg,
+        clock=clock,
+        http=httpx.AsyncClient(transport=httpx.MockTransport(triton)),
+        bus=bus,
+    )
     return src, got, reg, clock
 
 
@@ -62,21 +82,30 @@ def test_one_poll_publishes_states_stats_and_the_config_of_ready_models() -> Non
     states = {(dict(s.labels)["model"], dict(s.labels)["state"]) for s in batch.items if s.name == "triton_model_state"}
     assert states == {("a", "READY"), ("b", "LOADING")}  # "c" has no version: not loaded at all
     stats = {dict(s.labels)["stat"]: s.value for s in batch.items if s.name == "triton_model_stats"}
-    assert stats == {"inference_count": 7, "execution_count": 3, "success_count": 7, "success_ns": 70,
-                     "queue_count": 7, "queue_ns": 14}
+    assert stats == {
+        "inference_count": 7,
+        "execution_count": 3,
+        "success_count": 7,
+        "success_ns": 70,
+        "queue_count": 7,
+        "queue_ns": 14,
+    }
     cfg = {dict(s.labels)["field"]: s.value for s in batch.items if s.name == "triton_model_config"}
     assert cfg == {"max_batch_size": 4, "dynamic_batching": 1, "max_queue_delay_us": 0}
     asyncio.run(src.poll_once())
     assert triton.config_calls == 1  # cached until config_refresh_secs
 
 
-@pytest.mark.parametrize(("answer", "reason"), [
-    (httpx.Response(503, text="busy"), "http_status"),
-    (httpx.Response(200, text="<html>"), "parse"),
-    (httpx.Response(200, json={"not": "a list"}), "parse"),
-    (httpx.ConnectError("refused"), "connect"),
-    (httpx.ReadTimeout("slow"), "timeout"),
-])
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (httpx.Response(503, text="busy"), "http_status"),
+        (httpx.Response(200, text="<html>"), "parse"),
+        (httpx.Response(200, json={"not": "a list"}), "parse"),
+        (httpx.ConnectError("refused"), "connect"),
+        (httpx.ReadTimeout("slow"), "timeout"),
+    ],
+)
 def test_a_failed_poll_publishes_nothing_and_is_counted(answer: httpx.Response | Exception, reason: str) -> None:
     triton = Triton()
     triton.answers["/v2/repository/index"] = answer

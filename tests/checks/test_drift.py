@@ -21,9 +21,15 @@ FEATS = ["a", "b", "c", "d", "e"]
 def _cfg(**drift: Any) -> dict[str, Any]:
     # These tests are about the window method (window_secs, sustained_secs as wall time, evaluate right
     # after feeding); the default method multiscale is tested in test_drift_multiscale.py.
-    base: dict[str, Any] = {"enabled": True, "method": "window", "window_secs": 600, "bucket_count": 6,
-                            "min_samples": 200, "sustained_secs": 300,
-                            "reference": {"mode": "pinned", "pinned_events": 2000}}
+    base: dict[str, Any] = {
+        "enabled": True,
+        "method": "window",
+        "window_secs": 600,
+        "bucket_count": 6,
+        "min_samples": 200,
+        "sustained_secs": 300,
+        "reference": {"mode": "pinned", "pinned_events": 2000},
+    }
     base.update(drift)
     return {"checks": {"drift": base}}
 
@@ -42,8 +48,9 @@ def test_identical_distributions_give_no_finding_across_seeds(tmp_path: Path) ->
     noisy_seeds = 0
     for seed in range(30):
         clock = FakeClock()
-        check = _check(tmp_path / str(seed), clock, sustained_secs=0, reference={"mode": "pinned",
-                                                                                  "pinned_events": 1000})
+        check = _check(
+            tmp_path / str(seed), clock, sustained_secs=0, reference={"mode": "pinned", "pinned_events": 1000}
+        )
         rng = np.random.default_rng(seed)
         feed(check, clock, "m", "1", normal_rows(rng, 1000, FEATS), per_sec=50)
         feed(check, clock, "m", "1", normal_rows(rng, 1500, FEATS), per_sec=5)
@@ -75,8 +82,7 @@ def test_mean_shift_found_only_after_it_is_sustained(tmp_path: Path, clock: Fake
     reg: CollectorRegistry = check.ctx.registry
     assert metric(reg, "sidecar_drift_drifting", model="ctr", version="2", feature="b", test="ks") == 1.0
     assert metric(reg, "sidecar_drift_drifting", model="ctr", version="2", feature="a", test="ks") == 0.0
-    assert metric(reg, "sidecar_drift_samples", model="ctr", version="2", feature="b",
-                  window="reference") == 2000
+    assert metric(reg, "sidecar_drift_samples", model="ctr", version="2", feature="b", window="reference") == 2000
 
 
 def test_variance_change_is_found(tmp_path: Path, clock: FakeClock) -> None:
@@ -91,8 +97,10 @@ def test_new_category_is_found_and_named(tmp_path: Path, clock: FakeClock) -> No
     check = _check(tmp_path, clock, sustained_secs=0)
     rng = np.random.default_rng(3)
     ref = [{"country": str(rng.choice(["de", "fr", "it"])), "x": float(rng.normal())} for _ in range(2000)]
-    cur = [{"country": str(rng.choice(["de", "fr", "it", "es"], p=[0.3, 0.25, 0.25, 0.2])),
-            "x": float(rng.normal())} for _ in range(3000)]
+    cur = [
+        {"country": str(rng.choice(["de", "fr", "it", "es"], p=[0.3, 0.25, 0.25, 0.2])), "x": float(rng.normal())}
+        for _ in range(3000)
+    ]
     feed(check, clock, "m", "1", ref, per_sec=20)
     clock.advance(600)  # the reference traffic leaves the current window
     feed(check, clock, "m", "1", cur, per_sec=10)
@@ -100,8 +108,9 @@ def test_new_category_is_found_and_named(tmp_path: Path, clock: FakeClock) -> No
     assert _active(found) == {"country"}
     f = next(f for f in found if f.active)
     assert f.labels["test"] == "chi2" and "new categories es (" in finding_text(f)[0]
-    assert metric(check.ctx.registry, "sidecar_drift_unseen_ratio", model="m", version="1",
-                  feature="country") == pytest.approx(0.2, abs=0.03)
+    assert metric(
+        check.ctx.registry, "sidecar_drift_unseen_ratio", model="m", version="1", feature="country"
+    ) == pytest.approx(0.2, abs=0.03)
 
 
 def test_nan_burst_is_reported_as_missing_not_as_a_shift(tmp_path: Path, clock: FakeClock) -> None:
@@ -117,8 +126,9 @@ def test_nan_burst_is_reported_as_missing_not_as_a_shift(tmp_path: Path, clock: 
     assert _active(found, "missing") == {"d"}
     assert _active(found, "ks") == set()
     reg = check.ctx.registry
-    assert metric(reg, "sidecar_drift_missing_ratio", model="m", version="1", feature="d",
-                  window="current") == pytest.approx(0.5, abs=0.01)
+    assert metric(
+        reg, "sidecar_drift_missing_ratio", model="m", version="1", feature="d", window="current"
+    ) == pytest.approx(0.5, abs=0.01)
     assert metric(reg, "sidecar_drift_samples", model="m", version="1", feature="d", window="current") < 3000
 
 
@@ -146,16 +156,16 @@ def test_file_reference_and_reference_change_are_logged(tmp_path: Path, clock: F
     ref = tmp_path / "train.csv"
     vals = rng.normal(size=(3000, 2))
     ref.write_text("a,b\n" + "\n".join(f"{x},{y}" for x, y in vals))
-    check = _check(tmp_path, clock, sustained_secs=0, models={"m": {"reference": {"mode": "file",
-                                                                                  "path": str(ref)}}})
+    check = _check(tmp_path, clock, sustained_secs=0, models={"m": {"reference": {"mode": "file", "path": str(ref)}}})
     changes: list[Change] = []
 
     # Reference changes leave the check on the bus (kind "changes"), where the change log subscribes.
     check.ctx.bus.subscribe("changes", "test", lambda batch: changes.extend(batch.items))
     feed(check, clock, "m", "7", normal_rows(rng, 3000, ["a", "b"], loc={"a": 0.4}), per_sec=10)
     assert _active(check.evaluate(clock.now())) == {"a"}
-    check.set_reference("m", check.spec_for("m").model_copy(update={"mode": "pinned", "pinned_events": 100}),
-                        who="alice")
+    check.set_reference(
+        "m", check.spec_for("m").model_copy(update={"mode": "pinned", "pinned_events": 100}), who="alice"
+    )
     assert len(changes) == 1 and changes[0].model == "m" and changes[0].who == "alice"
     found = check.evaluate(clock.now())
     assert all(f.insufficient_data for f in found if f.labels["test"] != "missing")
@@ -181,8 +191,9 @@ def test_series_and_category_bounds_are_counted(tmp_path: Path, clock: FakeClock
 
 
 def test_sketch_mode_finds_the_shift_exact_mode_finds(tmp_path: Path, clock: FakeClock) -> None:
-    check = _check(tmp_path, clock, sustained_secs=0, max_exact_samples=600,
-                   reference={"mode": "pinned", "pinned_events": 5000})
+    check = _check(
+        tmp_path, clock, sustained_secs=0, max_exact_samples=600, reference={"mode": "pinned", "pinned_events": 5000}
+    )
     rng = np.random.default_rng(8)
     feed(check, clock, "m", "1", normal_rows(rng, 5000, ["a", "b"]), per_sec=50)
     feed(check, clock, "m", "1", normal_rows(rng, 20000, ["a", "b"], loc={"a": 0.2}), per_sec=40)
@@ -197,14 +208,23 @@ def test_threaded_evaluation_gives_the_same_findings_as_one_thread(tmp_path: Pat
     for threads in (1, 4):
         clock = FakeClock()
         # A reference above 10,000 values takes our asymptotic path (scipy's own below it).
-        check = _check(tmp_path / str(threads), clock, sustained_secs=0, eval_threads=threads,
-                       reference={"mode": "pinned", "pinned_events": 11_000})
+        check = _check(
+            tmp_path / str(threads),
+            clock,
+            sustained_secs=0,
+            eval_threads=threads,
+            reference={"mode": "pinned", "pinned_events": 11_000},
+        )
         rng = np.random.default_rng(12)
         feed(check, clock, "m", "1", normal_rows(rng, 11_000, FEATS), per_sec=200)
         clock.advance(600)  # the reference traffic leaves the window (which stays exact, no sketch)
         feed(check, clock, "m", "1", normal_rows(rng, 3000, FEATS, loc={"e": 0.3}, scale={"a": 1.5}), per_sec=10)
-        results.append({(f.labels["feature"], f.labels["test"]): (f.value, f.p_value, f.active)
-                        for f in check.evaluate(clock.now())})
+        results.append(
+            {
+                (f.labels["feature"], f.labels["test"]): (f.value, f.p_value, f.active)
+                for f in check.evaluate(clock.now())
+            }
+        )
     assert results[0] == results[1]
     assert {k[0] for k, v in results[0].items() if v[2]} == {"a", "e"}
     assert all("(asymp)" in finding_text(f)[0] for f in check.evaluate(clock.now()) if f.labels["test"] == "ks")

@@ -11,8 +11,7 @@ from sidecar.clock import FakeClock
 
 
 def test_features_refused_by_the_series_limit_leave_no_kind_behind(tmp_path: Path, clock: FakeClock) -> None:
-    ctx = make_ctx(tmp_path / "s.sqlite", clock,
-                   {"checks": {"drift": {"enabled": True, "max_series": 3}}})
+    ctx = make_ctx(tmp_path / "s.sqlite", clock, {"checks": {"drift": {"enabled": True, "max_series": 3}}})
     check = DriftCheck(ctx, ctx.config.checks.drift)
     # A client sending a new feature name in every event (an id leaked into the feature map, say).
     check.observe(events("m", "1", clock.now(), [{f"f{i}": float(i)} for i in range(500)]))

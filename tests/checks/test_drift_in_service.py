@@ -21,21 +21,41 @@ from sidecar.wiring.events import build as events_build
 
 
 def _service(tmp_path: Path, clock: FakeClock) -> Service:
-    cfg = parse_config({
-        "server": {"admin_token": "adm"},
-        "checks": {"drift": {"enabled": True, "method": "window", "sustained_secs": 0, "min_samples": 100,
-                             "reference": {"mode": "pinned", "pinned_events": 500}}},
-    })
-    return Service(cfg, clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),
-                   factories=[events_build, drift_build])
+    cfg = parse_config(
+        {
+            "server": {"admin_token": "adm"},
+            "checks": {
+                "drift": {
+                    "enabled": True,
+                    "method": "window",
+                    "sustained_secs": 0,
+                    "min_samples": 100,
+                    "reference": {"mode": "pinned", "pinned_events": 500},
+                }
+            },
+        }
+    )
+    return Service(
+        cfg,
+        clock=clock,
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        factories=[events_build, drift_build],
+    )
 
 
 def _post(client: TestClient, clock: FakeClock, rng: np.random.Generator, n: int, shift: float) -> None:
     for _ in range(n // 100):
-        evs = [{"model": "ctr", "version": 2, "timestamp": clock.now(),
+        evs = [
+            {
+                "model": "ctr",
+                "version": 2,
+                "timestamp": clock.now(),
                 "features": {"x": float(v), "y": float(w), "country": "de" if w > 0 else "fr"},
-                "score": float(abs(v))}
-               for v, w in zip(rng.normal(shift, 1, 100), rng.normal(0, 1, 100), strict=True)]
+                "score": float(abs(v)),
+            }
+            for v, w in zip(rng.normal(shift, 1, 100), rng.normal(0, 1, 100), strict=True)
+        ]
         assert client.post("/v1/events", json=evs).json()["accepted"] == 100
         clock.advance(10)
 
@@ -51,19 +71,24 @@ def test_events_to_drift_finding_and_admin_reference_change(tmp_path: Path, cloc
         active = {(f.labels["feature"], f.labels["test"]) for f in findings if f.active}
         assert active == {("x", "ks"), ("_score", "ks")}
         assert client.get("/admin/drift/references").status_code == 401
-        r = client.put("/admin/drift/references/ctr", json={"mode": "pinned", "pinned_events": 0},
-                       headers={"authorization": "Bearer adm"})
+        r = client.put(
+            "/admin/drift/references/ctr",
+            json={"mode": "pinned", "pinned_events": 0},
+            headers={"authorization": "Bearer adm"},
+        )
         assert r.status_code == 400 and "pinned_events" in r.text
-        r = client.put("/admin/drift/references/ctr", json={"mode": "pinned", "pinned_events": 300, "who": "bob"},
-                       headers={"authorization": "Bearer adm"})
+        r = client.put(
+            "/admin/drift/references/ctr",
+            json={"mode": "pinned", "pinned_events": 300, "who": "bob"},
+            headers={"authorization": "Bearer adm"},
+        )
         assert r.status_code == 200
         listing = client.get("/admin/drift/references", headers={"authorization": "Bearer adm"}).json()
         assert listing["references"] == [] and listing["specs"]["ctr"]["pinned_events"] == 300
         metrics = client.get("/metrics").text
     assert 'sidecar_drift_drifting{feature="x",model="ctr",test="ks",version="2"} 1.0' in metrics
     if shutil.which("promtool"):
-        out = subprocess.run(["promtool", "check", "metrics"], input=metrics.encode(), capture_output=True,
-                             timeout=30)
+        out = subprocess.run(["promtool", "check", "metrics"], input=metrics.encode(), capture_output=True, timeout=30)
         assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
 
 

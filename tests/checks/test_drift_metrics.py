@@ -11,8 +11,12 @@ from prometheus_client import generate_latest
 from sidecar.checks.drift import DriftCheck
 from sidecar.clock import FakeClock
 
-_NUMBERS = ("sidecar_drift_statistic", "sidecar_drift_p_value", "sidecar_drift_p_value_raw",
-            "sidecar_drift_effect_size")
+_NUMBERS = (
+    "sidecar_drift_statistic",
+    "sidecar_drift_p_value",
+    "sidecar_drift_p_value_raw",
+    "sidecar_drift_effect_size",
+)
 
 
 def _drift_nan_lines(check: DriftCheck) -> list[str]:
@@ -21,9 +25,22 @@ def _drift_nan_lines(check: DriftCheck) -> list[str]:
 
 
 def test_nothing_is_exported_as_nan_while_the_reference_is_collected(tmp_path: Path, clock: FakeClock) -> None:
-    ctx = make_ctx(tmp_path / "s.sqlite", clock, {"checks": {"drift": {
-        "enabled": True, "method": "window", "window_secs": 600, "sustained_secs": 0, "min_samples": 100,
-        "reference": {"mode": "pinned", "pinned_events": 500}}}})
+    ctx = make_ctx(
+        tmp_path / "s.sqlite",
+        clock,
+        {
+            "checks": {
+                "drift": {
+                    "enabled": True,
+                    "method": "window",
+                    "window_secs": 600,
+                    "sustained_secs": 0,
+                    "min_samples": 100,
+                    "reference": {"mode": "pinned", "pinned_events": 500},
+                }
+            }
+        },
+    )
     check = DriftCheck(ctx, ctx.config.checks.drift)
     rng = np.random.default_rng(0)
     feed(check, clock, "m", "1", normal_rows(rng, 200, ["a"]), per_sec=20)
@@ -32,12 +49,16 @@ def test_nothing_is_exported_as_nan_while_the_reference_is_collected(tmp_path: P
     lab = {"model": "m", "version": "1", "feature": "a", "test": "ks"}
     assert all(metric(ctx.registry, name, **lab) is None for name in _NUMBERS)
     assert metric(ctx.registry, "sidecar_drift_psi", model="m", version="1", feature="a") is None
-    assert metric(ctx.registry, "sidecar_drift_missing_ratio", model="m", version="1", feature="a",
-                  window="reference") is None
+    assert (
+        metric(ctx.registry, "sidecar_drift_missing_ratio", model="m", version="1", feature="a", window="reference")
+        is None
+    )
     # What is known is exported: the condition is 0, the current window's missing ratio 0.
     assert metric(ctx.registry, "sidecar_drift_condition", **lab) == 0.0
-    assert metric(ctx.registry, "sidecar_drift_missing_ratio", model="m", version="1", feature="a",
-                  window="current") == 0.0
+    assert (
+        metric(ctx.registry, "sidecar_drift_missing_ratio", model="m", version="1", feature="a", window="current")
+        == 0.0
+    )
     feed(check, clock, "m", "1", normal_rows(rng, 400, ["a"]), per_sec=20)
     check.evaluate(clock.now())
     assert all(metric(ctx.registry, name, **lab) is not None for name in _NUMBERS)

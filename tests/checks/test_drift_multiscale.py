@@ -22,14 +22,26 @@ AMP = 1.0  # sd of the daily cycle: an off-centre reference hour would carry up 
 
 
 def _check(tmp_path: Path, clock: FakeClock, **drift: Any) -> DriftCheck:
-    cfg = {"enabled": True, "method": "multiscale", "eval_threads": 1,
-           "reference": {"mode": "pinned", "pinned_events": 5000}, **drift}
+    cfg = {
+        "enabled": True,
+        "method": "multiscale",
+        "eval_threads": 1,
+        "reference": {"mode": "pinned", "pinned_events": 5000},
+        **drift,
+    }
     ctx = make_ctx(tmp_path / "s.sqlite", clock, {"checks": {"drift": cfg}})
     return DriftCheck(ctx, ctx.config.checks.drift)
 
 
-def _run(check: DriftCheck, clock: FakeClock, rng: np.random.Generator, secs: float, rate: int,
-         shift: float = 0.0, batch: float = 10.0) -> float | None:
+def _run(
+    check: DriftCheck,
+    clock: FakeClock,
+    rng: np.random.Generator,
+    secs: float,
+    rate: int,
+    shift: float = 0.0,
+    batch: float = 10.0,
+) -> float | None:
     """Feeds features a, b (b shifted by ``shift`` sd), evaluating every 60 s; the first active time."""
     start = clock.now()
     while clock.now() - start < secs:
@@ -82,8 +94,7 @@ def test_a_daily_cycle_with_the_same_hours_last_week_never_alerts(tmp_path: Path
         if clock.now() - start > week + steep - 2 * 3600:
             fs = check.evaluate(clock.now())
             looked += sum(1 for f in fs if f.labels["test"] == "ks" and not f.insufficient_data)
-            found += [(clock.now() - start - week, f.facts["scale_secs"], f.facts["statistic"])
-                      for f in fs if f.active]
+            found += [(clock.now() - start - week, f.facts["scale_secs"], f.facts["statistic"]) for f in fs if f.active]
     assert looked >= 200  # the reference was there: the test ran
     assert found == []
 
@@ -95,8 +106,14 @@ def test_bulk_columns_fill_the_same_windows_as_events(tmp_path: Path) -> None:
     vals[1::7] = np.nan  # not the first: a missing first value cannot tell an event's feature kind
     a.observe_columns("m", "1", clock.now(), {"x": vals, "k": ["u" if v > 0 else None for v in vals]})
     from sidecar.model import Batch
-    b.observe(Batch("events", "t", tuple(
-        Event("m", "1", clock.now(), {"x": float(v), "k": "u" if v > 0 else None}) for v in vals)))
+
+    b.observe(
+        Batch(
+            "events",
+            "t",
+            tuple(Event("m", "1", clock.now(), {"x": float(v), "k": "u" if v > 0 else None}) for v in vals),
+        )
+    )
     for f in ("x", "k"):
         sa = a.registry.windows[("m", "1", f)].snapshot()
         sb = b.registry.windows[("m", "1", f)].snapshot()
@@ -129,21 +146,28 @@ def test_the_evidence_count_survives_a_restart(tmp_path: Path) -> None:
     again.observe_columns("m", "1", clock.now(), {"a": rng.normal(size=6000), "b": rng.normal(1, 1, 6000)})
     clock.advance(60)
     active = [f for f in again.evaluate(clock.now()) if f.active]
-    assert {(f.labels["feature"], f.facts["scale_secs"], f.facts["looks_drifting"]) for f in active} == {
-        ("b", 60.0, 2)}
+    assert {(f.labels["feature"], f.facts["scale_secs"], f.facts["looks_drifting"]) for f in active} == {("b", 60.0, 2)}
 
 
-@pytest.mark.parametrize(("bad", "field"), [
-    ({"scales_secs": [300, 60]}, "scales_secs"), ({"scales_secs": [60, 90]}, "scales_secs"),
-    ({"sustained_looks": 4, "sustained_of": 3}, "sustained_looks"), ({"method": "cusum"}, "method")])
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"scales_secs": [300, 60]}, "scales_secs"),
+        ({"scales_secs": [60, 90]}, "scales_secs"),
+        ({"sustained_looks": 4, "sustained_of": 3}, "sustained_looks"),
+        ({"method": "cusum"}, "method"),
+    ],
+)
 def test_bad_multiscale_config_names_the_field(bad: dict[str, Any], field: str) -> None:
     from sidecar.config import parse_config
+
     with pytest.raises((ConfigError, ValueError), match=field):
         parse_config({"checks": {"drift": bad}})
 
 
 def test_a_multiscale_finding_says_how_many_blocks_drifted(tmp_path: Path) -> None:
     from sidecar.alerting.render.drift import render
+
     clock = FakeClock(start=1_700_000_000.0 - 1_700_000_000.0 % 60)
     check = _check(tmp_path, clock)
     rng = np.random.default_rng(2)
@@ -168,20 +192,21 @@ def test_a_block_whose_centred_hours_are_half_missing_has_no_rolling_reference(t
     ref = check.reference_for("m", "1", "c", clock.now())  # the 'window' form still answers
     assert ref is not None
     from sidecar.checks.drift.refs import NoReference
+
     half = check.refs.reference_for("m", "1", "c", clock.now(), (start + 7 * 86400 + 540, start + 7 * 86400 + 600))
     assert isinstance(half, NoReference) and half.reason == "no_traffic_last_week"
-    whole = check.refs.reference_for("m", "1", "c", clock.now(),
-                                     (start + 7 * 86400 + 1740, start + 7 * 86400 + 1800))
+    whole = check.refs.reference_for("m", "1", "c", clock.now(), (start + 7 * 86400 + 1740, start + 7 * 86400 + 1800))
     assert not isinstance(whole, NoReference)
 
 
-def _rows_run(check: DriftCheck, clock: FakeClock, rows: list[dict[str, Any]], per_sec: int
-              ) -> tuple[set[tuple[str, str]], float | None, list[Any]]:
+def _rows_run(
+    check: DriftCheck, clock: FakeClock, rows: list[dict[str, Any]], per_sec: int
+) -> tuple[set[tuple[str, str]], float | None, list[Any]]:
     """Feeds event rows at ``per_sec``, evaluating at every 60 s block end: the (feature, test) pairs ever
     active, the first active time after the start, and the findings of the first evaluation with any."""
     start, seen, first, first_found = clock.now(), set(), None, []
     for i in range(0, len(rows), per_sec):
-        check.observe(events("m", "1", clock.now(), rows[i:i + per_sec]))
+        check.observe(events("m", "1", clock.now(), rows[i : i + per_sec]))
         clock.advance(1.0)
         if clock.now() % 60 == 0:
             found = check.evaluate(clock.now())
@@ -217,8 +242,10 @@ def test_by_default_a_new_category_is_flagged_and_named(tmp_path: Path) -> None:
     check = _default_check(tmp_path, clock)
     rng = np.random.default_rng(13)
     ref = [{"country": str(rng.choice(["de", "fr", "it"])), "x": float(rng.normal())} for _ in range(20 * 600)]
-    cur = [{"country": str(rng.choice(["de", "fr", "it", "es"], p=[0.3, 0.25, 0.25, 0.2])),
-            "x": float(rng.normal())} for _ in range(20 * 600)]
+    cur = [
+        {"country": str(rng.choice(["de", "fr", "it", "es"], p=[0.3, 0.25, 0.25, 0.2])), "x": float(rng.normal())}
+        for _ in range(20 * 600)
+    ]
     assert _rows_run(check, clock, ref, 20)[0] == set()
     seen, first, found = _rows_run(check, clock, cur, 20)
     assert seen == {("country", "chi2")}

@@ -17,10 +17,20 @@ WEEK = 7 * 86400.0
 
 
 def _check(tmp_path: Path, clock: FakeClock) -> DriftCheck:
-    cfg: dict[str, Any] = {"checks": {"drift": {
-        "enabled": True, "method": "window", "window_secs": 1800, "bucket_count": 6, "min_samples": 200,
-        "sustained_secs": 0,
-        "eval_threads": 1, "reference": {"mode": "rolling"}}}}
+    cfg: dict[str, Any] = {
+        "checks": {
+            "drift": {
+                "enabled": True,
+                "method": "window",
+                "window_secs": 1800,
+                "bucket_count": 6,
+                "min_samples": 200,
+                "sustained_secs": 0,
+                "eval_threads": 1,
+                "reference": {"mode": "rolling"},
+            }
+        }
+    }
     ctx = make_ctx(tmp_path / "state.sqlite", clock, cfg)
     return DriftCheck(ctx, ctx.config.checks.drift)
 

@@ -13,8 +13,14 @@ from sidecar.clock import FakeClock
 
 
 def _check(tmp_path: Path, clock: FakeClock, **drift: Any) -> DriftCheck:
-    base: dict[str, Any] = {"enabled": True, "method": "window", "window_secs": 600, "sustained_secs": 0,
-                            "min_samples": 100, "reference": {"mode": "pinned", "pinned_events": 300}}
+    base: dict[str, Any] = {
+        "enabled": True,
+        "method": "window",
+        "window_secs": 600,
+        "sustained_secs": 0,
+        "min_samples": 100,
+        "reference": {"mode": "pinned", "pinned_events": 300},
+    }
     ctx = make_ctx(tmp_path / "s.sqlite", clock, {"checks": {"drift": {**base, **drift}}})
     return DriftCheck(ctx, ctx.config.checks.drift)
 

@@ -20,14 +20,23 @@ from sidecar.sources.trace_files.tensors import events_from_trace_records
 
 def make(clock: FakeClock, **cfg: Any) -> tuple[OutputSanityCheck, CollectorRegistry]:
     reg = CollectorRegistry()
-    return OutputSanityCheck(OutputSanityConfig.model_validate({"enabled": True, **cfg}), registry=reg,
-                             clock=clock), reg
+    return OutputSanityCheck(
+        OutputSanityConfig.model_validate({"enabled": True, **cfg}), registry=reg, clock=clock
+    ), reg
 
 
-def ev(t: float, score: float | None = None, *, version: str = "2", req: str | None = None,
-       trace: str | None = None, **features: float) -> Event:
-    return Event(model="ctr", version=version, timestamp=t, score=score, features=features, request_id=req,
-                 trace_id=trace)
+def ev(
+    t: float,
+    score: float | None = None,
+    *,
+    version: str = "2",
+    req: str | None = None,
+    trace: str | None = None,
+    **features: float,
+) -> Event:
+    return Event(
+        model="ctr", version=version, timestamp=t, score=score, features=features, request_id=req, trace_id=trace
+    )
 
 
 def feed(chk: OutputSanityCheck, items: list[Event]) -> None:
@@ -52,8 +61,10 @@ def test_one_nan_output_is_a_finding_with_its_request_id(clock: FakeClock) -> No
     assert f.labels == {"alertname": "ModelOutputSuspect", "model": "ctr", "version": "2", "test": "nonfinite"}
     assert finding_text(f)[0] == "ctr v2 outputs NaN or inf: 1 of 50 (2.0%) over 5m, e.g. request req-x"
     assert ratio(reg, "nonfinite") == pytest.approx(0.02)
-    assert reg.get_sample_value("sidecar_output_sanity_condition",
-                                {"model": "ctr", "version": "2", "test": "nonfinite"}) == 1
+    assert (
+        reg.get_sample_value("sidecar_output_sanity_condition", {"model": "ctr", "version": "2", "test": "nonfinite"})
+        == 1
+    )
 
 
 def test_finite_outputs_make_an_inactive_nonfinite_finding(clock: FakeClock) -> None:
@@ -66,19 +77,25 @@ def test_finite_outputs_make_an_inactive_nonfinite_finding(clock: FakeClock) -> 
 def test_inf_in_a_field_counts_as_nonfinite(clock: FakeClock) -> None:
     chk, _ = make(clock, models={"ctr": {"outputs": ["fields.logit"]}})
     t = clock.now()
-    items = [Event(model="ctr", version="2", timestamp=t, fields={"logit": math.inf if i == 3 else 1.0 + i})
-             for i in range(10)]
+    items = [
+        Event(model="ctr", version="2", timestamp=t, fields={"logit": math.inf if i == 3 else 1.0 + i})
+        for i in range(10)
+    ]
     feed(chk, items)
     f = by_test(chk.evaluate(t))["nonfinite"]
     assert f.active and f.facts["count"] == 1
 
 
 def test_a_nan_in_a_triton_tensors_output_reaches_the_check(clock: FakeClock) -> None:
-    records = [{"id": 1, "model_name": "ctr", "model_version": 2, "request_id": "req-1"},
-               {"id": 1, "activity": "TENSOR_BACKEND_OUTPUT",
-                "tensor": {"name": "score", "data": "nan,0.5", "shape": "2,1", "dtype": "FP32"}}]
-    events, skipped = events_from_trace_records(records, {"ctr": TensorMapping(inputs={"score": ["out"]})},
-                                                clock.now())
+    records = [
+        {"id": 1, "model_name": "ctr", "model_version": 2, "request_id": "req-1"},
+        {
+            "id": 1,
+            "activity": "TENSOR_BACKEND_OUTPUT",
+            "tensor": {"name": "score", "data": "nan,0.5", "shape": "2,1", "dtype": "FP32"},
+        },
+    ]
+    events, skipped = events_from_trace_records(records, {"ctr": TensorMapping(inputs={"score": ["out"]})}, clock.now())
     assert not skipped and len(events) == 2
     chk, _ = make(clock, models={"ctr": {"outputs": ["features.out"]}})
     feed(chk, events)

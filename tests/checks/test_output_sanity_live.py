@@ -55,34 +55,76 @@ def test_nan_zero_and_out_of_range_outputs_from_tritons_tensors_are_each_a_findi
     (tmp_path / "repo" / "sick" / "config.pbtxt").write_text(_CONFIG)
     (tmp_path / "repo" / "sick" / "1" / "model.py").write_text(_MODEL)
     trace = tmp_path / "trace.json"
-    server = TritonServer(tmp_path / "repo", tmp_path / "triton", summary_latencies=False, extra_args=[
-        "--trace-config", "mode=triton", "--trace-config", f"triton,file={trace}",
-        "--trace-config", "triton,log-frequency=1", "--trace-config", "rate=1",
-        "--trace-config", "level=TIMESTAMPS", "--trace-config", "level=TENSORS"])
-    plan = ([("ok", 1.0)] * 20 + [("nan", -1.0)] * 2 + [("zero", 0.0)] * 8 + [("big", 5.0)])
+    server = TritonServer(
+        tmp_path / "repo",
+        tmp_path / "triton",
+        summary_latencies=False,
+        extra_args=[
+            "--trace-config",
+            "mode=triton",
+            "--trace-config",
+            f"triton,file={trace}",
+            "--trace-config",
+            "triton,log-frequency=1",
+            "--trace-config",
+            "rate=1",
+            "--trace-config",
+            "level=TIMESTAMPS",
+            "--trace-config",
+            "level=TENSORS",
+        ],
+    )
+    plan = [("ok", 1.0)] * 20 + [("nan", -1.0)] * 2 + [("zero", 0.0)] * 8 + [("big", 5.0)]
     try:
         server.start()
         with httpx.Client(base_url=server.http_url, timeout=10) as client:
             for i, (kind, x0) in enumerate(plan):
-                body = {"id": f"req-{kind}-{i}",
-                        "inputs": [{"name": "x", "shape": [1, 2], "datatype": "FP32", "data": [x0, i * 0.1]}]}
+                body = {
+                    "id": f"req-{kind}-{i}",
+                    "inputs": [{"name": "x", "shape": [1, 2], "datatype": "FP32", "data": [x0, i * 0.1]}],
+                }
                 assert client.post("/v2/models/sick/versions/1/infer", json=body).status_code == 200
         clock = FakeClock()
-        ctx = make_ctx(tmp_path / "state.sqlite", clock, {"events": {"triton_trace": {
-            "enabled": True, "path": str(trace), "models": {"sick": {"inputs": {"score": ["out"]}}}}}})
+        ctx = make_ctx(
+            tmp_path / "state.sqlite",
+            clock,
+            {
+                "events": {
+                    "triton_trace": {
+                        "enabled": True,
+                        "path": str(trace),
+                        "models": {"sick": {"inputs": {"score": ["out"]}}},
+                    }
+                }
+            },
+        )
         got: list[Event] = []
         ctx.bus.subscribe("events", "t", lambda b: got.extend(b.items))  # type: ignore[arg-type]
-        reader = TraceFileSource(merge(None, ctx.config.events.triton_trace), ctx.bus, TraceFileMetrics(ctx.registry),
-                                 clock, ctx.store, EventsMetrics(ctx.registry))
+        reader = TraceFileSource(
+            merge(None, ctx.config.events.triton_trace),
+            ctx.bus,
+            TraceFileMetrics(ctx.registry),
+            clock,
+            ctx.store,
+            EventsMetrics(ctx.registry),
+        )
         wait_until(lambda: reader.poll_once() >= 0 and len(got) >= len(plan), 15.0, interval_s=0.2)
     finally:
         server.stop()
     assert len(got) == len(plan)
 
-    check = OutputSanityCheck(OutputSanityConfig.model_validate({
-        "enabled": True, "min_samples": 20, "zero_max_ratio": 0.2,
-        "models": {"sick": {"outputs": ["features.out"], "range": {"min": 0, "max": 1}}}}),
-        registry=CollectorRegistry(), clock=clock)
+    check = OutputSanityCheck(
+        OutputSanityConfig.model_validate(
+            {
+                "enabled": True,
+                "min_samples": 20,
+                "zero_max_ratio": 0.2,
+                "models": {"sick": {"outputs": ["features.out"], "range": {"min": 0, "max": 1}}},
+            }
+        ),
+        registry=CollectorRegistry(),
+        clock=clock,
+    )
     check.observe(Batch("events", "events_triton_tensors", tuple(got)))
     found = {f.labels["test"]: f for f in check.evaluate(clock.now())}
     nan, zero, big = found["nonfinite"], found["all_zero"], found["out_of_range"]

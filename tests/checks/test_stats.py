@@ -22,11 +22,22 @@ from sidecar.checks.stats import (
 )
 
 
-@pytest.mark.parametrize(("n1", "n2", "decimals", "shift"), [
-    (50_000, 20_000, None, 0.0), (100_000, 30_000, 1, 0.02), (400, 300, None, 0.3), (20_000, 7, None, 0.0),
-    (5, 20_000, 0, 0.5), (12_000, 12_000, 2, 0.05), (3000, 9000, None, 0.1), (200_000, 60_000, None, 0.0),
-    (200_000, 60_000, 2, 0.01), (60_000, 200_000, None, 0.03), (30_000, 50_000, 3, 0.0),
-])
+@pytest.mark.parametrize(
+    ("n1", "n2", "decimals", "shift"),
+    [
+        (50_000, 20_000, None, 0.0),
+        (100_000, 30_000, 1, 0.02),
+        (400, 300, None, 0.3),
+        (20_000, 7, None, 0.0),
+        (5, 20_000, 0, 0.5),
+        (12_000, 12_000, 2, 0.05),
+        (3000, 9000, None, 0.1),
+        (200_000, 60_000, None, 0.0),
+        (200_000, 60_000, 2, 0.01),
+        (60_000, 200_000, None, 0.03),
+        (30_000, 50_000, 3, 0.0),
+    ],
+)
 def test_ks_matches_scipy(n1: int, n2: int, decimals: int | None, shift: float) -> None:
     rng = np.random.default_rng(n1 + n2)
     ref, cur = rng.normal(size=n1), rng.normal(shift, 1.0, size=n2)

@@ -64,8 +64,13 @@ def make(triton: FakeTriton, **cfg: object) -> tuple[TracingGovernor, list[Chang
     bus = Bus(reg)
     changes: list[Change] = []
     bus.subscribe("changes", "log", lambda b: changes.extend(b.items))
-    gov = TracingGovernor(GovernorConfig.model_validate({"enabled": True, **cfg}), control=triton, bus=bus,
-                          registry=reg, clock=FakeClock())
+    gov = TracingGovernor(
+        GovernorConfig.model_validate({"enabled": True, **cfg}),
+        control=triton,
+        bus=bus,
+        registry=reg,
+        clock=FakeClock(),
+    )
     return gov, changes, reg
 
 
@@ -80,8 +85,9 @@ async def test_healthy_rate_then_a_boost_while_a_finding_is_active_then_back() -
     await gov.apply_once()
     assert triton.models == {"ctr": FakeSetting(10, ("TIMESTAMPS", "TENSORS"))}
     assert changes[-1].model == "ctr" and changes[-1].source == "tracing_governor"
-    assert changes[-1].what == ("trace rate of ctr raised to 1 in 10, level TIMESTAMPS+TENSORS "
-                                "(drift finding drift active)")
+    assert changes[-1].what == (
+        "trace rate of ctr raised to 1 in 10, level TIMESTAMPS+TENSORS (drift finding drift active)"
+    )
     assert reg.get_sample_value("sidecar_tracing_governor_boosted", {"model": "ctr"}) == 1
     await gov.apply_once()  # nothing changed: no call, no change recorded
     assert len(changes) == 2 and triton.calls.count(("set", "ctr")) == 1

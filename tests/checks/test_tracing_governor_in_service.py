@@ -40,12 +40,28 @@ class FakeTriton:
             return httpx.Response(200, json=[{"name": "ctr", "version": "2", "state": "READY"}])
         if path == "/v2/models/stats":
             n = self.n
-            return httpx.Response(200, json={"model_stats": [{
-                "name": "ctr", "version": "2", "inference_count": n, "execution_count": n,
-                "inference_stats": {"success": {"count": n, "ns": n * 6e6}, "queue": {"count": n, "ns": n * 5e6}}}]})
+            return httpx.Response(
+                200,
+                json={
+                    "model_stats": [
+                        {
+                            "name": "ctr",
+                            "version": "2",
+                            "inference_count": n,
+                            "execution_count": n,
+                            "inference_stats": {
+                                "success": {"count": n, "ns": n * 6e6},
+                                "queue": {"count": n, "ns": n * 5e6},
+                            },
+                        }
+                    ]
+                },
+            )
         if path == "/v2/models/ctr/config":
-            return httpx.Response(200, json={"name": "ctr", "max_batch_size": 16,
-                                             "dynamic_batching": {"max_queue_delay_microseconds": 5000}})
+            return httpx.Response(
+                200,
+                json={"name": "ctr", "max_batch_size": 16, "dynamic_batching": {"max_queue_delay_microseconds": 5000}},
+            )
         if path == "/v2/trace/setting":
             if req.method == "POST":
                 body = json.loads(req.content)
@@ -82,23 +98,34 @@ class Script:
 
 
 def test_verdicts_in_a_service_from_poll_to_page_and_change_log() -> None:
-    cfg = parse_config({
-        "triton": {"enabled": False, "http_url": TRITON},
-        "alerting": {"enabled": True, "changes": {"poll_repository": False}},
-        "checks": {"cold_start": {"enabled": True}, "batching": {"enabled": True, "min_requests": 50},
-                   "tracing_governor": {"enabled": True, "boosted_rate": 10}},
-    })
+    cfg = parse_config(
+        {
+            "triton": {"enabled": False, "http_url": TRITON},
+            "alerting": {"enabled": True, "changes": {"poll_repository": False}},
+            "checks": {
+                "cold_start": {"enabled": True},
+                "batching": {"enabled": True, "min_requests": 50},
+                "tracing_governor": {"enabled": True, "boosted_rate": 10},
+            },
+        }
+    )
     triton, clock, script = FakeTriton(), FakeClock(), Script()
-    svc = Service(cfg, clock=clock, store=Store(":memory:"), registry=CollectorRegistry(),
-                  http=httpx.AsyncClient(transport=httpx.MockTransport(triton)),
-                  factories=[alerting, verdicts, pages, lambda ctx: [script]])
+    svc = Service(
+        cfg,
+        clock=clock,
+        store=Store(":memory:"),
+        registry=CollectorRegistry(),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(triton)),
+        factories=[alerting, verdicts, pages, lambda ctx: [script]],
+    )
     poller = svc.component("triton_model_api")
     for _ in range(7):
         assert asyncio.run(poller.poll_once())
         triton.n += 100
         clock.advance(10)
-    script.findings = [Finding(check="drift", kind="drift", labels={"model": "ctr", "version": "2"},
-                               active=True, value=0.3)]
+    script.findings = [
+        Finding(check="drift", kind="drift", labels={"model": "ctr", "version": "2"}, active=True, value=0.3)
+    ]
     found = svc.evaluate_once()
     (advice,) = [f for f in found if f.kind == "advice"]
     assert advice.facts["verdict"] == "too_long"

@@ -25,10 +25,22 @@ pytestmark = pytest.mark.triton
 @pytest.fixture(scope="module")
 def tracing_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     root = tmp_path_factory.mktemp("triton-tracing")
-    server = TritonServer(demo_model_repository(), root, extra_args=[
-        "--trace-config", "mode=triton", "--trace-config", f"triton,file={root / 'trace.json'}",
-        "--trace-config", "triton,log-frequency=1", "--trace-config", "rate=100",
-        "--trace-config", "level=TIMESTAMPS"])
+    server = TritonServer(
+        demo_model_repository(),
+        root,
+        extra_args=[
+            "--trace-config",
+            "mode=triton",
+            "--trace-config",
+            f"triton,file={root / 'trace.json'}",
+            "--trace-config",
+            "triton,log-frequency=1",
+            "--trace-config",
+            "rate=100",
+            "--trace-config",
+            "level=TIMESTAMPS",
+        ],
+    )
     server.start()
     try:
         yield server
@@ -48,8 +60,9 @@ def infer_ctr(server: TritonServer) -> int:
 
 
 def drift(model: str, active: bool) -> Finding:
-    return Finding(check="drift", kind="drift", labels={"model": model, "version": "2", "feature": "a"},
-                   active=active, value=0.4)
+    return Finding(
+        check="drift", kind="drift", labels={"model": model, "version": "2", "feature": "a"}, active=active, value=0.4
+    )
 
 
 async def test_boost_and_restore_take_effect_in_triton(tracing_triton: TritonServer, tmp_path: Path) -> None:
@@ -58,9 +71,13 @@ async def test_boost_and_restore_take_effect_in_triton(tracing_triton: TritonSer
     changes: list[Change] = []
     bus.subscribe("changes", "log", lambda b: changes.extend(b.items))
     async with httpx.AsyncClient() as http:
-        gov = TracingGovernor(GovernorConfig(enabled=True, healthy_rate=1000, boosted_rate=5), bus=bus,
-                              control=TritonTraceControl(tracing_triton.http_url, http), registry=registry,
-                              clock=FakeClock())
+        gov = TracingGovernor(
+            GovernorConfig(enabled=True, healthy_rate=1000, boosted_rate=5),
+            bus=bus,
+            control=TritonTraceControl(tracing_triton.http_url, http),
+            registry=registry,
+            clock=FakeClock(),
+        )
         await gov.apply_once()
         assert read(tracing_triton)["trace_rate"] == "1000"
         assert read(tracing_triton, "ctr")["trace_rate"] == "1000"  # follows the global setting
@@ -72,6 +89,7 @@ async def test_boost_and_restore_take_effect_in_triton(tracing_triton: TritonSer
         before = set(tracing_triton.workdir.glob("trace.json*"))
         for _ in range(10):
             assert infer_ctr(tracing_triton) == 200
+
         # The boost is real: Triton now writes ctr's output tensors (one request in 5 traced, a file per trace).
         def tensors_written() -> bool:
             texts = [p.read_text().replace(" ", "") for p in set(tracing_triton.workdir.glob("trace.json*")) - before]

@@ -51,9 +51,21 @@ def slow_repository(root: Path) -> Path:
 
 
 def start_server(root: Path) -> TritonServer:
-    server = TritonServer(slow_repository(root), root / "work", model_control_explicit=True, extra_args=[
-        "--trace-config", "mode=triton", "--trace-config", f"triton,file={root / 'trace.json'}",
-        "--trace-config", "rate=1000", "--trace-config", "level=TIMESTAMPS"])
+    server = TritonServer(
+        slow_repository(root),
+        root / "work",
+        model_control_explicit=True,
+        extra_args=[
+            "--trace-config",
+            "mode=triton",
+            "--trace-config",
+            f"triton,file={root / 'trace.json'}",
+            "--trace-config",
+            "rate=1000",
+            "--trace-config",
+            "level=TIMESTAMPS",
+        ],
+    )
     server.start()
     return server
 

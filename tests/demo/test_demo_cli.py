@@ -36,11 +36,16 @@ def pids_under(workdir: Path) -> list[int]:
 def test_demo_serves_slis_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
     exe = Path(sys.executable).parent / "sidecar"
-    proc = subprocess.Popen([str(exe), "demo", "--port", str(port), "--workdir", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [str(exe), "demo", "--port", str(port), "--workdir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
+
     def derived_metrics() -> str:
         assert proc.poll() is None, "".join(lines)
         text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
@@ -73,8 +78,13 @@ def test_demo_names_its_alerts_and_removes_its_temporary_folder(tmp_path: Path) 
     port = free_port()
     exe = Path(sys.executable).parent / "sidecar"
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    r = subprocess.run([str(exe), "demo", "--port", str(port), "--duration-secs", "5"], env=env,
-                       capture_output=True, text=True, timeout=180)
+    r = subprocess.run(
+        [str(exe), "demo", "--port", str(port), "--duration-secs", "5"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     for a in EXPECTED:  # every alert the scenario causes is announced before it happens
         assert a.describe() in r.stdout

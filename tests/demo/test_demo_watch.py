@@ -6,8 +6,7 @@ from sidecar.demo.watch import AlertWatcher, describe
 
 
 def _alert(state: str, **labels: str) -> dict[str, object]:
-    return {"labels": {"alertname": "CtrMeanDown", "model": "ctr", "severity": "high", **labels},
-            "state": state}
+    return {"labels": {"alertname": "CtrMeanDown", "model": "ctr", "severity": "high", **labels}, "state": state}
 
 
 def test_each_transition_is_one_line_and_repeats_are_silent() -> None:
@@ -18,8 +17,12 @@ def test_each_transition_is_one_line_and_repeats_are_silent() -> None:
     now[0] = 20
     w.observe([_alert("firing", version="all")], [])
     w.observe([_alert("firing", version="all")], [])  # nothing new
-    am = [{"labels": {"alertname": "CtrMeanDown", "model": "ctr", "severity": "high", "version": "all"},
-           "status": {"state": "active"}}]
+    am = [
+        {
+            "labels": {"alertname": "CtrMeanDown", "model": "ctr", "severity": "high", "version": "all"},
+            "status": {"state": "active"},
+        }
+    ]
     w.observe([_alert("firing", version="all")], am)
     w.observe([_alert("firing", version="all")], am)  # delivered once
     now[0] = 150

@@ -30,17 +30,31 @@ class _Triton:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/metrics":
             self.served += 100
-            return httpx.Response(200, text=exposition(success=self.served, queue_us=0, compute_us=0),
-                                  headers={"content-type": "text/plain; version=0.0.4"})
+            return httpx.Response(
+                200,
+                text=exposition(success=self.served, queue_us=0, compute_us=0),
+                headers={"content-type": "text/plain; version=0.0.4"},
+            )
         return httpx.Response(404, json={"error": "not found"})
 
 
 def _service(tmp_path: Path, clock: FakeClock, registry: CollectorRegistry) -> Service:
-    cfg = parse_config({"alerting": {"enabled": True, "default_for_secs": 0}, "triton": {"http_url": None},
-                        "traces": {"enabled": True}})
+    cfg = parse_config(
+        {
+            "alerting": {"enabled": True, "default_for_secs": 0},
+            "triton": {"http_url": None},
+            "traces": {"enabled": True},
+        }
+    )
     http = httpx.AsyncClient(transport=httpx.MockTransport(_Triton()))
-    return Service(cfg, clock=clock, registry=registry, store=Store(tmp_path / "s.sqlite"), http=http,
-                   factories=[alerting_build, diagnose_build])
+    return Service(
+        cfg,
+        clock=clock,
+        registry=registry,
+        store=Store(tmp_path / "s.sqlite"),
+        http=http,
+        factories=[alerting_build, diagnose_build],
+    )
 
 
 def test_no_spans_for_ten_minutes_is_a_diagnosis_until_a_span_arrives(tmp_path: Path, clock: FakeClock) -> None:
@@ -55,8 +69,10 @@ def test_no_spans_for_ten_minutes_is_a_diagnosis_until_a_span_arrives(tmp_path: 
     asyncio.run(diag.probe_once())
     active = [f for f in svc.evaluate_once(clock.now()) if f.active]
     assert [(f.kind, f.labels["diagnosis"]) for f in active] == [("diagnosis", "no_spans")]
-    assert registry.get_sample_value("sidecar_diagnosis_active",
-                                     {"diagnosis": "no_spans", "model": "", "version": ""}) == 1
+    assert (
+        registry.get_sample_value("sidecar_diagnosis_active", {"diagnosis": "no_spans", "model": "", "version": ""})
+        == 1
+    )
     alerts = svc.component("alert_book").alerts.values()
     (alert,) = [a for a in alerts if a.labels.get("diagnosis") == "no_spans"]
     assert "no spans received in 10 minutes: check --trace-config" in alert.annotations["summary"]
@@ -70,8 +86,10 @@ def test_no_spans_for_ten_minutes_is_a_diagnosis_until_a_span_arrives(tmp_path: 
     svc.bus.publish(Batch(kind="spans", source="otlp", items=(("span",),)))
     found = svc.evaluate_once(clock.now())
     assert not any(f.active for f in found)
-    assert registry.get_sample_value("sidecar_diagnosis_active",
-                                     {"diagnosis": "no_spans", "model": "", "version": ""}) == 0
+    assert (
+        registry.get_sample_value("sidecar_diagnosis_active", {"diagnosis": "no_spans", "model": "", "version": ""})
+        == 0
+    )
     assert svc.component("diagnose").readiness().detail == "no problems found"
 
 
@@ -80,8 +98,14 @@ def test_status_page_shows_the_diagnosis_line(tmp_path: Path, clock: FakeClock) 
 
     cfg = parse_config({"triton": {"http_url": None}, "traces": {"enabled": True}})
     http = httpx.AsyncClient(transport=httpx.MockTransport(_Triton()))
-    svc = Service(cfg, clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"), http=http,
-                  factories=[diagnose_build, pages_build])
+    svc = Service(
+        cfg,
+        clock=clock,
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        http=http,
+        factories=[diagnose_build, pages_build],
+    )
     diag = svc.component("diagnose")
     asyncio.run(diag.probe_once())
     clock.advance(600)

@@ -48,24 +48,52 @@ def test_a_load_on_the_bus_between_two_probes_is_a_load_delta(tmp_path: Path, cl
     triton = _Triton()
     registry = CollectorRegistry()
     cfg = parse_config({"triton": {"http_url": "http://triton:8000"}})
-    svc = Service(cfg, clock=clock, registry=registry, store=Store(tmp_path / "s.sqlite"),
-                  http=httpx.AsyncClient(transport=httpx.MockTransport(triton)), factories=[diagnose_build])
+    svc = Service(
+        cfg,
+        clock=clock,
+        registry=registry,
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(triton)),
+        factories=[diagnose_build],
+    )
     diag = svc.component("diagnose")
     asyncio.run(diag.probe_once())
-    svc.bus.publish(Batch(kind="changes", source="changes", items=(
-        Change(what="version 3 appeared in Triton", at=clock.now(), model="rank", version="3",
-               source="triton_repository"),)))
+    svc.bus.publish(
+        Batch(
+            kind="changes",
+            source="changes",
+            items=(
+                Change(
+                    what="version 3 appeared in Triton",
+                    at=clock.now(),
+                    model="rank",
+                    version="3",
+                    source="triton_repository",
+                ),
+            ),
+        )
+    )
     triton.gpu_used += 700 * MIB
     clock.advance(30)
     asyncio.run(diag.probe_once())
-    assert registry.get_sample_value("sidecar_model_gpu_memory_bytes",
-                                     {"model": "rank", "version": "3", "method": "load_delta"}) == 700 * MIB
+    assert (
+        registry.get_sample_value(
+            "sidecar_model_gpu_memory_bytes", {"model": "rank", "version": "3", "method": "load_delta"}
+        )
+        == 700 * MIB
+    )
 
 
 def _diagnoser(triton: _Triton, clock: FakeClock) -> Diagnoser:
-    return Diagnoser(DiagnoseConfig(), metrics_url="http://triton:8002/metrics", http_url="http://triton:8000",
-                     spans_expected=False, registry=CollectorRegistry(), clock=clock,
-                     http=httpx.AsyncClient(transport=httpx.MockTransport(triton)))
+    return Diagnoser(
+        DiagnoseConfig(),
+        metrics_url="http://triton:8002/metrics",
+        http_url="http://triton:8000",
+        spans_expected=False,
+        registry=CollectorRegistry(),
+        clock=clock,
+        http=httpx.AsyncClient(transport=httpx.MockTransport(triton)),
+    )
 
 
 def test_configs_are_asked_again_every_ten_probes(clock: FakeClock) -> None:

@@ -58,9 +58,15 @@ def served(server: TritonServer) -> float:
 
 def diagnoser(metrics_url: str, http_url: str) -> tuple[Diagnoser, CollectorRegistry]:
     registry = CollectorRegistry()
-    return Diagnoser(DiagnoseConfig(timeout_secs=10), metrics_url=metrics_url, http_url=http_url,
-                     spans_expected=False, registry=registry, clock=SystemClock(),
-                     http=httpx.AsyncClient()), registry
+    return Diagnoser(
+        DiagnoseConfig(timeout_secs=10),
+        metrics_url=metrics_url,
+        http_url=http_url,
+        spans_expected=False,
+        registry=registry,
+        clock=SystemClock(),
+        http=httpx.AsyncClient(),
+    ), registry
 
 
 async def test_metrics_url_on_the_http_port_is_a_404_diagnosis(demo_triton: TritonServer) -> None:
@@ -105,13 +111,16 @@ async def test_one_busy_python_instance_with_a_growing_queue(plain_triton: Trito
 
 def _config(tmp_path: Path, server: TritonServer, traces: bool) -> str:
     path = tmp_path / "sidecar.yaml"
-    path.write_text(f"triton:\n  metrics_url: {server.metrics_url}\n  http_url: {server.http_url}\n"
-                    f"traces:\n  enabled: {'true' if traces else 'false'}\n")
+    path.write_text(
+        f"triton:\n  metrics_url: {server.metrics_url}\n  http_url: {server.http_url}\n"
+        f"traces:\n  enabled: {'true' if traces else 'false'}\n"
+    )
     return str(path)
 
 
-def test_doctor_exit_codes(tmp_path: Path, demo_triton: TritonServer, plain_triton: TritonServer,
-                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_doctor_exit_codes(
+    tmp_path: Path, demo_triton: TritonServer, plain_triton: TritonServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["doctor", "--config", _config(tmp_path, demo_triton, traces=False), "--wait-secs", "0"]) == 0
     assert capsys.readouterr().out.strip() == "no problems found"
 

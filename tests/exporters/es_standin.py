@@ -29,8 +29,12 @@ from typing import Any
 
 __all__ = ["EsStandIn"]
 
-_ERRORS = {400: "mapper_parsing_exception", 429: "es_rejected_execution_exception",
-           500: "internal_server_error", 503: "unavailable_shards_exception"}
+_ERRORS = {
+    400: "mapper_parsing_exception",
+    429: "es_rejected_execution_exception",
+    500: "internal_server_error",
+    503: "unavailable_shards_exception",
+}
 
 
 class EsStandIn:
@@ -60,8 +64,7 @@ class EsStandIn:
                 self.close_connection = True
                 self.connection.shutdown(2)
 
-            def _send(self, status: int, body: Any, headers: dict[str, str] | None = None,
-                      cut: bool = False) -> None:
+            def _send(self, status: int, body: Any, headers: dict[str, str] | None = None, cut: bool = False) -> None:
                 raw = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -95,8 +98,11 @@ class EsStandIn:
                 if isinstance(answer, tuple) and answer[0] == "status":
                     answer, hdr = answer[1], answer[2]
                 if isinstance(answer, int):
-                    self._send(answer, {"error": {"type": _ERRORS.get(answer, "error"), "reason": "stand-in"},
-                                        "status": answer}, hdr)
+                    self._send(
+                        answer,
+                        {"error": {"type": _ERRORS.get(answer, "error"), "reason": "stand-in"}, "status": answer},
+                        hdr,
+                    )
                     return
                 path = self.path.split("?")[0]
                 if path.startswith("/_ilm/policy/"):
@@ -132,20 +138,38 @@ class EsStandIn:
         with self.lock:
             self.bulk_requests += 1
             for op, doc in zip(lines[::2], lines[1::2], strict=True):
-                (kind, meta), = op.items()
+                ((kind, meta),) = op.items()
                 key = (meta["_index"], meta["_id"])
                 fault = self.item_faults.get(meta["_id"])
                 if fault is not None:
                     if not self.sticky_item_faults:
                         del self.item_faults[meta["_id"]]
                     errors = True
-                    items.append({kind: {"_index": key[0], "_id": key[1], "status": fault,
-                                         "error": {"type": _ERRORS.get(fault, "error"), "reason": "stand-in"}}})
+                    items.append(
+                        {
+                            kind: {
+                                "_index": key[0],
+                                "_id": key[1],
+                                "status": fault,
+                                "error": {"type": _ERRORS.get(fault, "error"), "reason": "stand-in"},
+                            }
+                        }
+                    )
                 elif kind == "create" and key in self.docs:
                     errors = True
-                    items.append({kind: {"_index": key[0], "_id": key[1], "status": 409, "error": {
-                        "type": "version_conflict_engine_exception",
-                        "reason": f"[{key[1]}]: version conflict, document already exists"}}})
+                    items.append(
+                        {
+                            kind: {
+                                "_index": key[0],
+                                "_id": key[1],
+                                "status": 409,
+                                "error": {
+                                    "type": "version_conflict_engine_exception",
+                                    "reason": f"[{key[1]}]: version conflict, document already exists",
+                                },
+                            }
+                        }
+                    )
                 else:
                     self.docs[key] = doc
                     if kind == "create":

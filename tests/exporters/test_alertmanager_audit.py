@@ -20,8 +20,15 @@ AM = "http://am-0:9093"
 
 
 def _finding(model: str) -> Finding:
-    return Finding(check="wer_high", kind="business", active=True, value=0.2, threshold=0.08, severity="high",
-                   labels={"alertname": "WerHigh", "model": model, "version": "1"})
+    return Finding(
+        check="wer_high",
+        kind="business",
+        active=True,
+        value=0.2,
+        threshold=0.08,
+        severity="high",
+        labels={"alertname": "WerHigh", "model": model, "version": "1"},
+    )
 
 
 class Script:
@@ -41,8 +48,12 @@ class Script:
 
 def _svc(tmp_path: Path, script: Script) -> tuple[Any, FakeClock]:
     clock = FakeClock(T0)
-    svc = make_service(tmp_path, {"alerting": {"enabled": True, "alertmanager": {"urls": [AM]}}}, clock=clock,
-                       transport=httpx.MockTransport(script))
+    svc = make_service(
+        tmp_path,
+        {"alerting": {"enabled": True, "alertmanager": {"urls": [AM]}}},
+        clock=clock,
+        transport=httpx.MockTransport(script),
+    )
     return svc, clock
 
 
@@ -119,11 +130,16 @@ async def test_one_bad_notice_in_a_batch_fails_alone(tmp_path: Path) -> None:
         return httpx.Response(200)
 
     clock = FakeClock(T0)
-    svc = make_service(tmp_path, {"alerting": {"enabled": True, "alertmanager": {"urls": [AM]}}}, clock=clock,
-                       transport=httpx.MockTransport(handler))
+    svc = make_service(
+        tmp_path,
+        {"alerting": {"enabled": True, "alertmanager": {"urls": [AM]}}},
+        clock=clock,
+        transport=httpx.MockTransport(handler),
+    )
     am: Any = svc.component("alertmanager")
-    bad = Finding(check="odd", kind="business", active=True, value=1.0, severity="low",
-                  labels={"model": "bad", "bad-label": "x"})
+    bad = Finding(
+        check="odd", kind="business", active=True, value=1.0, severity="low", labels={"model": "bad", "bad-label": "x"}
+    )
     svc.component("alert_book").on_findings([_finding("asr"), bad], clock.now())  # type: ignore[attr-defined]
     assert await am.flush_all() == {AM: "empty"}
     assert posts == [2, 1, 1]
@@ -145,11 +161,16 @@ async def test_alertmanager_down_while_a_refused_batch_is_split_keeps_the_rest_q
         return httpx.Response(int(a))
 
     clock = FakeClock(T0)
-    svc = make_service(tmp_path, {"alerting": {"enabled": True, "alertmanager": {"urls": [AM]}}}, clock=clock,
-                       transport=httpx.MockTransport(handler))
+    svc = make_service(
+        tmp_path,
+        {"alerting": {"enabled": True, "alertmanager": {"urls": [AM]}}},
+        clock=clock,
+        transport=httpx.MockTransport(handler),
+    )
     am: Any = svc.component("alertmanager")
     svc.component("alert_book").on_findings(  # type: ignore[attr-defined]
-        [_finding("a"), _finding("b"), _finding("c")], clock.now())
+        [_finding("a"), _finding("b"), _finding("c")], clock.now()
+    )
     assert await am.flush_once(AM) == ("retry", None)
     assert sorted(n["labels"]["model"] for n in am.pending(AM)) == ["b", "c"]  # one request for both, not two
     assert await am.flush_all() == {AM: "empty"} and answers == []

@@ -41,8 +41,11 @@ async def test_outbox_outlives_the_retry_budget_and_counts_in_the_shared_familie
         AlertmanagerConfig.model_validate(
             {"urls": [AM], "retry": {"max_attempts": 2, "max_elapsed_secs": 1, "initial_backoff_secs": 1}}
         ),
-        registry=reg, clock=clock, store=Store(tmp_path / "s.sqlite"),
-        http=httpx.AsyncClient(transport=httpx.MockTransport(handler)), sleep=sleep,
+        registry=reg,
+        clock=clock,
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+        sleep=sleep,
     )
     am.enqueue([_notice("A"), _notice("B")])
     assert await am.senders[AM].deliver_head() == "sent"
@@ -68,8 +71,11 @@ async def test_a_huge_retry_after_does_not_silence_the_outbox_for_longer_than_ma
 
     am = AlertmanagerExporter(
         AlertmanagerConfig.model_validate({"urls": [AM], "retry": {"max_elapsed_secs": 120}}),
-        registry=CollectorRegistry(), clock=clock, store=Store(tmp_path / "s.sqlite"),
-        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: answers.pop(0))), sleep=sleep,
+        registry=CollectorRegistry(),
+        clock=clock,
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: answers.pop(0))),
+        sleep=sleep,
     )
     am.enqueue([_notice("A")])
     assert await am.senders[AM].deliver_head() == "sent"

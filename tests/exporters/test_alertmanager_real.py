@@ -238,11 +238,18 @@ async def test_alert_fires_with_every_label_and_annotation_then_resolves(
         "[HIGH] WER 0.12 above 0.08 over 5m | model asr-fire v7 | "
         "recent change: feature PR#221 (https://github.com/acme/asr/pull/221)"
     )
-    assert set(got["annotations"]) == {"summary", "description", "runbook_url", "dashboard_url", "trace_url",
-                                       "audit_url"}
+    assert set(got["annotations"]) == {
+        "summary",
+        "description",
+        "runbook_url",
+        "dashboard_url",
+        "trace_url",
+        "audit_url",
+    }
     assert got["annotations"]["trace_url"] == "http://sidecar.example:9500/traces/4bf92f3577b34da6a3ce929d0e0e4736"
     assert got["annotations"]["audit_url"] == (
-        "http://sidecar.example:9500/audit?trace_id=4bf92f3577b34da6a3ce929d0e0e4736")
+        "http://sidecar.example:9500/audit?trace_id=4bf92f3577b34da6a3ce929d0e0e4736"
+    )
     assert got["status"]["state"] == "active"
 
     # WER back to normal for a whole window: the alert resolves, endsAt in the past.
@@ -325,8 +332,14 @@ async def test_audit_rows_of_a_real_alertmanager_refusing_down_and_back(
     exporter: Any = svc.component("alertmanager")
     book: Any = svc.component("alert_book")
     # Alertmanager 0.25 answers 400 to a label name outside [a-zA-Z_][a-zA-Z0-9_]*.
-    bad = Finding(check="odd", kind="business", active=True, value=1.0, severity="low",
-                  labels={"model": "asr-bad", "bad-label": "x"})
+    bad = Finding(
+        check="odd",
+        kind="business",
+        active=True,
+        value=1.0,
+        severity="low",
+        labels={"model": "asr-bad", "bad-label": "x"},
+    )
     book.on_findings([bad], clock.now())
     assert await exporter.flush_all() == {am.url: "empty"}
     (failed,) = _rows(svc, "alert_delivery_failed", "asr-bad")

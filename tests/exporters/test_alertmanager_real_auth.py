@@ -33,10 +33,16 @@ def am_with_auth(tmp_path: Path) -> Iterator[str]:
     (tmp_path / "web.yml").write_text(f"basic_auth_users:\n  {USER}: '{hashed}'\n")
     log = tmp_path / "am.log"
     proc = subprocess.Popen(
-        [AM_BIN, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={tmp_path / 'web.yml'}",
-         "--cluster.listen-address="],
-        stdout=log.open("ab"), stderr=subprocess.STDOUT,
+        [
+            AM_BIN,
+            f"--config.file={tmp_path / 'am.yml'}",
+            f"--storage.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--web.config.file={tmp_path / 'web.yml'}",
+            "--cluster.listen-address=",
+        ],
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
 
@@ -56,8 +62,12 @@ def am_with_auth(tmp_path: Path) -> Iterator[str]:
 
 
 def _notice() -> dict[str, Any]:
-    return {"labels": {"alertname": "AuthCheck", "severity": "low"}, "annotations": {"summary": "s"},
-            "startsAt": "2030-01-01T00:00:00.000Z", "endsAt": "2030-01-01T01:00:00.000Z"}
+    return {
+        "labels": {"alertname": "AuthCheck", "severity": "low"},
+        "annotations": {"summary": "s"},
+        "startsAt": "2030-01-01T00:00:00.000Z",
+        "endsAt": "2030-01-01T01:00:00.000Z",
+    }
 
 
 async def test_notice_reaches_an_alertmanager_behind_basic_auth_with_the_password_kept_out_of_sight(
@@ -67,8 +77,9 @@ async def test_notice_reaches_an_alertmanager_behind_basic_auth_with_the_passwor
     host = url.removeprefix("http://")
     assert httpx.post(f"{url}/api/v2/alerts", json=[_notice()], timeout=5).status_code == 401
     async with httpx.AsyncClient() as http:
-        svc = make_service(tmp_path, {"alerting": {"enabled": True, "alertmanager": {
-            "urls": [f"http://{USER}:{PASSWORD}@{host}"]}}})
+        svc = make_service(
+            tmp_path, {"alerting": {"enabled": True, "alertmanager": {"urls": [f"http://{USER}:{PASSWORD}@{host}"]}}}
+        )
         am = svc.component("alertmanager")
         am.http = http  # the helper's client is a mock; this test talks to the real Alertmanager
         am.enqueue([_notice()])

@@ -32,8 +32,9 @@ def test_audit_log_is_idempotent_and_bounded(tmp_path: Path) -> None:
 
 def test_size_cap_and_retention_delete_the_oldest_counted(tmp_path: Path) -> None:
     reg, clock = CollectorRegistry(), FakeClock(T0)
-    audit = AuditLog(max_rows=1000, max_bytes=2000, retention_days=1, registry=reg,
-                     store=Store(tmp_path / "s.sqlite"), clock=clock)
+    audit = AuditLog(
+        max_rows=1000, max_bytes=2000, retention_days=1, registry=reg, store=Store(tmp_path / "s.sqlite"), clock=clock
+    )
     audit.record("change", "old", T0 - 2 * 86400, {"what": "long ago"})  # the first write sweeps retention
     assert reg.get_sample_value("sidecar_audit_events_evicted_total", {"why": "retention"}) == 1
     for i in range(40):
@@ -48,11 +49,21 @@ def test_size_cap_and_retention_delete_the_oldest_counted(tmp_path: Path) -> Non
 
 @pytest.fixture
 def client(tmp_path: Path) -> tuple[httpx.AsyncClient, AuditLog]:
-    audit = AuditLog(max_rows=10_000, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),
-                     clock=FakeClock(T0 + 1000))
+    audit = AuditLog(
+        max_rows=10_000, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"), clock=FakeClock(T0 + 1000)
+    )
     for i in range(25):
-        audit.record("request", f"r-{i:02d}", T0 + i // 2, {  # pairs share a time: the cursor must split them
-            "model": "ctr" if i % 2 else "fraud", "version": "1", "trace_id": f"t{i:02d}", "request_id": f"q{i}"})
+        audit.record(
+            "request",
+            f"r-{i:02d}",
+            T0 + i // 2,
+            {  # pairs share a time: the cursor must split them
+                "model": "ctr" if i % 2 else "fraud",
+                "version": "1",
+                "trace_id": f"t{i:02d}",
+                "request_id": f"q{i}",
+            },
+        )
     audit.record("change", "ch", T0 + 5, {"what": "x'; DROP TABLE audit_events; --", "model": "ctr"})
     app = FastAPI()
     app.include_router(audit.routes())
@@ -78,27 +89,31 @@ async def test_filters_and_cursor_pages_cover_every_row_once(client: tuple[httpx
     assert [e["request_id"] for e in r.json()["events"]] == ["q7"]
 
 
-@pytest.mark.parametrize("params,says", [
-    ({"model": "ctr' OR '1'='1"}, "model:"),
-    ({"trace_id": "x; DROP TABLE audit_events"}, "trace_id:"),
-    ({"kind": "a" * 201}, "kind:"),
-    ({"order": "at; DELETE FROM audit_events"}, "unknown parameter"),
-    ({"since": "0", "until": str(T0)}, "since:"),  # 1970: outside 2000..2100
-    ({"since": str(T0), "until": str(T0 + 40 * 86400)}, "at most 31 days"),
-    ({"until": str(T0 + 1000)}, None),  # only until: a 31-day look-back, fine
-    ({"since": "nan"}, "since:"),
-    ({"since": "1e400"}, "since:"),
-    ({"since": str(T0 + 10), "until": str(T0)}, "until: must not be before since"),
-    ({"limit": "0"}, "limit:"),
-    ({"limit": "100000000000000000000"}, "limit:"),
-    ({"limit": "-1"}, "limit:"),
-    ({"cursor": "not-a-cursor"}, "cursor:"),
-    ({"cursor": base64.urlsafe_b64encode(b'{"at": 1}').decode()}, "cursor:"),
-    ({"cursor": base64.urlsafe_b64encode(b'["1", "x"]').decode()}, "cursor:"),
-    ({"cursor": "A" * 5000}, "cursor:"),
-])
+@pytest.mark.parametrize(
+    "params,says",
+    [
+        ({"model": "ctr' OR '1'='1"}, "model:"),
+        ({"trace_id": "x; DROP TABLE audit_events"}, "trace_id:"),
+        ({"kind": "a" * 201}, "kind:"),
+        ({"order": "at; DELETE FROM audit_events"}, "unknown parameter"),
+        ({"since": "0", "until": str(T0)}, "since:"),  # 1970: outside 2000..2100
+        ({"since": str(T0), "until": str(T0 + 40 * 86400)}, "at most 31 days"),
+        ({"until": str(T0 + 1000)}, None),  # only until: a 31-day look-back, fine
+        ({"since": "nan"}, "since:"),
+        ({"since": "1e400"}, "since:"),
+        ({"since": str(T0 + 10), "until": str(T0)}, "until: must not be before since"),
+        ({"limit": "0"}, "limit:"),
+        ({"limit": "100000000000000000000"}, "limit:"),
+        ({"limit": "-1"}, "limit:"),
+        ({"cursor": "not-a-cursor"}, "cursor:"),
+        ({"cursor": base64.urlsafe_b64encode(b'{"at": 1}').decode()}, "cursor:"),
+        ({"cursor": base64.urlsafe_b64encode(b'["1", "x"]').decode()}, "cursor:"),
+        ({"cursor": "A" * 5000}, "cursor:"),
+    ],
+)
 async def test_hostile_parameters_are_answered_400_with_a_message(
-        client: tuple[httpx.AsyncClient, AuditLog], params: dict[str, str], says: str | None) -> None:
+    client: tuple[httpx.AsyncClient, AuditLog], params: dict[str, str], says: str | None
+) -> None:
     c, audit = client
     r = await c.get("/v1/audit", params=params)
     if says is None:
@@ -132,8 +147,14 @@ def test_findings_are_audited_when_they_cross_and_clear_not_every_round(tmp_path
     fa = FindingAudit(audit.record_many, registry=reg)
 
     def f(active: bool) -> Finding:
-        return Finding(check="ctr_mean", kind="business", labels={"model": "ctr", "version": "2"},
-                       active=active, value=0.01, threshold=0.02)
+        return Finding(
+            check="ctr_mean",
+            kind="business",
+            labels={"model": "ctr", "version": "2"},
+            active=active,
+            value=0.01,
+            threshold=0.02,
+        )
 
     for i, active in enumerate([False, True, True, True, False, False, True]):
         fa.on_findings([f(active)], T0 + 60 * i)
@@ -153,14 +174,21 @@ def test_a_failed_batch_stores_nothing_and_counts_stay_true(tmp_path: Path) -> N
         def __init__(self) -> None:
             self.notified = 0
             from exporters.telemetry import ExportTelemetry
+
             self.stats = ExportTelemetry.of(reg).exporter("elasticsearch")
 
         def notify(self) -> None:
             self.notified += 1
 
     es = Es()
-    audit = AuditLog(max_rows=100, registry=reg, store=store, es=es, outbox=outbox,  # type: ignore[arg-type]
-                     clock=FakeClock(T0))
+    audit = AuditLog(
+        max_rows=100,
+        registry=reg,
+        store=store,
+        es=es,
+        outbox=outbox,  # type: ignore[arg-type]
+        clock=FakeClock(T0),
+    )
     assert audit.record_many([("change", "a", T0, {}), ("change", "b", T0, {})]) == 2
     bad: dict[str, object] = {"x": object()}  # not JSON-encodable: the whole batch fails
     assert audit.record_many([("change", "c", T0, {}), ("change", "d", T0, bad)]) == 0

@@ -52,8 +52,14 @@ asyncio.run(main())
 
 def _child(db: Path, url: str, mode: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(db), url, mode], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, cwd=ROOT, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(db), url, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
 
 
 def test_kill_9_mid_stream_then_restart_delivers_everything_acknowledged_once(tmp_path: Path) -> None:

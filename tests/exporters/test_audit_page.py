@@ -21,19 +21,33 @@ NOW = 1_800_000_000.0
 
 
 def _svc() -> Service:
-    return Service(parse_config({"triton": {"enabled": False}, "alerting": {"enabled": True}}),
-                   clock=FakeClock(NOW), store=Store(":memory:"), registry=CollectorRegistry(),
-                   factories=[alerting, pages])
+    return Service(
+        parse_config({"triton": {"enabled": False}, "alerting": {"enabled": True}}),
+        clock=FakeClock(NOW),
+        store=Store(":memory:"),
+        registry=CollectorRegistry(),
+        factories=[alerting, pages],
+    )
 
 
 def test_page_lists_filters_and_pages_with_the_cursor() -> None:
     svc = _svc()
     audit = svc.component("audit")
     for i in range(5):
-        audit.record("request", f"r{i}", NOW - 100 + i, {"model": "ctr", "version": "1", "trace_id": f"{i:032x}",
-                                                          "outcome": "error" if i == 3 else "ok",
-                                                          "code": "http_500" if i == 3 else "http_200",
-                                                          "triton_outcome": "ok", "latency_ms": 12.5})
+        audit.record(
+            "request",
+            f"r{i}",
+            NOW - 100 + i,
+            {
+                "model": "ctr",
+                "version": "1",
+                "trace_id": f"{i:032x}",
+                "outcome": "error" if i == 3 else "ok",
+                "code": "http_500" if i == 3 else "http_200",
+                "triton_outcome": "ok",
+                "latency_ms": 12.5,
+            },
+        )
     svc.component("changes").record(Change(what="ctr v2 loaded", at=NOW - 50, who="triton", model="ctr"))
     client = TestClient(create_app(svc))
     html = client.get("/audit", params={"kind": "request", "limit": "2"}).text
@@ -54,15 +68,23 @@ def test_alert_annotations_link_to_the_audit_page() -> None:
     from sidecar.alerting.render.annotations import Annotator
     from sidecar.model import Finding
 
-    a = Annotator(TemplatesConfig(), registry=CollectorRegistry(), runbook_base="http://s/runbooks",
-                  dashboard_base=None, sidecar_url="http://s:8080")
-    f = Finding(check="ctr_mean", kind="business", active=True, severity="warning", labels={}, value=0.1,
-                trace_id="ab" * 16)
-    assert a.annotate(f, {"model": "ctr", "version": "2"}, [])["audit_url"] == \
-        f"http://s:8080/audit?trace_id={'ab' * 16}"
+    a = Annotator(
+        TemplatesConfig(),
+        registry=CollectorRegistry(),
+        runbook_base="http://s/runbooks",
+        dashboard_base=None,
+        sidecar_url="http://s:8080",
+    )
+    f = Finding(
+        check="ctr_mean", kind="business", active=True, severity="warning", labels={}, value=0.1, trace_id="ab" * 16
+    )
+    assert (
+        a.annotate(f, {"model": "ctr", "version": "2"}, [])["audit_url"] == f"http://s:8080/audit?trace_id={'ab' * 16}"
+    )
     f2 = Finding(check="ctr_mean", kind="business", active=True, severity="warning", labels={}, value=0.1)
-    assert a.annotate(f2, {"model": "ctr", "version": "2"}, [])["audit_url"] == \
-        "http://s:8080/audit?model=ctr&version=2"
+    assert (
+        a.annotate(f2, {"model": "ctr", "version": "2"}, [])["audit_url"] == "http://s:8080/audit?model=ctr&version=2"
+    )
 
 
 def test_the_trace_waterfall_links_to_its_audit_records() -> None:
@@ -72,8 +94,13 @@ def test_the_trace_waterfall_links_to_its_audit_records() -> None:
     from sidecar.wiring.traces import build as traces
 
     cfg = parse_config({"triton": {"enabled": False}, "traces": {"enabled": True}, "alerting": {"enabled": True}})
-    svc = Service(cfg, clock=FakeClock(NOW), store=Store(":memory:"), registry=CollectorRegistry(),
-                  factories=[alerting, traces, pages])
+    svc = Service(
+        cfg,
+        clock=FakeClock(NOW),
+        store=Store(":memory:"),
+        registry=CollectorRegistry(),
+        factories=[alerting, traces, pages],
+    )
     data = Path(__file__).resolve().parents[1] / "data" / "traces" / "otlp-traces-triton.json"
     spans = list(decode_json(data.read_bytes()).spans)[:3]
     svc.component("traces").ingest(spans, "test")
@@ -83,10 +110,20 @@ def test_the_trace_waterfall_links_to_its_audit_records() -> None:
 
 def test_a_delivery_failure_row_shows_its_attempts_alertmanager_and_reason() -> None:
     svc = _svc()
-    svc.component("audit").record("alert_delivery_failed", "df-1", NOW - 10, {
-        "labels": {"alertname": "WerHigh", "model": "asr"}, "annotations": {"summary": "WER high"},
-        "alertmanager": "http://am-0:9093", "attempts": 3, "status": 400,
-        "reason": 'HTTP 400: "invalid label set"', "state": "firing"})
+    svc.component("audit").record(
+        "alert_delivery_failed",
+        "df-1",
+        NOW - 10,
+        {
+            "labels": {"alertname": "WerHigh", "model": "asr"},
+            "annotations": {"summary": "WER high"},
+            "alertmanager": "http://am-0:9093",
+            "attempts": 3,
+            "status": 400,
+            "reason": 'HTTP 400: "invalid label set"',
+            "state": "firing",
+        },
+    )
     html = TestClient(create_app(svc)).get("/audit", params={"kind": "alert_delivery_failed"}).text
     assert 'data-id="df-1"' in html and "WerHigh" in html
     assert "3 attempts to http://am-0:9093" in html and "invalid label set" in html

@@ -25,29 +25,55 @@ ES = {"exporter": "elasticsearch"}
 
 
 class Stack:
-    def __init__(self, tmp_path: Path, url: str, *, store: Store | None = None, max_queue: int = 100_000,
-                 overflow: str = "drop_oldest", timeout: float = 5.0, **audit: Any) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        url: str,
+        *,
+        store: Store | None = None,
+        max_queue: int = 100_000,
+        overflow: str = "drop_oldest",
+        timeout: float = 5.0,
+        **audit: Any,
+    ) -> None:
         self.clock = FakeClock(T0)
         self.reg = CollectorRegistry()
         self.slept: list[float] = []
         self.store = store or Store(tmp_path / "s.sqlite")
-        self.cfg = ElasticsearchConfig(url=url, max_queue=max_queue, overflow=overflow, max_batch=50,
-                                       timeout_secs=timeout)
+        self.cfg = ElasticsearchConfig(
+            url=url, max_queue=max_queue, overflow=overflow, max_batch=50, timeout_secs=timeout
+        )
         self.outbox = AuditOutbox(self.store, max_rows=max_queue, overflow=self.cfg.overflow)
         self.dead = DeadLetters(self.store, max_rows=100, registry=self.reg)
-        self.bulk = ElasticsearchBulk(self.cfg, client=client_from_config(self.cfg), dead_letters=self.dead,
-                                      registry=self.reg, clock=self.clock)
+        self.bulk = ElasticsearchBulk(
+            self.cfg, client=client_from_config(self.cfg), dead_letters=self.dead, registry=self.reg, clock=self.clock
+        )
 
         async def sleep(s: float) -> None:
             self.slept.append(s)
             self.clock.advance(s)
 
         self.sender: Sender[EsDoc] = Sender(
-            "elasticsearch", self.bulk.send, policy=RetryPolicy(max_backoff_secs=4.0), queue=self.outbox,
-            max_batch=50, stats=ExportTelemetry.of(self.reg).exporter("elasticsearch"), clock=self.clock,
-            sleep=sleep, close=self.bulk.aclose)
-        self.audit = AuditLog(max_rows=audit.pop("max_rows", 100_000), registry=self.reg, store=self.store,
-                              es=self.sender, outbox=self.outbox, dead_letters=self.dead, clock=self.clock, **audit)
+            "elasticsearch",
+            self.bulk.send,
+            policy=RetryPolicy(max_backoff_secs=4.0),
+            queue=self.outbox,
+            max_batch=50,
+            stats=ExportTelemetry.of(self.reg).exporter("elasticsearch"),
+            clock=self.clock,
+            sleep=sleep,
+            close=self.bulk.aclose,
+        )
+        self.audit = AuditLog(
+            max_rows=audit.pop("max_rows", 100_000),
+            registry=self.reg,
+            store=self.store,
+            es=self.sender,
+            outbox=self.outbox,
+            dead_letters=self.dead,
+            clock=self.clock,
+            **audit,
+        )
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float | None:
         return self.reg.get_sample_value(name, labels or {})
@@ -82,8 +108,7 @@ async def test_bulk_per_item_results_dead_letters_and_retry_after(tmp_path: Path
     assert len(s.outbox) == 0
 
 
-async def test_template_with_explicit_mappings_and_ilm_policy_installed_before_the_first_bulk(
-        tmp_path: Path) -> None:
+async def test_template_with_explicit_mappings_and_ilm_policy_installed_before_the_first_bulk(tmp_path: Path) -> None:
     with EsStandIn() as es:
         s = Stack(tmp_path, es.url)
         es.answers.append(503)  # the first install fails: nothing is sent until it is in place
@@ -141,8 +166,9 @@ async def test_outage_during_a_steady_stream_every_event_present_exactly_once_in
 @pytest.mark.parametrize(
     "overflow,kept", [("drop_oldest", ["e-2", "e-3", "e-4"]), ("refuse_new", ["e-0", "e-1", "e-2"])]
 )
-async def test_a_full_replay_queue_applies_its_overflow_policy_counted(tmp_path: Path, overflow: str,
-                                                                      kept: list[str]) -> None:
+async def test_a_full_replay_queue_applies_its_overflow_policy_counted(
+    tmp_path: Path, overflow: str, kept: list[str]
+) -> None:
     with EsStandIn() as es:
         s = Stack(tmp_path, es.url, max_queue=3, overflow=overflow)
         es.down = True
@@ -244,8 +270,14 @@ async def test_wiring_takes_an_injected_client_factory_and_the_client_speaks_htt
 
     with EsStandIn() as es:
         config = parse_config({"alerting": {"enabled": True, "audit": {"elasticsearch": {"url": es.url}}}})
-        svc = Service(config, clock=FakeClock(T0), http=httpx.AsyncClient(), registry=CollectorRegistry(),
-                      store=Store(tmp_path / "s.sqlite"), factories=[partial(alerting_build, es_client=factory)])
+        svc = Service(
+            config,
+            clock=FakeClock(T0),
+            http=httpx.AsyncClient(),
+            registry=CollectorRegistry(),
+            store=Store(tmp_path / "s.sqlite"),
+            factories=[partial(alerting_build, es_client=factory)],
+        )
         audit: Any = svc.component("audit")
         assert len(made) == 1
         nodes = made[0].transport.node_pool.all()

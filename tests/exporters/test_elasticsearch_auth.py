@@ -23,15 +23,21 @@ DOC = EsDoc(1, "a", "sidecar-audit-2023.11.14", b'{"k": 1}')
 
 def _bulk(cfg: ElasticsearchConfig) -> ElasticsearchBulk:
     reg = CollectorRegistry()
-    return ElasticsearchBulk(cfg, client=client_from_config(cfg), registry=reg, clock=FakeClock(),
-                             dead_letters=DeadLetters(Store(":memory:"), max_rows=10, registry=reg))
+    return ElasticsearchBulk(
+        cfg,
+        client=client_from_config(cfg),
+        registry=reg,
+        clock=FakeClock(),
+        dead_letters=DeadLetters(Store(":memory:"), max_rows=10, registry=reg),
+    )
 
 
 async def test_api_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ELASTIC_API_KEY", "a2V5OnNlY3JldA==")
     with EsStandIn() as es:
-        cfg = parse_config({"alerting": {"audit": {"elasticsearch": {
-            "url": es.url, "api_key": "${env:ELASTIC_API_KEY}"}}}}).alerting.audit.elasticsearch
+        cfg = parse_config(
+            {"alerting": {"audit": {"elasticsearch": {"url": es.url, "api_key": "${env:ELASTIC_API_KEY}"}}}}
+        ).alerting.audit.elasticsearch
         assert cfg is not None
         bulk = _bulk(cfg)
         assert await bulk.send([DOC]) == []
@@ -39,8 +45,7 @@ async def test_api_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert set(es.auth) == {"ApiKey a2V5OnNlY3JldA=="}
 
 
-async def test_tls_ca_file_lets_a_self_signed_cluster_in_and_without_it_the_bulk_is_retried(
-        tmp_path: Path) -> None:
+async def test_tls_ca_file_lets_a_self_signed_cluster_in_and_without_it_the_bulk_is_retried(tmp_path: Path) -> None:
     cert, key = _self_signed(tmp_path, "es")
     with EsStandIn(tls=(cert, key)) as es:
         plain = _bulk(ElasticsearchConfig(url=es.url))

@@ -31,15 +31,31 @@ class _Capture:
 
 def test_every_field_of_the_alert_audit_rows_is_mapped() -> None:
     cap = _Capture()
-    alert = Alert(labels={"alertname": "X", "model": "m"}, annotations={"summary": "s"}, state="firing",
-                  active_at=1_800_000_000.0, hold_secs=0.0)
+    alert = Alert(
+        labels={"alertname": "X", "model": "m"},
+        annotations={"summary": "s"},
+        state="firing",
+        active_at=1_800_000_000.0,
+        hold_secs=0.0,
+    )
     on_transition = transition_recorder(cap, 600.0, 10)  # type: ignore[arg-type]
     on_transition("fired", alert, 1_800_000_010.0)
     on_transition("resent", alert, 1_800_000_700.0)
-    delivery_recorder(cap)([  # type: ignore[arg-type]
-        DeliveryOutcome("delivery_failed", "http://am:9093", "f", {"labels": {"alertname": "X"},
-                        "startsAt": "2027-01-15T08:00:00Z", "endsAt": "2027-01-15T09:00:00Z"},
-                        "d", 3, "http_400: bad label", 400, 1_800_000_020.0)])
+    delivery_recorder(cap)(
+        [  # type: ignore[arg-type]
+            DeliveryOutcome(
+                "delivery_failed",
+                "http://am:9093",
+                "f",
+                {"labels": {"alertname": "X"}, "startsAt": "2027-01-15T08:00:00Z", "endsAt": "2027-01-15T09:00:00Z"},
+                "d",
+                3,
+                "http_400: bad label",
+                400,
+                1_800_000_020.0,
+            )
+        ]
+    )
     kinds = {k for k, _ in cap.bodies}
     assert kinds == {"alert_fired", "alert_resent", "alert_delivery_failed"}
     mapped = set(MAPPINGS["properties"]) | UNSEARCHABLE

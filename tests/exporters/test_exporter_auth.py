@@ -45,8 +45,12 @@ async def test_password_in_the_alertmanager_url_goes_as_basic_auth_and_never_sho
 ) -> None:
     seen: list[httpx.Request] = []
     # The refused batch of three is sent again notice by notice (each refused too) before it is dropped.
-    answers: list[Any] = [httpx.ConnectError(f"refused http://bob:{SECRET}@am:9093"), httpx.Response(503),
-                          *[httpx.Response(400, text="bad alert")] * 4, httpx.Response(200)]
+    answers: list[Any] = [
+        httpx.ConnectError(f"refused http://bob:{SECRET}@am:9093"),
+        httpx.Response(503),
+        *[httpx.Response(400, text="bad alert")] * 4,
+        httpx.Response(200),
+    ]
 
     def handler(req: httpx.Request) -> httpx.Response:
         seen.append(req)
@@ -56,9 +60,11 @@ async def test_password_in_the_alertmanager_url_goes_as_basic_auth_and_never_sho
         return a
 
     caplog.set_level(logging.DEBUG)
-    svc = make_service(tmp_path, {"alerting": {"enabled": True,
-                                               "alertmanager": {"urls": [f"http://bob:{SECRET}@am:9093"]}}},
-                       transport=httpx.MockTransport(handler))
+    svc = make_service(
+        tmp_path,
+        {"alerting": {"enabled": True, "alertmanager": {"urls": [f"http://bob:{SECRET}@am:9093"]}}},
+        transport=httpx.MockTransport(handler),
+    )
     am = svc.component("alertmanager")
     for name in ("A", "B", "C"):
         am.enqueue([_notice(name)])
@@ -82,12 +88,17 @@ async def test_password_in_the_alertmanager_url_goes_as_basic_auth_and_never_sho
 async def test_bearer_token_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AM_TOKEN", SECRET)
     seen: list[httpx.Request] = []
-    cfg = parse_config({"alerting": {"alertmanager": {"urls": ["http://am:9093"],
-                                                       "bearer_token": "${env:AM_TOKEN}"}}}).alerting.alertmanager
+    cfg = parse_config(
+        {"alerting": {"alertmanager": {"urls": ["http://am:9093"], "bearer_token": "${env:AM_TOKEN}"}}}
+    ).alerting.alertmanager
     assert SECRET not in repr(cfg)
-    am = AlertmanagerExporter(cfg, registry=CollectorRegistry(), clock=FakeClock(T0), store=Store(tmp_path / "s"),
-                              http=httpx.AsyncClient(transport=httpx.MockTransport(
-                                  lambda r: seen.append(r) or httpx.Response(200))))
+    am = AlertmanagerExporter(
+        cfg,
+        registry=CollectorRegistry(),
+        clock=FakeClock(T0),
+        store=Store(tmp_path / "s"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: seen.append(r) or httpx.Response(200))),
+    )
     am.enqueue([_notice("A")])
     await am.flush_all()
     assert seen[0].headers["authorization"] == f"Bearer {SECRET}"
@@ -98,30 +109,65 @@ async def test_elasticsearch_basic_auth_from_the_url_and_password_from_env(monke
     cfg = ElasticsearchConfig.model_validate({"url": "https://elastic:x@es:9200"})
     assert cfg.url == "https://es:9200" and cfg.basic_auth is not None and cfg.basic_auth.username == "elastic"
     with EsStandIn() as es:  # the real client, against the local stand-in (tests/exporters/es_standin.py)
-        cfg = parse_config({"alerting": {"audit": {"elasticsearch": {
-            "url": es.url, "basic_auth": {"username": "elastic", "password": "${env:ES_PASSWORD}"}}}}}
+        cfg = parse_config(
+            {
+                "alerting": {
+                    "audit": {
+                        "elasticsearch": {
+                            "url": es.url,
+                            "basic_auth": {"username": "elastic", "password": "${env:ES_PASSWORD}"},
+                        }
+                    }
+                }
+            }
         ).alerting.audit.elasticsearch
         assert cfg is not None
         reg = CollectorRegistry()
-        bulk = ElasticsearchBulk(cfg, client=client_from_config(cfg), registry=reg, clock=FakeClock(T0),
-                                 dead_letters=DeadLetters(Store(":memory:"), max_rows=10, registry=reg))
+        bulk = ElasticsearchBulk(
+            cfg,
+            client=client_from_config(cfg),
+            registry=reg,
+            clock=FakeClock(T0),
+            dead_letters=DeadLetters(Store(":memory:"), max_rows=10, registry=reg),
+        )
         assert await bulk.send([EsDoc(1, "a", "sidecar-audit-2023.11.14", b'{"k": 1}')]) == []
         await bulk.aclose()
     assert es.auth and es.auth[0] == _basic("elastic", SECRET)
     assert set(es.auth) == {_basic("elastic", SECRET)}  # the template, the policy and the bulk
 
 
-@pytest.mark.parametrize(("section", "extra", "path"), [
-    ({"alertmanager": {"urls": ["http://a:b@am:9093"], "basic_auth": {"username": "a", "password": "c"}}}, {},
-     "alerting.alertmanager"),
-    ({"alertmanager": {"urls": ["http://a:b@am-0:9093", "http://a:z@am-1:9093"]}}, {}, "alerting.alertmanager"),
-    ({"alertmanager": {"urls": ["http://am:9093"], "bearer_token": "t",
-                       "basic_auth": {"username": "a", "password": "b"}}}, {}, "alerting.alertmanager"),
-    ({"audit": {"elasticsearch": {"url": "http://es:9200", "api_key": "k", "bearer_token": "t"}}}, {},
-     "alerting.audit.elasticsearch"),
-    ({"alertmanager": {"urls": ["http://am:9093"], "tls": {"ca_file": "/nonexistent/ca.pem"}}}, {},
-     "alerting.alertmanager.tls.ca_file"),
-])
+@pytest.mark.parametrize(
+    ("section", "extra", "path"),
+    [
+        (
+            {"alertmanager": {"urls": ["http://a:b@am:9093"], "basic_auth": {"username": "a", "password": "c"}}},
+            {},
+            "alerting.alertmanager",
+        ),
+        ({"alertmanager": {"urls": ["http://a:b@am-0:9093", "http://a:z@am-1:9093"]}}, {}, "alerting.alertmanager"),
+        (
+            {
+                "alertmanager": {
+                    "urls": ["http://am:9093"],
+                    "bearer_token": "t",
+                    "basic_auth": {"username": "a", "password": "b"},
+                }
+            },
+            {},
+            "alerting.alertmanager",
+        ),
+        (
+            {"audit": {"elasticsearch": {"url": "http://es:9200", "api_key": "k", "bearer_token": "t"}}},
+            {},
+            "alerting.audit.elasticsearch",
+        ),
+        (
+            {"alertmanager": {"urls": ["http://am:9093"], "tls": {"ca_file": "/nonexistent/ca.pem"}}},
+            {},
+            "alerting.alertmanager.tls.ca_file",
+        ),
+    ],
+)
 def test_conflicting_or_missing_credentials_are_config_errors_naming_the_field(
     section: dict[str, Any], extra: dict[str, Any], path: str
 ) -> None:
@@ -136,9 +182,28 @@ def test_conflicting_or_missing_credentials_are_config_errors_naming_the_field(
 
 def _self_signed(tmp_path: Path, name: str) -> tuple[Path, Path]:
     cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}-key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
@@ -184,8 +249,9 @@ async def test_tls_ca_file_lets_a_self_signed_alertmanager_in_and_without_it_the
 
     def exporter(tls: dict[str, Any] | None, store: Store) -> AlertmanagerExporter:
         cfg = AlertmanagerConfig.model_validate({"urls": [url], **({"tls": tls} if tls else {})})
-        return AlertmanagerExporter(cfg, registry=CollectorRegistry(), clock=FakeClock(T0), store=store,
-                                    http=httpx.AsyncClient())
+        return AlertmanagerExporter(
+            cfg, registry=CollectorRegistry(), clock=FakeClock(T0), store=store, http=httpx.AsyncClient()
+        )
 
     store = Store(tmp_path / "s.sqlite")
     plain = exporter(None, store)
@@ -205,12 +271,17 @@ async def test_client_certificate_gets_past_a_server_that_requires_one(tmp_path:
     url = f"https://localhost:{srv.server_address[1]}"
     store = Store(tmp_path / "s.sqlite")
     try:
-        for tls, outcome in (({"ca_file": str(cert)}, "retry"),
-                             ({"ca_file": str(cert), "cert_file": str(client_cert), "key_file": str(client_key)},
-                              "empty")):
-            am = AlertmanagerExporter(AlertmanagerConfig.model_validate({"urls": [url], "tls": tls}),
-                                      registry=CollectorRegistry(), clock=FakeClock(T0), store=store,
-                                      http=httpx.AsyncClient())
+        for tls, outcome in (
+            ({"ca_file": str(cert)}, "retry"),
+            ({"ca_file": str(cert), "cert_file": str(client_cert), "key_file": str(client_key)}, "empty"),
+        ):
+            am = AlertmanagerExporter(
+                AlertmanagerConfig.model_validate({"urls": [url], "tls": tls}),
+                registry=CollectorRegistry(),
+                clock=FakeClock(T0),
+                store=store,
+                http=httpx.AsyncClient(),
+            )
             am.enqueue([_notice("A")])
             assert await am.flush_all() == {url: outcome}
             await am.shutdown()

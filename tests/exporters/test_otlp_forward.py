@@ -167,15 +167,37 @@ def test_forwarded_spans_keep_every_field_they_came_with() -> None:
     from sidecar.sources.otlp.decode import decode_protobuf
 
     spans = list(_spans())
-    odd = Span("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", None, "odd", 1, 2, "svc",
-               {"n": 3, "b": True, "f": 0.5, "arr": ("a", "b"), "big": 2**70}, (SpanEvent("e", 1, {"k": "v"}),),
-               status_code=2, status_message="boom", kind=0)
+    odd = Span(
+        "0af7651916cd43dd8448eb211c80319c",
+        "b7ad6b7169203331",
+        None,
+        "odd",
+        1,
+        2,
+        "svc",
+        {"n": 3, "b": True, "f": 0.5, "arr": ("a", "b"), "big": 2**70},
+        (SpanEvent("e", 1, {"k": "v"}),),
+        status_code=2,
+        status_message="boom",
+        kind=0,
+    )
     back = list(decode_protobuf(encode_spans([*spans, odd])).spans)
     assert back[:-1] == spans
     # Kind UNSPECIFIED stays UNSPECIFIED; an int beyond 64 bits goes as its text rather than failing the batch.
-    assert back[-1] == Span(odd.trace_id, odd.span_id, None, "odd", 1, 2, "svc",
-                            {"n": 3, "b": True, "f": 0.5, "arr": ("a", "b"), "big": str(2**70)},
-                            (SpanEvent("e", 1, {"k": "v"}),), status_code=2, status_message="boom", kind=0)
+    assert back[-1] == Span(
+        odd.trace_id,
+        odd.span_id,
+        None,
+        "odd",
+        1,
+        2,
+        "svc",
+        {"n": 3, "b": True, "f": 0.5, "arr": ("a", "b"), "big": str(2**70)},
+        (SpanEvent("e", 1, {"k": "v"}),),
+        status_code=2,
+        status_message="boom",
+        kind=0,
+    )
 
 
 async def test_a_password_in_the_forward_endpoint_goes_as_basic_auth_and_never_into_logs(
@@ -197,8 +219,13 @@ async def test_a_password_in_the_forward_endpoint_goes_as_basic_auth_and_never_i
 
     reg = CollectorRegistry()
     cfg = parse_config({"traces": {"forward": {"endpoint": "http://tempo:s3cr3t-pw@tempo:4318/v1/traces"}}})
-    fwd = OtlpForwarder(cfg.traces.forward, reg, http=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
-                        clock=SystemClock(), sleep=no_wait)
+    fwd = OtlpForwarder(
+        cfg.traces.forward,
+        reg,
+        http=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+        clock=SystemClock(),
+        sleep=no_wait,
+    )
     fwd.offer(_spans()[:3])
     await fwd.sender.flush()
     assert [str(r.url) for r in seen] == ["http://tempo:4318/v1/traces"] * 2

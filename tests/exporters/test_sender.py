@@ -21,8 +21,13 @@ def _sample(reg: CollectorRegistry, name: str, **labels: str) -> float | None:
     return reg.get_sample_value(name, labels)
 
 
-def _sender(answers: list[httpx.Response | Exception], reg: CollectorRegistry, clock: FakeClock,
-            slept: list[float], **policy: object) -> tuple[Sender[int], list[list[int]]]:
+def _sender(
+    answers: list[httpx.Response | Exception],
+    reg: CollectorRegistry,
+    clock: FakeClock,
+    slept: list[float],
+    **policy: object,
+) -> tuple[Sender[int], list[list[int]]]:
     calls: list[list[int]] = []
 
     async def send(batch: list[int]) -> list[int]:
@@ -37,9 +42,17 @@ def _sender(answers: list[httpx.Response | Exception], reg: CollectorRegistry, c
         slept.append(s)
         clock.advance(s)
 
-    s: Sender[int] = Sender("t", send, policy=RetryPolicy(**policy), queue=MemoryQueue(100),  # type: ignore[arg-type]
-                            max_batch=10, stats=ExportTelemetry.of(reg).exporter("t"), clock=clock, sleep=sleep,
-                            rng=random.Random(3))
+    s: Sender[int] = Sender(
+        "t",
+        send,
+        policy=RetryPolicy(**policy),
+        queue=MemoryQueue(100),  # type: ignore[arg-type]
+        max_batch=10,
+        stats=ExportTelemetry.of(reg).exporter("t"),
+        clock=clock,
+        sleep=sleep,
+        rng=random.Random(3),
+    )
     return s, calls
 
 
@@ -63,8 +76,10 @@ async def test_retry_after_as_http_date_sets_the_wait() -> None:
     assert _sample(reg, "sidecar_export_failed_total", exporter="t", reason="http_5xx") == 1
 
 
-@pytest.mark.parametrize(("status", "retried"), [(400, False), (401, False), (404, False), (408, True),
-                                                 (429, True), (500, True), (503, True)])
+@pytest.mark.parametrize(
+    ("status", "retried"),
+    [(400, False), (401, False), (404, False), (408, True), (429, True), (500, True), (503, True)],
+)
 async def test_4xx_is_permanent_except_408_and_429(status: int, retried: bool) -> None:
     reg, clock, slept = CollectorRegistry(), FakeClock(T0), []
     s, calls = _sender([httpx.Response(status)], reg, clock, slept)
@@ -72,8 +87,7 @@ async def test_4xx_is_permanent_except_408_and_429(status: int, retried: bool) -
     await s.flush()
     assert len(calls) == (2 if retried else 1)
     assert _sample(reg, "sidecar_export_sent_total", exporter="t") == (1 if retried else 0)
-    assert _sample(reg, "sidecar_export_dropped_total", exporter="t", reason="permanent") == (
-        None if retried else 1)
+    assert _sample(reg, "sidecar_export_dropped_total", exporter="t", reason="permanent") == (None if retried else 1)
 
 
 async def test_transport_errors_are_retried_and_labelled() -> None:
@@ -128,8 +142,15 @@ async def test_shutdown_during_a_request_lets_it_finish_and_never_sends_the_batc
         await release.wait()  # the backend has taken it; its answer is still on the way
         return []
 
-    s: Sender[int] = Sender("t", send, policy=RetryPolicy(), queue=MemoryQueue(10), max_batch=10,
-                            stats=ExportTelemetry.of(reg).exporter("t"), clock=clock)
+    s: Sender[int] = Sender(
+        "t",
+        send,
+        policy=RetryPolicy(),
+        queue=MemoryQueue(10),
+        max_batch=10,
+        stats=ExportTelemetry.of(reg).exporter("t"),
+        clock=clock,
+    )
     await s.start()
     s.submit_many([1, 2])
     await in_flight.wait()
@@ -165,10 +186,17 @@ async def test_every_item_handed_in_is_sent_dropped_or_still_queued(seed: int) -
     async def sleep(s: float) -> None:
         clock.advance(s)
 
-    s: Sender[int] = Sender("t", send, policy=RetryPolicy(max_elapsed_secs=rng.choice([1.0, 30.0]),
-                                                          max_attempts=rng.choice([None, 2, 5])),
-                            queue=MemoryQueue(rng.randrange(1, 40)), max_batch=rng.randrange(1, 8),
-                            stats=ExportTelemetry.of(reg).exporter("t"), clock=clock, sleep=sleep, rng=rng)
+    s: Sender[int] = Sender(
+        "t",
+        send,
+        policy=RetryPolicy(max_elapsed_secs=rng.choice([1.0, 30.0]), max_attempts=rng.choice([None, 2, 5])),
+        queue=MemoryQueue(rng.randrange(1, 40)),
+        max_batch=rng.randrange(1, 8),
+        stats=ExportTelemetry.of(reg).exporter("t"),
+        clock=clock,
+        sleep=sleep,
+        rng=rng,
+    )
     for _ in range(rng.randrange(1, 6)):
         s.submit_many(list(range(rng.randrange(0, 30))))
         if rng.random() < 0.5:
@@ -179,8 +207,13 @@ async def test_every_item_handed_in_is_sent_dropped_or_still_queued(seed: int) -
         await s.shutdown(deadline_secs=0)
 
     def total(name: str) -> float:
-        return sum(m.value for f in reg.collect() if f.name == name for m in f.samples
-                   if m.name == f"{name}_total" or m.name == name)
+        return sum(
+            m.value
+            for f in reg.collect()
+            if f.name == name
+            for m in f.samples
+            if m.name == f"{name}_total" or m.name == name
+        )
 
     received = total("sidecar_export_received")
     assert received == reg.get_sample_value("sidecar_export_received_total", {"exporter": "t"})

@@ -61,13 +61,21 @@ async def _no_sleep(_: float) -> None:
 
 
 def finding(model: str = "ctr", active: bool = True) -> Finding:
-    return Finding(check="drift", kind="drift", labels={"model": model, "version": "2", "feature": "x"},
-                   active=active, value=0.4, threshold=0.1, summary="x drifted")
+    return Finding(
+        check="drift",
+        kind="drift",
+        labels={"model": model, "version": "2", "feature": "x"},
+        active=active,
+        value=0.4,
+        threshold=0.1,
+        summary="x drifted",
+    )
 
 
 def exporter(url: str, clock: FakeClock, registry: CollectorRegistry, **kw: object) -> WebhookExporter:
-    cfg = WebhookConfig.model_validate({"name": "retrain", "url": url, "secret": SECRET,
-                                        "retry": {"max_attempts": 5}, **kw})
+    cfg = WebhookConfig.model_validate(
+        {"name": "retrain", "url": url, "secret": SECRET, "retry": {"max_attempts": 5}, **kw}
+    )
     return WebhookExporter(cfg, registry=registry, clock=clock, http=httpx.AsyncClient(), sleep=_no_sleep)
 
 
@@ -75,8 +83,9 @@ def count(registry: CollectorRegistry, name: str, **labels: str) -> float:
     return registry.get_sample_value(name, {"exporter": "webhook_retrain", **labels}) or 0.0
 
 
-async def test_signature_verifies_and_delivery_is_counted(receiver: Receiver, clock: FakeClock,
-                                                          registry: CollectorRegistry) -> None:
+async def test_signature_verifies_and_delivery_is_counted(
+    receiver: Receiver, clock: FakeClock, registry: CollectorRegistry
+) -> None:
     hook = exporter(receiver.url, clock, registry)
     hook.on_findings([finding()], clock.now())
     await hook.sender.flush()
@@ -96,8 +105,9 @@ async def test_signature_verifies_and_delivery_is_counted(receiver: Receiver, cl
     assert len(receiver.calls) == 1
 
 
-async def test_5xx_is_retried_until_delivered(receiver: Receiver, clock: FakeClock,
-                                              registry: CollectorRegistry) -> None:
+async def test_5xx_is_retried_until_delivered(
+    receiver: Receiver, clock: FakeClock, registry: CollectorRegistry
+) -> None:
     receiver.answers = [503, 500]
     hook = exporter(receiver.url, clock, registry)
     hook.on_findings([finding()], clock.now())
@@ -108,8 +118,7 @@ async def test_5xx_is_retried_until_delivered(receiver: Receiver, clock: FakeClo
     assert count(registry, "sidecar_export_sent_total") == 1
 
 
-async def test_4xx_is_dropped_as_permanent(receiver: Receiver, clock: FakeClock,
-                                           registry: CollectorRegistry) -> None:
+async def test_4xx_is_dropped_as_permanent(receiver: Receiver, clock: FakeClock, registry: CollectorRegistry) -> None:
     receiver.answers = [401]
     hook = exporter(receiver.url, clock, registry)
     hook.on_findings([finding()], clock.now())
@@ -118,8 +127,9 @@ async def test_4xx_is_dropped_as_permanent(receiver: Receiver, clock: FakeClock,
     assert count(registry, "sidecar_export_dropped_total", reason="permanent") == 1
 
 
-async def test_rate_limit_is_per_webhook_and_counted(receiver: Receiver, clock: FakeClock,
-                                                     registry: CollectorRegistry) -> None:
+async def test_rate_limit_is_per_webhook_and_counted(
+    receiver: Receiver, clock: FakeClock, registry: CollectorRegistry
+) -> None:
     hook = exporter(receiver.url, clock, registry, min_interval_secs=60)
     hook.on_findings([finding("ctr"), finding("rank")], clock.now())
     clock.advance(59)

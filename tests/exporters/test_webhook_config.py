@@ -39,9 +39,14 @@ def test_unknown_key_is_refused() -> None:
 
 def test_a_configured_webhook_is_a_finding_sink_of_the_service(tmp_path: Path, clock: FakeClock) -> None:
     cfg = parse_config({"webhooks": [{**hook(), "match": {"kind": "drift"}}], "diagnose": {"enabled": False}})
-    svc = Service(cfg, clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),
-                  http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200))),
-                  factories=[diagnose_build])
+    svc = Service(
+        cfg,
+        clock=clock,
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200))),
+        factories=[diagnose_build],
+    )
 
     class Drifting:
         name = "drift"

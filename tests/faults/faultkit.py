@@ -103,8 +103,9 @@ class StandIn:
 
 def triton_exposition(success: int) -> bytes:
     """Triton 2.51's real /metrics (tests/data/core) with ctr v1's success counter set to ``success``."""
-    return re.sub(r'(nv_inference_request_success\{model="ctr",version="1"\}) \d+', rf"\1 {success}",
-                  TRITON_METRICS).encode()
+    return re.sub(
+        r'(nv_inference_request_success\{model="ctr",version="1"\}) \d+', rf"\1 {success}", TRITON_METRICS
+    ).encode()
 
 
 class SidecarProcess:
@@ -125,11 +126,20 @@ class SidecarProcess:
 
     def start(self, timeout_s: float = 60.0) -> None:
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "sidecar.cli", "run", "--config", str(self.config_path)],
-                                     cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sidecar.cli", "run", "--config", str(self.config_path)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
-        ok = wait_until(lambda: self.alive() and httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200,
-                        timeout_s, interval_s=0.1, ignore=(httpx.HTTPError,))
+        ok = wait_until(
+            lambda: self.alive() and httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200,
+            timeout_s,
+            interval_s=0.1,
+            ignore=(httpx.HTTPError,),
+        )
         if not ok:
             raise RuntimeError(f"the sidecar did not start; log:\n{self.log_tail()}")
 
@@ -175,10 +185,11 @@ def metric_value(text: str, name: str, **labels: str) -> float | None:
 
 def negative_sidecar_values(text: str) -> list[str]:
     """Derived series of the sidecar's that went below zero (rates, ratios, latencies never do)."""
-    return [line for line in text.splitlines()
-            if line.startswith("sidecar_model_") and not line.startswith("#") and float(line.rsplit(" ", 1)[1]) < 0]
-
-
+    return [
+        line
+        for line in text.splitlines()
+        if line.startswith("sidecar_model_") and not line.startswith("#") and float(line.rsplit(" ", 1)[1]) < 0
+    ]
 
 
 AM_BIN = "/usr/bin/prometheus-alertmanager"
@@ -199,18 +210,31 @@ class RealAlertmanager:
 
     def start(self, timeout_s: float = 30.0) -> None:
         log = self.log.open("ab")
-        self.proc = subprocess.Popen([AM_BIN, f"--config.file={self.config}", f"--storage.path={self.storage}",
-                                      f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
-                                     stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [
+                AM_BIN,
+                f"--config.file={self.config}",
+                f"--storage.path={self.storage}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         log.close()
-        ok = wait_until(lambda: httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200, timeout_s,
-                        interval_s=0.1, ignore=(httpx.HTTPError,))
+        ok = wait_until(
+            lambda: httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200,
+            timeout_s,
+            interval_s=0.1,
+            ignore=(httpx.HTTPError,),
+        )
         if not ok:
             raise RuntimeError(f"Alertmanager did not start: {self.log.read_text()[-2000:]}")
 
     def alerts(self, **filters: str) -> list[dict[str, Any]]:
         params: list[tuple[str, str | int | float | bool | None]] = [
-            ("filter", f'{k}="{v}"') for k, v in filters.items()]
+            ("filter", f'{k}="{v}"') for k, v in filters.items()
+        ]
         return list(httpx.get(f"{self.url}/api/v2/alerts", params=params, timeout=5).json())
 
     def stop(self) -> None:

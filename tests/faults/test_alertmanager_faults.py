@@ -31,11 +31,23 @@ RESEND_SECS = 600
 
 
 def _cfg(am_url: str, timeout_secs: float = 2.0) -> dict[str, Any]:
-    wer = {"field": "fields.wer", "aggregate": "mean", "window_secs": 300, "bucket_secs": 10,
-           "compare": "absolute", "direction": "up", "threshold": 0.08, "for_secs": 60, "min_events": 5}
+    wer = {
+        "field": "fields.wer",
+        "aggregate": "mean",
+        "window_secs": 300,
+        "bucket_secs": 10,
+        "compare": "absolute",
+        "direction": "up",
+        "threshold": 0.08,
+        "for_secs": 60,
+        "min_events": 5,
+    }
     return {
-        "alerting": {"enabled": True, "resend_delay_secs": RESEND_SECS,
-                     "alertmanager": {"urls": [am_url], "timeout_secs": timeout_secs}},
+        "alerting": {
+            "enabled": True,
+            "resend_delay_secs": RESEND_SECS,
+            "alertmanager": {"urls": [am_url], "timeout_secs": timeout_secs},
+        },
         "checks": {"business": {"enabled": True, "checks": {"wer_high": wer}}},
     }
 
@@ -43,8 +55,15 @@ def _cfg(am_url: str, timeout_secs: float = 2.0) -> dict[str, Any]:
 def _fire(svc: Service, clock: FakeClock, model: str = "asr") -> None:
     """Two evaluation rounds a hold apart with a high WER: the alert fires."""
     for _ in range(2):
-        svc.bus.publish(Batch(kind="events", source="t", items=tuple(
-            Event(model=model, version="1", timestamp=clock.now(), fields={"wer": 0.2}) for _ in range(10))))
+        svc.bus.publish(
+            Batch(
+                kind="events",
+                source="t",
+                items=tuple(
+                    Event(model=model, version="1", timestamp=clock.now(), fields={"wer": 0.2}) for _ in range(10)
+                ),
+            )
+        )
         svc.evaluate_once(clock.now())
         clock.advance(60)
     assert _firing(svc) == [model]
@@ -87,8 +106,9 @@ async def test_alertmanager_down_then_started_gets_the_notice(
         _fire(svc, clock)
         for _ in range(3):  # nobody listens on the port
             assert await exporter.flush_all() == {am_later.url: "retry"}
-        assert _value(svc, "sidecar_alertmanager_request_failures_total", alertmanager=am_later.url,
-                      reason="connect") == 3
+        assert (
+            _value(svc, "sidecar_alertmanager_request_failures_total", alertmanager=am_later.url, reason="connect") == 3
+        )
         assert len(exporter.pending(am_later.url)) == 1
         svc.evaluate_once(clock.now())  # evaluation goes on while delivery fails
         assert _firing(svc) == ["asr"]
@@ -108,16 +128,18 @@ async def test_alertmanager_slow_times_out_keeps_the_notice_then_delivers(
     tmp_path: Path, clock: FakeClock, stand_in: StandIn
 ) -> None:
     stand_in.set(Behaviour(status=200, body=b"", content_type="application/json", delay_s=30.0))
-    svc = make_service(tmp_path, _cfg(stand_in.url, timeout_secs=0.3), clock=clock,
-                       transport=httpx.AsyncHTTPTransport())
+    svc = make_service(
+        tmp_path, _cfg(stand_in.url, timeout_secs=0.3), clock=clock, transport=httpx.AsyncHTTPTransport()
+    )
     exporter: Any = svc.component("alertmanager")
     try:
         _fire(svc, clock)
         t0 = time.monotonic()
         assert await exporter.flush_all() == {stand_in.url: "retry"}
         assert time.monotonic() - t0 < 5, "one flush must be bounded by the timeout"
-        assert _value(svc, "sidecar_alertmanager_request_failures_total", alertmanager=stand_in.url,
-                      reason="timeout") == 1
+        assert (
+            _value(svc, "sidecar_alertmanager_request_failures_total", alertmanager=stand_in.url, reason="timeout") == 1
+        )
         assert len(exporter.pending(stand_in.url)) == 1
 
         ok = stand_in.set(Behaviour(status=200, body=b"", content_type="application/json"))

@@ -28,15 +28,31 @@ HOLD = 60
 
 
 def _cfg() -> dict[str, Any]:
-    wer = {"field": "fields.wer", "aggregate": "mean", "window_secs": 300, "bucket_secs": 10,
-           "compare": "absolute", "direction": "up", "threshold": 0.08, "for_secs": HOLD, "min_events": 5}
-    return {"alerting": {"enabled": True, "resend_delay_secs": 600, "alertmanager": {"urls": []}},
-            "checks": {"eval_interval_secs": 10, "business": {"enabled": True, "checks": {"wer_high": wer}}}}
+    wer = {
+        "field": "fields.wer",
+        "aggregate": "mean",
+        "window_secs": 300,
+        "bucket_secs": 10,
+        "compare": "absolute",
+        "direction": "up",
+        "threshold": 0.08,
+        "for_secs": HOLD,
+        "min_events": 5,
+    }
+    return {
+        "alerting": {"enabled": True, "resend_delay_secs": 600, "alertmanager": {"urls": []}},
+        "checks": {"eval_interval_secs": 10, "business": {"enabled": True, "checks": {"wer_high": wer}}},
+    }
 
 
 def _feed(svc: Service, clock: FakeClock, wer: float, n: int = 10) -> None:
-    svc.bus.publish(Batch(kind="events", source="t", items=tuple(
-        Event(model="asr", version="1", timestamp=clock.now(), fields={"wer": wer}) for _ in range(n))))
+    svc.bus.publish(
+        Batch(
+            kind="events",
+            source="t",
+            items=tuple(Event(model="asr", version="1", timestamp=clock.now(), fields={"wer": wer}) for _ in range(n)),
+        )
+    )
 
 
 def _states(svc: Service) -> list[str]:
@@ -51,8 +67,13 @@ def _run(svc: Service, clock: FakeClock, wer: float, secs: int) -> None:
 
 
 def _eval_errors(svc: Service) -> float:
-    return sum(s.value for m in svc.registry.collect() if m.name == "sidecar_check_evaluation_errors"
-               for s in m.samples if s.name.endswith("_total"))
+    return sum(
+        s.value
+        for m in svc.registry.collect()
+        if m.name == "sidecar_check_evaluation_errors"
+        for s in m.samples
+        if s.name.endswith("_total")
+    )
 
 
 @pytest.mark.parametrize("step", [-3600, +86_400], ids=["back_1h", "forward_1d"])
@@ -85,10 +106,15 @@ def test_a_forward_step_does_not_cut_a_pending_alerts_hold_short(tmp_path: Path)
 
 
 def _triton_service(stand_in: StandIn, clock: FakeClock) -> Service:
-    cfg = parse_config(copy.deepcopy({"triton": {"metrics_url": f"{stand_in.url}/metrics",
-                                                  "http_url": stand_in.url}}))
-    return Service(cfg, clock=clock, http=httpx.AsyncClient(), registry=CollectorRegistry(),
-                   store=Store(":memory:"), factories=[triton_build])
+    cfg = parse_config(copy.deepcopy({"triton": {"metrics_url": f"{stand_in.url}/metrics", "http_url": stand_in.url}}))
+    return Service(
+        cfg,
+        clock=clock,
+        http=httpx.AsyncClient(),
+        registry=CollectorRegistry(),
+        store=Store(":memory:"),
+        factories=[triton_build],
+    )
 
 
 def _rate(svc: Service) -> float | None:
@@ -96,8 +122,12 @@ def _rate(svc: Service) -> float | None:
 
 
 def _negative(svc: Service) -> list[str]:
-    return [f"{s.name}{s.labels}={s.value}" for m in svc.registry.collect() for s in m.samples
-            if s.name.startswith("sidecar_model_") and s.value < 0]
+    return [
+        f"{s.name}{s.labels}={s.value}"
+        for m in svc.registry.collect()
+        for s in m.samples
+        if s.name.startswith("sidecar_model_") and s.value < 0
+    ]
 
 
 async def test_triton_rates_survive_a_backward_step(stand_in: StandIn) -> None:

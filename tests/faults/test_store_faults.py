@@ -89,8 +89,13 @@ FAULTS = pytest.mark.parametrize("fault", [_disk_full, _ro], ids=["disk_full", "
 
 
 def _service(tmp_path: Path, disk: TinyDisk, clock: FakeClock, am: StandIn) -> Service:
-    return make_service(tmp_path, _cfg(am.url), clock=clock, transport=httpx.AsyncHTTPTransport(),
-                        store=Store(disk.path / "state.sqlite"))
+    return make_service(
+        tmp_path,
+        _cfg(am.url),
+        clock=clock,
+        transport=httpx.AsyncHTTPTransport(),
+        store=Store(disk.path / "state.sqlite"),
+    )
 
 
 @pytest.fixture
@@ -164,12 +169,19 @@ async def test_a_change_posted_while_the_store_is_broken_gets_503_counted(
 def _start_on_read_only_store(tmp_path: Path) -> tuple[int, str]:
     ro = TinyDisk(tmp_path / "ro", options="size=1m,ro")
     try:
-        cfg = {"server": {"host": "127.0.0.1", "port": free_port()}, "gpu": {"enabled": False},
-               "store": {"path": str(ro.path / "state.sqlite")}}
+        cfg = {
+            "server": {"host": "127.0.0.1", "port": free_port()},
+            "gpu": {"enabled": False},
+            "store": {"path": str(ro.path / "state.sqlite")},
+        }
         path = tmp_path / "sidecar.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        r = subprocess.run([sys.executable, "-m", "sidecar.cli", "run", "--config", str(path)], cwd=ROOT,
-                           capture_output=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "sidecar.cli", "run", "--config", str(path)],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=60,
+        )
         return r.returncode, (r.stdout + r.stderr).decode(errors="replace")
     finally:
         with contextlib.suppress(Exception):
@@ -187,6 +199,3 @@ def test_a_read_only_store_at_start_is_named_in_one_line(tmp_path: Path) -> None
     assert rc != 0
     assert "Traceback" not in out
     assert "store.path" in out and str(tmp_path / "ro" / "state.sqlite") in out
-
-
-

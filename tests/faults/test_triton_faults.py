@@ -24,8 +24,13 @@ WAIT_S = 20.0
 
 def _config(metrics_url: str, http_url: str) -> dict[str, Any]:
     return {
-        "triton": {"metrics_url": metrics_url, "http_url": http_url, "interval_secs": 0.2, "timeout_secs": 0.5,
-                   "stale_after_secs": 2.0},
+        "triton": {
+            "metrics_url": metrics_url,
+            "http_url": http_url,
+            "interval_secs": 0.2,
+            "timeout_secs": 0.5,
+            "stale_after_secs": 2.0,
+        },
         "alerting": {"enabled": True, "alertmanager": {"urls": []}},
         "checks": {"eval_interval_secs": 0.5},
     }
@@ -42,7 +47,8 @@ def _reached(sc: SidecarProcess, name: str, at_least: float, **labels: str) -> f
         return False
 
     assert wait_until(reached, WAIT_S, interval_s=0.05, ignore=(httpx.HTTPError,)), (
-        f"{name}{labels} never reached {at_least}; log:\n{sc.log_tail()}")
+        f"{name}{labels} never reached {at_least}; log:\n{sc.log_tail()}"
+    )
     return seen[-1]
 
 
@@ -102,8 +108,10 @@ def test_real_triton_killed_then_restarted(tmp_path: Path, sidecar_factory: Any)
 
         def infer(n: int) -> None:
             for _ in range(n):
-                assert httpx.post(f"{triton.http_url}/v2/models/fraud/versions/1/infer", json=body,
-                                  timeout=30).status_code == 200
+                assert (
+                    httpx.post(f"{triton.http_url}/v2/models/fraud/versions/1/infer", json=body, timeout=30).status_code
+                    == 200
+                )
 
         _reached(sc, "sidecar_triton_up", 1)
         infer(5)

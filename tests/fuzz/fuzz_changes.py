@@ -28,8 +28,15 @@ with atheris.instrument_imports():
 
 NOW = 1_700_000_000.0
 REG = CollectorRegistry()
-CTX = Context(config=parse_config({}), registry=REG, clock=FakeClock(NOW), http=httpx.AsyncClient(),
-              store=Store(":memory:"), bus=Bus(REG), guard=RequestGuard(REG, max_body_bytes=1 << 20))
+CTX = Context(
+    config=parse_config({}),
+    registry=REG,
+    clock=FakeClock(NOW),
+    http=httpx.AsyncClient(),
+    store=Store(":memory:"),
+    bus=Bus(REG),
+    guard=RequestGuard(REG, max_body_bytes=1 << 20),
+)
 LOG = ChangeLog(ChangesConfig(max_changes=200), registry=REG, clock=CTX.clock, store=CTX.store)
 CTX.bus.subscribe("changes", LOG.name, LOG.on_changes)
 ENDPOINT = ChangesEndpoint(CTX, LOG, 600.0)
@@ -51,9 +58,14 @@ def _structured(data: bytes) -> bytes:
         item: dict[str, object] = {}
         for _ in range(fdp.ConsumeIntInRange(0, 6)):
             kind = fdp.ConsumeIntInRange(0, 5)
-            value: object = [None, fdp.ConsumeBool(), fdp.ConsumeInt(8), fdp.ConsumeFloat(),
-                             fdp.PickValueInList(["a", "b", "", "x" * 600]),
-                             NOW + fdp.ConsumeFloatInRange(-2e6, 2e6)][kind]
+            value: object = [
+                None,
+                fdp.ConsumeBool(),
+                fdp.ConsumeInt(8),
+                fdp.ConsumeFloat(),
+                fdp.PickValueInList(["a", "b", "", "x" * 600]),
+                NOW + fdp.ConsumeFloatInRange(-2e6, 2e6),
+            ][kind]
             item[FIELDS[fdp.ConsumeIntInRange(0, len(FIELDS) - 1)]] = value
         items.append(item)
     return json.dumps(items if len(items) > 1 or fdp.ConsumeBool() else items[0]).encode()

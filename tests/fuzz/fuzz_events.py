@@ -17,8 +17,20 @@ with atheris.instrument_imports():
     from sidecar.timerange import renderable
 
 NOW = 1_700_000_000.0
-KEYS = ("model", "version", "timestamp", "features", "score", "prediction_class", "label", "trace_id",
-        "request_id", "user_id", "fields", "featurez")
+KEYS = (
+    "model",
+    "version",
+    "timestamp",
+    "features",
+    "score",
+    "prediction_class",
+    "label",
+    "trace_id",
+    "request_id",
+    "user_id",
+    "fields",
+    "featurez",
+)
 CFG = EventsConfig()
 TYPES = ("application/json", "application/x-ndjson", "application/json-seq")  # byte 0 % 4 == 3: structured
 ENDPOINT = EventsEndpoint.__new__(EventsEndpoint)  # only _decode is used: it needs the config alone
@@ -41,8 +53,10 @@ def _value(fdp: "atheris.FuzzedDataProvider", depth: int = 0) -> object:
         return NOW + fdp.ConsumeFloatInRange(-1e7, 1e7)
     if kind == 6:  # an ISO time, the edges of datetime's range and odd offsets included
         off = fdp.PickValueInList(["", "Z", "+00:00", "-23:59", "+14:00", "+99:00"])
-        return (f"{fdp.ConsumeIntInRange(0, 9999):04d}-{fdp.ConsumeIntInRange(0, 13):02d}-"
-                f"{fdp.ConsumeIntInRange(0, 32):02d}T{fdp.ConsumeIntInRange(0, 24):02d}:00:00{off}")
+        return (
+            f"{fdp.ConsumeIntInRange(0, 9999):04d}-{fdp.ConsumeIntInRange(0, 13):02d}-"
+            f"{fdp.ConsumeIntInRange(0, 32):02d}T{fdp.ConsumeIntInRange(0, 24):02d}:00:00{off}"
+        )
     if kind == 7:
         return [_value(fdp, depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 3))]
     return {fdp.ConsumeUnicodeNoSurrogates(8): _value(fdp, depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 4))}

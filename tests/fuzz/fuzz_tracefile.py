@@ -24,9 +24,23 @@ with atheris.instrument_imports(include=["sidecar.sources.trace_files"]):
 
 MAPPING = {"ctr": TensorMapping(inputs={"x": ["a", "b", "c"]}, map_unlisted=True)}
 OFFSET = 1_799_999_000_000_000_000  # a mapping from Triton's monotonic ns to Unix ns
-STAMPS = ["HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START", "QUEUE_START", "COMPUTE_START",
-          "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END", "INFER_RESPONSE_COMPLETE",
-          "HTTP_SEND_START", "HTTP_SEND_END", "GRPC_WAITREAD_START", "GRPC_SEND_END", "CUSTOM"]
+STAMPS = [
+    "HTTP_RECV_START",
+    "HTTP_RECV_END",
+    "REQUEST_START",
+    "QUEUE_START",
+    "COMPUTE_START",
+    "COMPUTE_INPUT_END",
+    "COMPUTE_OUTPUT_START",
+    "COMPUTE_END",
+    "REQUEST_END",
+    "INFER_RESPONSE_COMPLETE",
+    "HTTP_SEND_START",
+    "HTTP_SEND_END",
+    "GRPC_WAITREAD_START",
+    "GRPC_SEND_END",
+    "CUSTOM",
+]
 
 
 def _records(fdp: "atheris.FuzzedDataProvider") -> bytes:
@@ -35,20 +49,35 @@ def _records(fdp: "atheris.FuzzedDataProvider") -> bytes:
         kind = fdp.ConsumeIntInRange(0, 3)
         rid: object = fdp.ConsumeIntInRange(0, 4) if fdp.ConsumeBool() else fdp.ConsumeInt(10)
         if kind == 0:
-            recs.append({"id": rid, "timestamps": [{"name": fdp.PickValueInList(STAMPS), "ns": fdp.ConsumeInt(9)}
-                                                   for _ in range(fdp.ConsumeIntInRange(0, 3))]})
+            recs.append(
+                {
+                    "id": rid,
+                    "timestamps": [
+                        {"name": fdp.PickValueInList(STAMPS), "ns": fdp.ConsumeInt(9)}
+                        for _ in range(fdp.ConsumeIntInRange(0, 3))
+                    ],
+                }
+            )
         elif kind == 1:
-            rec = {"id": rid, "model_name": fdp.PickValueInList(["ctr", "x" * 70, ""]),
-                   "model_version": fdp.ConsumeIntInRange(0, 3), "request_id": fdp.ConsumeUnicodeNoSurrogates(8)}
+            rec = {
+                "id": rid,
+                "model_name": fdp.PickValueInList(["ctr", "x" * 70, ""]),
+                "model_version": fdp.ConsumeIntInRange(0, 3),
+                "request_id": fdp.ConsumeUnicodeNoSurrogates(8),
+            }
             if fdp.ConsumeBool():
                 rec["parent_id"] = fdp.ConsumeInt(9)
             recs.append(rec)
         elif kind == 2:
             data = ",".join(str(fdp.ConsumeRegularFloat()) for _ in range(fdp.ConsumeIntInRange(0, 9)))
             shape = ",".join(str(fdp.ConsumeInt(5)) for _ in range(fdp.ConsumeIntInRange(0, 3)))
-            recs.append({"id": rid, "activity": "TENSOR_QUEUE_INPUT",
-                         "tensor": {"name": fdp.PickValueInList(["x", "score", "y"]), "data": data,
-                                    "shape": shape}})
+            recs.append(
+                {
+                    "id": rid,
+                    "activity": "TENSOR_QUEUE_INPUT",
+                    "tensor": {"name": fdp.PickValueInList(["x", "score", "y"]), "data": data, "shape": shape},
+                }
+            )
         else:
             recs.append(fdp.ConsumeUnicodeNoSurrogates(12))
     return json.dumps(recs).encode()
@@ -67,9 +96,13 @@ def TestOneInput(data: bytes) -> None:
     whole = scan(body)
     slow = scan(body, fast=False)  # the one-call orjson path and the record-by-record path agree
     assert (whole.records, whole.consumed, whole.closed, whole.held) == (
-        slow.records, slow.consumed, slow.closed, slow.held), body
+        slow.records,
+        slow.consumed,
+        slow.closed,
+        slow.held,
+    ), body
     first = scan(body[:cut])
-    second = scan(body[first.consumed:], at_start=first.consumed == 0)
+    second = scan(body[first.consumed :], at_start=first.consumed == 0)
     if not whole.damaged and not first.damaged and not second.damaged:
         assert first.records + second.records == whole.records, (cut, body)
     asm = Assembler(max_pending=16, max_string=64)

@@ -33,8 +33,15 @@ SEED = int(os.environ.get("SIDECAR_FUZZ_SEED", "1"))
 @pytest.mark.parametrize("target", TARGETS, ids=[p.stem for p in TARGETS])
 def test_fuzz_target_survives_a_bounded_run(target: Path, tmp_path: Path) -> None:
     corpus = HERE / "corpus" / target.stem.removeprefix("fuzz_")
-    args = [sys.executable, str(target), f"-runs={RUNS}", f"-max_total_time={SECS}", "-timeout=10", f"-seed={SEED}",
-            f"-artifact_prefix={tmp_path}/"]
+    args = [
+        sys.executable,
+        str(target),
+        f"-runs={RUNS}",
+        f"-max_total_time={SECS}",
+        "-timeout=10",
+        f"-seed={SEED}",
+        f"-artifact_prefix={tmp_path}/",
+    ]
     # libFuzzer writes new inputs into its first corpus folder: give it a copy, so a run leaves the seeds alone.
     work = tmp_path / "corpus"
     if corpus.is_dir():
@@ -44,13 +51,14 @@ def test_fuzz_target_survives_a_bounded_run(target: Path, tmp_path: Path) -> Non
     seeds = [str(work)]
     # Hash randomisation changes set and dict order, so coverage, so the inputs libFuzzer goes on to make.
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    proc = subprocess.run(args + seeds, capture_output=True, text=True, timeout=SECS + 120,
-                          cwd=HERE.parent.parent, env=env)
+    proc = subprocess.run(
+        args + seeds, capture_output=True, text=True, timeout=SECS + 120, cwd=HERE.parent.parent, env=env
+    )
     out = proc.stdout + proc.stderr
     # atheris prints the Python traceback on stdout, libFuzzer its progress on stderr: show the traceback
     # first, since thousands of progress lines would otherwise push it out of the message.
     uncaught = out.find("=== Uncaught Python exception")
-    why = out[uncaught:uncaught + 3000] + "\n...\n" if uncaught >= 0 else ""
+    why = out[uncaught : uncaught + 3000] + "\n...\n" if uncaught >= 0 else ""
     assert proc.returncode == 0, f"{target.name} found a failure:\n{why}{out[-1500:]}"
     done = re.findall(r"Done (\d+) runs", out) or re.findall(r"#(\d+)\s+DONE", out)
     assert done and int(done[-1]) > 0, f"{target.name} ran no input:\n{out[-2000:]}"

@@ -20,38 +20,54 @@ from sidecar.store import Store
 DATA = Path(__file__).parent.parent / "data" / "drift"
 
 
-def make_ctx(store_path: str | Path, clock: FakeClock, config: Mapping[str, Any] | None = None,
-             registry: CollectorRegistry | None = None, max_body_bytes: int = 1 << 20) -> Context:
+def make_ctx(
+    store_path: str | Path,
+    clock: FakeClock,
+    config: Mapping[str, Any] | None = None,
+    registry: CollectorRegistry | None = None,
+    max_body_bytes: int = 1 << 20,
+) -> Context:
     cfg = parse_config(dict(config or {}))
     reg = registry or CollectorRegistry()
 
     def _no_network(request: httpx.Request) -> httpx.Response:
         return httpx.Response(599)
 
-    return Context(config=cfg, registry=reg, clock=clock,
-                   http=httpx.AsyncClient(transport=httpx.MockTransport(_no_network)),
-                   store=Store(store_path), bus=Bus(reg),
-                   guard=RequestGuard(reg, max_body_bytes=max_body_bytes,
-                                      admin_token=cfg.server.admin_token, push_token=cfg.server.push_token))
+    return Context(
+        config=cfg,
+        registry=reg,
+        clock=clock,
+        http=httpx.AsyncClient(transport=httpx.MockTransport(_no_network)),
+        store=Store(store_path),
+        bus=Bus(reg),
+        guard=RequestGuard(
+            reg, max_body_bytes=max_body_bytes, admin_token=cfg.server.admin_token, push_token=cfg.server.push_token
+        ),
+    )
 
 
 def events(model: str, version: str, ts: float, features: Iterable[Mapping[str, Any]]) -> Batch:
-    return Batch(kind="events", source="test",
-                 items=tuple(Event(model=model, version=version, timestamp=ts, features=dict(f))
-                             for f in features))
+    return Batch(
+        kind="events",
+        source="test",
+        items=tuple(Event(model=model, version=version, timestamp=ts, features=dict(f)) for f in features),
+    )
 
 
-def feed(check: Any, clock: FakeClock, model: str, version: str, rows: list[dict[str, Any]],
-         per_sec: int) -> None:
+def feed(check: Any, clock: FakeClock, model: str, version: str, rows: list[dict[str, Any]], per_sec: int) -> None:
     """Feed rows at ``per_sec`` events per second of fake time."""
     for i in range(0, len(rows), per_sec):
-        check.observe(events(model, version, clock.now(), rows[i:i + per_sec]))
+        check.observe(events(model, version, clock.now(), rows[i : i + per_sec]))
         clock.advance(1.0)
 
 
-def normal_rows(rng: np.random.Generator, n: int, names: Iterable[str],
-                loc: Mapping[str, float] | None = None,
-                scale: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+def normal_rows(
+    rng: np.random.Generator,
+    n: int,
+    names: Iterable[str],
+    loc: Mapping[str, float] | None = None,
+    scale: Mapping[str, float] | None = None,
+) -> list[dict[str, Any]]:
     names = list(names)
     loc = loc or {}
     scale = scale or {}

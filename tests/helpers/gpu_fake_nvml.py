@@ -35,9 +35,7 @@ class FakeGpu:
     mem_mhz: int = 2619
     pcie_kb: tuple[int, int] = (1000, 2000)  # tx, rx in KB/s
     energy_mj: int = 123_456_789
-    throttle_mask: int = (
-        pynvml.nvmlClocksEventReasonSwPowerCap | pynvml.nvmlClocksEventReasonHwThermalSlowdown
-    )
+    throttle_mask: int = pynvml.nvmlClocksEventReasonSwPowerCap | pynvml.nvmlClocksEventReasonHwThermalSlowdown
     ecc: tuple[int, int] = (3, 0)  # corrected, uncorrected
     processes: list[tuple[int, int | None]] = field(default_factory=list)  # (pid, used bytes or None)
     errors: dict[str, int] = field(default_factory=dict)  # nvml function name -> NVML_ERROR_* code
@@ -45,9 +43,7 @@ class FakeGpu:
 
 
 class FakeNvml:
-    def __init__(
-        self, gpus: list[FakeGpu], *, init_error: int | None = None, driver: str = "550.54.15"
-    ) -> None:
+    def __init__(self, gpus: list[FakeGpu], *, init_error: int | None = None, driver: str = "550.54.15") -> None:
         self.gpus = gpus
         self.init_error = init_error
         self.driver = driver
@@ -61,9 +57,7 @@ class FakeNvml:
 
     def _procs(self, g: FakeGpu) -> list[Any]:
         return [
-            SimpleNamespace(
-                pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF
-            )
+            SimpleNamespace(pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
             for pid, used in g.processes
         ]
 
@@ -237,6 +231,5 @@ def make_rig(
     hub = GpuHub(reg, clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs)
     nvml = FakeNvml(gpus, init_error=init_error)
     names = processes or {}
-    src = NvmlSource(cfg.nvml, hub, reg, clock, nvml=nvml, process_name=names.get,
-                     cmdline=FakeProc(cmdlines or {}))
+    src = NvmlSource(cfg.nvml, hub, reg, clock, nvml=nvml, process_name=names.get, cmdline=FakeProc(cmdlines or {}))
     return Rig(nvml, src, hub, reg, clock)

@@ -14,12 +14,20 @@ from sidecar.state.trace_config import TraceFileConfig
 from sidecar.store import Store
 
 
-def span_source(cfg: TraceFileConfig, bus: Bus, registry: CollectorRegistry, clock: Clock,
-                store: Store | None = None) -> TraceFileSource:
+def span_source(
+    cfg: TraceFileConfig, bus: Bus, registry: CollectorRegistry, clock: Clock, store: Store | None = None
+) -> TraceFileSource:
     return TraceFileSource(merge(cfg, None), bus, TraceFileMetrics(registry), clock, store or Store(":memory:"))
 
 
-def tensor_source(cfg: TritonTraceConfig, bus: Bus, registry: CollectorRegistry, clock: Clock, store: Store,
-                  events_metrics: EventsMetrics | None = None) -> TraceFileSource:
-    return TraceFileSource(merge(None, cfg), bus, TraceFileMetrics(registry), clock, store,
-                           events_metrics or EventsMetrics(registry))
+def tensor_source(
+    cfg: TritonTraceConfig,
+    bus: Bus,
+    registry: CollectorRegistry,
+    clock: Clock,
+    store: Store,
+    events_metrics: EventsMetrics | None = None,
+) -> TraceFileSource:
+    return TraceFileSource(
+        merge(None, cfg), bus, TraceFileMetrics(registry), clock, store, events_metrics or EventsMetrics(registry)
+    )

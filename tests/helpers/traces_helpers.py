@@ -31,9 +31,7 @@ def make_service(
     cfg = parse_config(
         {"store": {"path": ":memory:"}, "server": server or {}, "traces": {"enabled": True, **(traces or {})}}
     )
-    return Service(
-        cfg, clock=clock or FakeClock(), registry=registry or CollectorRegistry(), factories=[build]
-    )
+    return Service(cfg, clock=clock or FakeClock(), registry=registry or CollectorRegistry(), factories=[build])
 
 
 def sample(registry: CollectorRegistry, name: str, labels: dict[str, str] | None = None) -> float:

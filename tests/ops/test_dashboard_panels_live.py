@@ -62,7 +62,11 @@ def _sidecar_config(triton: TritonServer, port: int, store: Path) -> dict[str, A
             "eval_interval_secs": 1.0,
             # The window method: its one 60 s window and sustained_secs 0 flag the posted shift within seconds.
             "drift": {
-                "enabled": True, "method": "window", "window_secs": 60, "bucket_count": 2, "min_samples": 20,
+                "enabled": True,
+                "method": "window",
+                "window_secs": 60,
+                "bucket_count": 2,
+                "min_samples": 20,
                 "sustained_secs": 0,
                 "reference": {"mode": "pinned", "pinned_events": 60},
                 "models": {"ctr": {"features": {"age": "numeric", "clicks_7d": "numeric", "country": "categorical"}}},
@@ -107,14 +111,25 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     port = free_port()
     sidecar_url = f"http://127.0.0.1:{port}"
     triton = TritonServer(
-        demo_model_repository(), tmp / "triton",
-        extra_args=["--trace-config", "mode=opentelemetry", "--trace-config",
-                    f"opentelemetry,url={sidecar_url}/v1/traces", "--trace-config", "rate=1",
-                    "--trace-config", "level=TIMESTAMPS"],
+        demo_model_repository(),
+        tmp / "triton",
+        extra_args=[
+            "--trace-config",
+            "mode=opentelemetry",
+            "--trace-config",
+            f"opentelemetry,url={sidecar_url}/v1/traces",
+            "--trace-config",
+            "rate=1",
+            "--trace-config",
+            "level=TIMESTAMPS",
+        ],
     )
     svc = Service(parse_config(_sidecar_config(triton, port, tmp / "state.sqlite")), registry=CollectorRegistry())
-    server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on", access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(svc), host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     prom: subprocess.Popen[bytes] | None = None
     traffic: _Traffic | None = None
@@ -133,12 +148,23 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         (tmp / "prometheus.yml").write_text(json.dumps(cfg))  # JSON is YAML
         log = (tmp / "prometheus.log").open("wb")
         prom = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{prom_port}", "--enable-feature=exemplar-storage"],
-            stdout=log, stderr=subprocess.STDOUT,
+            [
+                PROMETHEUS,
+                f"--config.file={tmp / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+                "--enable-feature=exemplar-storage",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
-        yield {"prom": f"http://127.0.0.1:{prom_port}", "sidecar": sidecar_url, "svc": svc, "traffic": traffic,
-               "triton": triton}
+        yield {
+            "prom": f"http://127.0.0.1:{prom_port}",
+            "sidecar": sidecar_url,
+            "svc": svc,
+            "traffic": traffic,
+            "triton": triton,
+        }
     finally:
         if traffic is not None:
             traffic.stop.set()
@@ -164,20 +190,34 @@ def _post_drift_events(sidecar: str) -> None:
     """60 reference events, then a current window where clicks_7d moved by 2 sd, a tenth of ages are missing and a
     third of countries are one the reference never saw."""
     rng = random.Random(11)
-    ref = [{"model": "ctr", "version": "2", "features": {"age": rng.gauss(40, 12), "clicks_7d": rng.gauss(5, 2),
-                                                          "country": rng.choice(["us", "de"])}}
-           for _ in range(60)]
-    cur = [{"model": "ctr", "version": "2",
-            "features": {"age": None if i % 10 == 0 else rng.gauss(40, 12), "clicks_7d": rng.gauss(9, 2),
-                         "country": rng.choice(["us", "de", "fr"])}}
-           for i in range(120)]
+    ref = [
+        {
+            "model": "ctr",
+            "version": "2",
+            "features": {"age": rng.gauss(40, 12), "clicks_7d": rng.gauss(5, 2), "country": rng.choice(["us", "de"])},
+        }
+        for _ in range(60)
+    ]
+    cur = [
+        {
+            "model": "ctr",
+            "version": "2",
+            "features": {
+                "age": None if i % 10 == 0 else rng.gauss(40, 12),
+                "clicks_7d": rng.gauss(9, 2),
+                "country": rng.choice(["us", "de", "fr"]),
+            },
+        }
+        for i in range(120)
+    ]
     with httpx.Client(timeout=10) as c:
         for batch in (ref, cur):
             r = c.post(f"{sidecar}/v1/events", json={"events": batch})
             assert r.status_code == 200, r.text
         # One oversized push, refused with 413: the refusal panels have something to show.
-        r = c.post(f"{sidecar}/v1/traces", content=b"x" * (4 * 1024 * 1024 + 1),
-                   headers={"content-type": "application/json"})
+        r = c.post(
+            f"{sidecar}/v1/traces", content=b"x" * (4 * 1024 * 1024 + 1), headers={"content-type": "application/json"}
+        )
         assert r.status_code == 413
 
 
@@ -198,11 +238,19 @@ def test_every_panel_query_has_data_or_is_valid_promql(stack: dict[str, Any]) ->
     prom, sidecar = stack["prom"], stack["sidecar"]
     _post_drift_events(sidecar)
     # A few scrapes of everything, the stage histograms from Triton's spans, and one drift evaluation.
-    _wait(lambda: float(_query(prom, 'count_over_time(up{job="triton-sidecar"}[1m])')["data"]["result"][0]
-                        ["value"][1]) >= 6, 45, "six scrapes of the sidecar")
-    for needed in ("sidecar_triton_stage_duration_seconds_bucket", "sidecar_drift_drifting",
-                   'sidecar_model_request_failure_total{reason="BACKEND", model="fraud"} > 0',
-                   "sidecar:model_error_ratio:rate5m"):
+    _wait(
+        lambda: (
+            float(_query(prom, 'count_over_time(up{job="triton-sidecar"}[1m])')["data"]["result"][0]["value"][1]) >= 6
+        ),
+        45,
+        "six scrapes of the sidecar",
+    )
+    for needed in (
+        "sidecar_triton_stage_duration_seconds_bucket",
+        "sidecar_drift_drifting",
+        'sidecar_model_request_failure_total{reason="BACKEND", model="fraud"} > 0',
+        "sidecar:model_error_ratio:rate5m",
+    ):
         # Not fatal here: a panel without data is reported below with its query.
         _poll(lambda n=needed: bool(_query(prom, n)["data"]["result"]), 20)
     needs = {(i.dashboard, i.title): i.needs for i in panel_infos()}
@@ -259,8 +307,10 @@ def test_rules_load_and_evaluate_in_the_real_prometheus(stack: dict[str, Any]) -
     bad = [(r["name"], r.get("lastError")) for r in rules if r["health"] not in ("ok", "unknown")]
     assert not bad
     # The fraud model's failures make the 5m error ratio of fraud v1 positive and ctr's zero.
-    res = {(s["metric"]["model"], s["metric"]["version"]): float(s["value"][1])
-           for s in _query(prom, "sidecar:model_error_ratio:rate5m")["data"]["result"]}
+    res = {
+        (s["metric"]["model"], s["metric"]["version"]): float(s["value"][1])
+        for s in _query(prom, "sidecar:model_error_ratio:rate5m")["data"]["result"]
+    }
     assert res[("fraud", "1")] > 0
     assert res[("ctr", "1")] == 0
 
@@ -270,9 +320,11 @@ def test_stage_histograms_carry_trace_exemplars_into_prometheus(stack: dict[str,
     end = time.time()
 
     def exemplars() -> list[Any]:
-        r = httpx.get(f"{prom}/api/v1/query_exemplars",
-                      params={"query": "sidecar_triton_stage_duration_seconds_bucket", "start": end - 300,
-                              "end": time.time()}, timeout=10)
+        r = httpx.get(
+            f"{prom}/api/v1/query_exemplars",
+            params={"query": "sidecar_triton_stage_duration_seconds_bucket", "start": end - 300, "end": time.time()},
+            timeout=10,
+        )
         data: list[Any] = r.json()["data"]
         return data
 

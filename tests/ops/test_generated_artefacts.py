@@ -74,8 +74,14 @@ def test_provisioning_files_are_valid_yaml_pointing_at_the_dashboards() -> None:
 def test_configuration_reference_is_fresh_and_names_every_section() -> None:
     text = configref.render(SidecarConfig)
     assert (ROOT / "docs/configuration.md").read_text() == text, "run python -m dashboards.configref"
-    for key in ("server.max_body_bytes", "triton.interval_secs", "checks.drift.p_threshold",
-                "alerting.alertmanager.urls", "gpu.nvml.enabled", "traces.forward.endpoint"):
+    for key in (
+        "server.max_body_bytes",
+        "triton.interval_secs",
+        "checks.drift.p_threshold",
+        "alerting.alertmanager.urls",
+        "gpu.nvml.enabled",
+        "traces.forward.endpoint",
+    ):
         assert f"`{key}`" in text, key
     assert configref.main(["--out", str(ROOT / "docs/configuration.md"), "--check"]) == 0
 

@@ -94,6 +94,13 @@ def test_amtool_accepts_the_example_alertmanager_config() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     # Our rules' severities route somewhere other than the catch-all default.
     for sev, receiver in (("critical", "oncall-pager"), ("warning", "platform-tickets")):
-        r = _run("amtool", "config", "routes", "test", f"--config.file={path}", f"severity={sev}",
-                 "alertname=TritonTargetDown")
+        r = _run(
+            "amtool",
+            "config",
+            "routes",
+            "test",
+            f"--config.file={path}",
+            f"severity={sev}",
+            "alertname=TritonTargetDown",
+        )
         assert r.returncode == 0 and receiver in r.stdout, (sev, r.stdout, r.stderr)

@@ -30,8 +30,13 @@ class Node:
                 yield from c.iter()
 
     def find_all(self, tag: str | None = None, *, cls: str | None = None, **attrs: str) -> list[Node]:
-        return [n for n in self.iter() if (tag is None or n.tag == tag) and (cls is None or cls in n.classes)
-                and all(n.attrs.get(k.rstrip("_")) == v for k, v in attrs.items())]
+        return [
+            n
+            for n in self.iter()
+            if (tag is None or n.tag == tag)
+            and (cls is None or cls in n.classes)
+            and all(n.attrs.get(k.rstrip("_")) == v for k, v in attrs.items())
+        ]
 
     def find(self, tag: str | None = None, *, cls: str | None = None, **attrs: str) -> Node:
         found = self.find_all(tag, cls=cls, **attrs)

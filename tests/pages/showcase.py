@@ -43,33 +43,75 @@ def _trace(tid: str, t0: int, total_ms: float, *, error: str = "", version: str 
         return type(e)(e.name, t0 + int(ms * MS))
 
     end = total_ms
-    ca, cb = end * .3, end - 14  # compute inside the model span, its events in order
+    ca, cb = end * 0.3, end - 14  # compute inside the model span, its events in order
     return [
-        Span(tid, "a000000000000001", None, "POST /v1/recommend", t0, t0 + int(end * MS), service_name="gateway",
-             attributes={"http.route": "/v1/recommend", "http.status_code": 500 if error else 200}),
-        Span(tid, "a000000000000002", "a000000000000001", "ctr", t0 + 2 * MS, t0 + int((end - 12) * MS),
-             service_name="triton-inference-server", attributes={**MODEL, "triton.model_version": version},
-             events=(ev("REQUEST_START", 2), ev("QUEUE_START", 3), ev("REQUEST_END", end - 12))),
-        Span(tid, "a000000000000003", "a000000000000002", "compute", t0 + int(ca * MS), t0 + int(cb * MS),
-             service_name="triton-inference-server",
-             events=(ev("COMPUTE_START", ca), ev("COMPUTE_INPUT_END", ca + (cb - ca) * .1),
-                     ev("COMPUTE_OUTPUT_START", ca + (cb - ca) * .8), ev("COMPUTE_END", cb))),
-        Span(tid, "a000000000000004", "a000000000000001", "feature-store lookup", t0 + int((end - 11) * MS),
-             t0 + int((end - 1) * MS), service_name="gateway", status_code=2 if error else 0,
-             status_message=error, attributes={"db.system": "redis", "db.operation": "HMGET"}),
+        Span(
+            tid,
+            "a000000000000001",
+            None,
+            "POST /v1/recommend",
+            t0,
+            t0 + int(end * MS),
+            service_name="gateway",
+            attributes={"http.route": "/v1/recommend", "http.status_code": 500 if error else 200},
+        ),
+        Span(
+            tid,
+            "a000000000000002",
+            "a000000000000001",
+            "ctr",
+            t0 + 2 * MS,
+            t0 + int((end - 12) * MS),
+            service_name="triton-inference-server",
+            attributes={**MODEL, "triton.model_version": version},
+            events=(ev("REQUEST_START", 2), ev("QUEUE_START", 3), ev("REQUEST_END", end - 12)),
+        ),
+        Span(
+            tid,
+            "a000000000000003",
+            "a000000000000002",
+            "compute",
+            t0 + int(ca * MS),
+            t0 + int(cb * MS),
+            service_name="triton-inference-server",
+            events=(
+                ev("COMPUTE_START", ca),
+                ev("COMPUTE_INPUT_END", ca + (cb - ca) * 0.1),
+                ev("COMPUTE_OUTPUT_START", ca + (cb - ca) * 0.8),
+                ev("COMPUTE_END", cb),
+            ),
+        ),
+        Span(
+            tid,
+            "a000000000000004",
+            "a000000000000001",
+            "feature-store lookup",
+            t0 + int((end - 11) * MS),
+            t0 + int((end - 1) * MS),
+            service_name="gateway",
+            status_code=2 if error else 0,
+            status_message=error,
+            attributes={"db.system": "redis", "db.operation": "HMGET"},
+        ),
     ]
 
 
 def build() -> Service:
-    cfg = parse_config({
-        "triton": {"enabled": True, "metrics_url": TRITON, "interval_secs": 2},
-        "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
-        "traces": {"enabled": True, "slow_threshold_ms": 50},
-    })
+    cfg = parse_config(
+        {
+            "triton": {"enabled": True, "metrics_url": TRITON, "interval_secs": 2},
+            "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
+            "traces": {"enabled": True, "slow_threshold_ms": 50},
+        }
+    )
     script = Script()
-    svc = Service(cfg, store=Store(":memory:"), registry=CollectorRegistry(),
-                  http=httpx.AsyncClient(transport=httpx.MockTransport(Upstreams())),
-                  factories=[alerting, triton, traces, pages, lambda ctx: [script]])
+    svc = Service(
+        cfg,
+        store=Store(":memory:"),
+        registry=CollectorRegistry(),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(Upstreams())),
+        factories=[alerting, triton, traces, pages, lambda ctx: [script]],
+    )
     now = svc.clock.now()
     t0 = int((now - 300) * 1e9)
     hub = svc.component("traces")
@@ -81,34 +123,72 @@ def build() -> Service:
     lab = ["model", "version", "feature", "test"]
     g = {n: Gauge(f"sidecar_drift_{n}", n, lab, registry=svc.registry) for n in ("drifting", "p_value", "effect_size")}
     samples = Gauge("sidecar_drift_samples", "n", ["model", "version", "feature", "window"], registry=svc.registry)
-    missing = Gauge("sidecar_drift_missing_ratio", "m", ["model", "version", "feature", "window"],
-                    registry=svc.registry)
-    for feat, on, p, eff in (("clicks_7d", 1, 2e-6, 0.31), ("income", 1, 3e-4, 0.12), ("age", 0, 0.41, 0.02),
-                             ("country", 0, 0.77, 0.01)):
+    missing = Gauge(
+        "sidecar_drift_missing_ratio", "m", ["model", "version", "feature", "window"], registry=svc.registry
+    )
+    for feat, on, p, eff in (
+        ("clicks_7d", 1, 2e-6, 0.31),
+        ("income", 1, 3e-4, 0.12),
+        ("age", 0, 0.41, 0.02),
+        ("country", 0, 0.77, 0.01),
+    ):
         for n, v in (("drifting", on), ("p_value", p), ("effect_size", eff)):
             g[n].labels("ctr", "2", feat, "ks" if feat != "country" else "chi2").set(v)
-        for w, n_, miss in (("current", 4000, .002), ("reference", 5000, .001)):
+        for w, n_, miss in (("current", 4000, 0.002), ("reference", 5000, 0.001)):
             samples.labels("ctr", "2", feat, w).set(n_)
             missing.labels("ctr", "2", feat, w).set(miss)
     gl = ["gpu", "uuid", "name"]
-    for n, v in (("up", 1), ("utilization_ratio", .63), ("memory_used_bytes", 37 * 2**30),
-                 ("memory_total_bytes", 141 * 2**30)):
+    for n, v in (
+        ("up", 1),
+        ("utilization_ratio", 0.63),
+        ("memory_used_bytes", 37 * 2**30),
+        ("memory_total_bytes", 141 * 2**30),
+    ):
         Gauge(f"sidecar_gpu_{n}", n, gl, registry=svc.registry).labels("0", "GPU-5d1c", "NVIDIA H200").set(v)
     mem = GpuMemoryByModel(svc.registry)
     stub = "/opt/tritonserver/backends/python/triton_python_backend_stub"
-    mem.observe_processes([GpuProcess("GPU-5d1c", pid, mib * 2**20, (stub, f"/models/{m}/{v}/model.py"))
-                           for pid, m, v, mib in ((101, "ctr", "2", 1843), (102, "ctr", "1", 1790),
-                                                  (103, "fraud", "3", 612))])
+    mem.observe_processes(
+        [
+            GpuProcess("GPU-5d1c", pid, mib * 2**20, (stub, f"/models/{m}/{v}/model.py"))
+            for pid, m, v, mib in ((101, "ctr", "2", 1843), (102, "ctr", "1", 1790), (103, "fraud", "3", 612))
+        ]
+    )
     changes = svc.component("changes")
-    changes.record(Change(what="feature pipeline v7 rolled out", who="ana", at=now - 900, model="ctr",
-                          version="2", link=None, source="api", id=""))
-    changes.record(Change(what="ctr v2 loaded", who="triton", at=now - 3600, model="ctr", version="2",
-                          link=None, source="triton_repository", id=""))
-    script.findings = [_f("ctr_mean", True, trace=FAILED), _f("latency_p99", True, for_secs=600),
-                       _f("fraud_rate", True)]
+    changes.record(
+        Change(
+            what="feature pipeline v7 rolled out",
+            who="ana",
+            at=now - 900,
+            model="ctr",
+            version="2",
+            link=None,
+            source="api",
+            id="",
+        )
+    )
+    changes.record(
+        Change(
+            what="ctr v2 loaded",
+            who="triton",
+            at=now - 3600,
+            model="ctr",
+            version="2",
+            link=None,
+            source="triton_repository",
+            id="",
+        )
+    )
+    script.findings = [
+        _f("ctr_mean", True, trace=FAILED),
+        _f("latency_p99", True, for_secs=600),
+        _f("fraud_rate", True),
+    ]
     svc.evaluate_once(now - 240)
-    script.findings = [_f("ctr_mean", True, trace=FAILED), _f("latency_p99", True, for_secs=600),
-                       _f("fraud_rate", False)]
+    script.findings = [
+        _f("ctr_mean", True, trace=FAILED),
+        _f("latency_p99", True, for_secs=600),
+        _f("fraud_rate", False),
+    ]
     svc.evaluate_once(now - 60)
     return svc
 
@@ -131,14 +211,29 @@ def main() -> None:
         return
     args.shots.mkdir(parents=True, exist_ok=True)
     time.sleep(3)  # one Triton scrape and one Alertmanager try happen in the background
-    for name, path, size in (("status", "/", "1400,900"), ("alerts", "/alerts", "1400,1000"),
-                             ("traces", "/traces", "1400,700"),
-                             ("changes", "/changes", "1400,500"),
-                             ("trace-failed", f"/traces/{FAILED}", "1400,1300"),
-                             ("trace-possibly-failed", f"/traces/{MAYBE}", "1400,700")):
-        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        f"--screenshot={args.shots / (name + '.png')}", f"--window-size={size}", url + path],
-                       check=True, capture_output=True, timeout=60)
+    for name, path, size in (
+        ("status", "/", "1400,900"),
+        ("alerts", "/alerts", "1400,1000"),
+        ("traces", "/traces", "1400,700"),
+        ("changes", "/changes", "1400,500"),
+        ("trace-failed", f"/traces/{FAILED}", "1400,1300"),
+        ("trace-possibly-failed", f"/traces/{MAYBE}", "1400,700"),
+    ):
+        subprocess.run(
+            [
+                "chromium",
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--screenshot={args.shots / (name + '.png')}",
+                f"--window-size={size}",
+                url + path,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
     server.should_exit = True
     th.join(10)
 

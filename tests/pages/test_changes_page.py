@@ -25,14 +25,20 @@ def _cells(tr: Node) -> list[str]:
 def test_timeline_lists_each_change_with_source_and_the_alerts_citing_it() -> None:
     clock = FakeClock(NOW)
     script = Script()
-    svc = Service(parse_config({"triton": {"enabled": False}, "alerting": {"enabled": True}}), clock=clock,
-                  store=Store(":memory:"), registry=CollectorRegistry(),
-                  factories=[alerting, pages, lambda ctx: [script]])
+    svc = Service(
+        parse_config({"triton": {"enabled": False}, "alerting": {"enabled": True}}),
+        clock=clock,
+        store=Store(":memory:"),
+        registry=CollectorRegistry(),
+        factories=[alerting, pages, lambda ctx: [script]],
+    )
     log = svc.component("changes")
-    log.record(Change(what="ctr v2 loaded", at=NOW - 3600, who="triton", model="ctr", version="2",
-                      source="triton_repository"))
-    log.record(Change(what="rank v9 rolled out", at=NOW - 1200, who="bo", model="rank",
-                      link="https://deploys.example/9"))
+    log.record(
+        Change(what="ctr v2 loaded", at=NOW - 3600, who="triton", model="ctr", version="2", source="triton_repository")
+    )
+    log.record(
+        Change(what="rank v9 rolled out", at=NOW - 1200, who="bo", model="rank", link="https://deploys.example/9")
+    )
     log.record(Change(what="feature pipeline v7", at=NOW - 600, who="ana", model="ctr"))
     script.findings = [_f("ctr_mean", True)]
     svc.evaluate_once(NOW)
@@ -51,9 +57,13 @@ def test_timeline_lists_each_change_with_source_and_the_alerts_citing_it() -> No
 
 
 def test_filter_by_model_and_no_changes() -> None:
-    svc = Service(parse_config({"triton": {"enabled": False}, "alerting": {"enabled": True}}),
-                  clock=FakeClock(NOW), store=Store(":memory:"), registry=CollectorRegistry(),
-                  factories=[alerting, pages])
+    svc = Service(
+        parse_config({"triton": {"enabled": False}, "alerting": {"enabled": True}}),
+        clock=FakeClock(NOW),
+        store=Store(":memory:"),
+        registry=CollectorRegistry(),
+        factories=[alerting, pages],
+    )
     c = TestClient(create_app(svc))
     assert "No change recorded." in parse(c.get("/changes").text).text()
     svc.component("changes").record(Change(what="a", at=NOW, model="ctr"))

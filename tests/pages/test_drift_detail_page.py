@@ -35,12 +35,19 @@ def _ecdf(vals: np.ndarray, x: float) -> float:
 def _ks_d(ref: np.ndarray, cur: np.ndarray) -> float:
     """D the plain way: both ECDFs (right-continuous) on the union of the points."""
     xs = np.concatenate([ref, cur])
-    return float(np.max(np.abs(np.searchsorted(np.sort(ref), xs, side="right") / ref.size
-                               - np.searchsorted(np.sort(cur), xs, side="right") / cur.size)))
+    return float(
+        np.max(
+            np.abs(
+                np.searchsorted(np.sort(ref), xs, side="right") / ref.size
+                - np.searchsorted(np.sort(cur), xs, side="right") / cur.size
+            )
+        )
+    )
 
 
 def test_numeric_detail_draws_both_ecdfs_and_d_where_the_real_distributions_differ_most(
-        tmp_path: Path, clock: FakeClock) -> None:
+    tmp_path: Path, clock: FakeClock
+) -> None:
     svc, client, data = drifted(tmp_path, clock)
     try:
         r = client.get("/drift/ctr/2/x")
@@ -89,7 +96,8 @@ def test_numeric_detail_draws_both_ecdfs_and_d_where_the_real_distributions_diff
 
 
 def test_categorical_detail_draws_the_share_of_every_category_and_marks_the_new_one(
-        tmp_path: Path, clock: FakeClock) -> None:
+    tmp_path: Path, clock: FakeClock
+) -> None:
     svc, client, data = drifted(tmp_path, clock)
     try:
         doc = parse(client.get("/drift/ctr/2/country").text)
@@ -111,16 +119,17 @@ def test_categorical_detail_draws_the_share_of_every_category_and_marks_the_new_
     psi = gauge(svc, "sidecar_drift_effect_size", model="ctr", version="2", feature="country", test="chi2")
     assert doc.by_id("n-effect").text() == f"{psi:.4f} / 0.1"
     # y: the distribution of its values is unchanged, its missing ratio rose from 0 to about 20%.
-    miss = {w: gauge(svc, "sidecar_drift_missing_ratio", model="ctr", version="2", feature="y", window=w)
-            for w in ("current", "reference")}
+    miss = {
+        w: gauge(svc, "sidecar_drift_missing_ratio", model="ctr", version="2", feature="y", window=w)
+        for w in ("current", "reference")
+    }
     assert miss["current"] == data.cur["y"].count(None) / len(data.cur["y"]) and miss["reference"] == 0
     assert y.by_id("n-missing").text() == f"{miss['current'] * 100:.1f}% / 0.0%"
     assert y.by_id("missing").text().count("drifting") == 1
     assert y.by_id("state").find(cls="badge").text() == "drifting"
 
 
-def test_unknown_series_is_a_404_with_a_message_and_every_name_is_escaped(tmp_path: Path,
-                                                                          clock: FakeClock) -> None:
+def test_unknown_series_is_a_404_with_a_message_and_every_name_is_escaped(tmp_path: Path, clock: FakeClock) -> None:
     evil_model, evil_feature = "<script>alert(1)</script>", "<img src=x onerror=alert(2)>&\"'"
     svc = drift_service(tmp_path, clock)
     rng = np.random.default_rng(3)
@@ -143,7 +152,7 @@ def test_unknown_series_is_a_404_with_a_message_and_every_name_is_escaped(tmp_pa
         assert "<script>" not in page and "<img" not in page
     assert len(rows) == 1
     assert rows[0].attrs["data-model"] == evil_model and rows[0].attrs["data-feature"] == evil_feature
-    assert href.startswith("/drift/%3Cscript%3E") and "/" not in href[len("/drift/"):].replace("/1/", "", 1)
+    assert href.startswith("/drift/%3Cscript%3E") and "/" not in href[len("/drift/") :].replace("/1/", "", 1)
     assert detail.status_code == 200
     doc = parse(detail.text)
     assert evil_model in doc.find("h1").text() and evil_feature in doc.find("h1").text()
@@ -152,8 +161,9 @@ def test_unknown_series_is_a_404_with_a_message_and_every_name_is_escaped(tmp_pa
     for r in (unknown, other_version):
         assert r.status_code == 404
     msg = parse(unknown.text).by_id("not-found").text()
-    assert msg == (f"No such drift series: the drift check monitors no feature {evil_feature!r} of model 'ctr' "
-                   f"version '2'.")
+    assert msg == (
+        f"No such drift series: the drift check monitors no feature {evil_feature!r} of model 'ctr' version '2'."
+    )
 
 
 def test_the_drawn_d_is_the_checks_ks_d_for_exact_samples_and_sketches() -> None:
@@ -161,9 +171,11 @@ def test_the_drawn_d_is_the_checks_ks_d_for_exact_samples_and_sketches() -> None
     two curves really lie D apart at the x it reports."""
     rng = np.random.default_rng(5)
     ref = Ecdf.from_values(rng.normal(0, 1, 3000))
-    for cur in (Ecdf.from_values(rng.normal(0.3, 1.2, 4000)),
-                Ecdf.from_values(np.round(rng.normal(0.2, 1, 20_000), 1)),  # ties, and above scipy's exact size
-                Ecdf.from_weighted(rng.normal(0.4, 1, 400), rng.integers(1, 60, 400).astype(float), 12_000, 0.01)):
+    for cur in (
+        Ecdf.from_values(rng.normal(0.3, 1.2, 4000)),
+        Ecdf.from_values(np.round(rng.normal(0.2, 1, 20_000), 1)),  # ties, and above scipy's exact size
+        Ecdf.from_weighted(rng.normal(0.4, 1, 400), rng.integers(1, 60, 400).astype(float), 12_000, 0.01),
+    ):
         d, x, f_ref, f_cur = ks_location(ref, cur)
         assert d == pytest.approx(ks_2samp_fast(ref, cur).d, abs=1e-12)
         assert f_ref == ref.count_le(np.array([x]))[0] / ref.n

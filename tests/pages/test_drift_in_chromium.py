@@ -38,8 +38,11 @@ from sidecar.wiring.events import build as events
 from sidecar.wiring.pages import factories
 
 AM = "http://alertmanager.example:9093"
-SHOTS = (("drift", "/drift", "1400,520"), ("drift-numeric", "/drift/ctr/2/clicks_7d", "1400,900"),
-         ("drift-categorical", "/drift/ctr/2/country", "1400,760"))
+SHOTS = (
+    ("drift", "/drift", "1400,520"),
+    ("drift-numeric", "/drift/ctr/2/clicks_7d", "1400,900"),
+    ("drift-categorical", "/drift/ctr/2/country", "1400,760"),
+)
 
 
 def _rows(rng: np.random.Generator, n: int, drifted: bool) -> list[dict[str, Any]]:
@@ -47,17 +50,31 @@ def _rows(rng: np.random.Generator, n: int, drifted: bool) -> list[dict[str, Any
     income = rng.normal(52_000, 9_000 * (1.6 if drifted else 1.0), n)
     age = rng.normal(38, 11, n)
     u, m = rng.random(n), rng.random(n)
-    countries = np.array(["de", "fr", "es", "it", "nl"])[rng.choice(5, n, p=[.35, .25, .2, .12, .08])]
-    return [{"clicks_7d": float(c), "income": float(i), "age": float(a),
-             "country": "br" if drifted and uu < .15 else str(k),
-             "device": None if drifted and mm < .18 else ("ios" if uu < .45 else "android")}
-            for c, i, a, uu, mm, k in zip(clicks, income, age, u, m, countries, strict=True)]
+    countries = np.array(["de", "fr", "es", "it", "nl"])[rng.choice(5, n, p=[0.35, 0.25, 0.2, 0.12, 0.08])]
+    return [
+        {
+            "clicks_7d": float(c),
+            "income": float(i),
+            "age": float(a),
+            "country": "br" if drifted and uu < 0.15 else str(k),
+            "device": None if drifted and mm < 0.18 else ("ios" if uu < 0.45 else "android"),
+        }
+        for c, i, a, uu, mm, k in zip(clicks, income, age, u, m, countries, strict=True)
+    ]
 
 
 def _post(http: httpx.Client, clock: FakeClock, model: str, version: str, rows: list[dict[str, Any]]) -> None:
     for i in range(0, len(rows), 200):
-        evs = [{"model": model, "version": version, "timestamp": clock.now(), "features": r,
-                "score": float(abs(r.get("age", 0.0) or 0.0)) / 100} for r in rows[i:i + 200]]
+        evs = [
+            {
+                "model": model,
+                "version": version,
+                "timestamp": clock.now(),
+                "features": r,
+                "score": float(abs(r.get("age", 0.0) or 0.0)) / 100,
+            }
+            for r in rows[i : i + 200]
+        ]
         assert http.post("/v1/events", json=evs).json()["accepted"] == len(evs)
         clock.advance(5)
 
@@ -73,21 +90,32 @@ class serve:
     collecting its reference."""
 
     def __enter__(self) -> str:
-        cfg = parse_config({
-            "checks": {"eval_interval_secs": 3600,
-                       "drift": {"enabled": True, "method": "window", "sustained_secs": 300, "min_samples": 200,
-                                 "reference": {"mode": "pinned", "pinned_events": 3000}}},
-            "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
-        })
+        cfg = parse_config(
+            {
+                "checks": {
+                    "eval_interval_secs": 3600,
+                    "drift": {
+                        "enabled": True,
+                        "method": "window",
+                        "sustained_secs": 300,
+                        "min_samples": 200,
+                        "reference": {"mode": "pinned", "pinned_events": 3000},
+                    },
+                },
+                "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
+            }
+        )
         self.clock = clock = FakeClock(time.time() - 5400)
         drift_f, pages_f = factories()
-        self.svc = svc = Service(cfg, clock=clock, store=Store(":memory:"),
-                                 http=httpx.AsyncClient(transport=httpx.MockTransport(
-                                     lambda r: httpx.Response(200, json={}))),
-                                 factories=[alerting, events, drift_f, pages_f])
+        self.svc = svc = Service(
+            cfg,
+            clock=clock,
+            store=Store(":memory:"),
+            http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={}))),
+            factories=[alerting, events, drift_f, pages_f],
+        )
         port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port,
-                                                   log_level="warning"))
+        self.server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         assert wait_until(lambda: self.server.started or not self.thread.is_alive(), 20) and self.server.started
@@ -116,14 +144,16 @@ def test_drift_pages_lay_out_inside_the_window(url: str) -> None:
     over = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
     box = "e => { const b = e.getBoundingClientRect(); return [b.x, b.y, b.right, b.bottom]; }"
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium",
-                                    args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+        )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(f"{url}/drift", wait_until="load")
             list_over = page.evaluate(over)
-            states = page.eval_on_selector_all("#drift tr.feature td.state > span.badge",
-                                               "els => els.map(e => e.textContent)")
+            states = page.eval_on_selector_all(
+                "#drift tr.feature td.state > span.badge", "els => els.map(e => e.textContent)"
+            )
             page.goto(f"{url}/drift/ctr/2/clicks_7d", wait_until="load")
             num_over = page.evaluate(over)
             svg = page.eval_on_selector("#ecdf", box)
@@ -156,9 +186,21 @@ def main() -> None:
                 time.sleep(3600)
         args.shots.mkdir(parents=True, exist_ok=True)
         for name, path, size in SHOTS:
-            subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                            f"--screenshot={args.shots / (name + '.png')}", f"--window-size={size}", base + path],
-                           check=True, capture_output=True, timeout=60)
+            subprocess.run(
+                [
+                    "chromium",
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--hide-scrollbars",
+                    f"--screenshot={args.shots / (name + '.png')}",
+                    f"--window-size={size}",
+                    base + path,
+                ],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
 
 
 if __name__ == "__main__":

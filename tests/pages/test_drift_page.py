@@ -38,21 +38,42 @@ class Posted:
 
 
 def drift_service(tmp_path: Path, clock: FakeClock, **drift: Any) -> Service:
-    cfg = parse_config({
-        "checks": {"drift": {"enabled": True, "method": "window", "sustained_secs": 600, "min_samples": 100,
-                             "reference": {"mode": "pinned", "pinned_events": PINNED}, **drift}},
-        "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
-    })
+    cfg = parse_config(
+        {
+            "checks": {
+                "drift": {
+                    "enabled": True,
+                    "method": "window",
+                    "sustained_secs": 600,
+                    "min_samples": 100,
+                    "reference": {"mode": "pinned", "pinned_events": PINNED},
+                    **drift,
+                }
+            },
+            "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
+        }
+    )
     drift_f, pages_f = factories()
-    return Service(cfg, clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),
-                   http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={}))),
-                   factories=[alerting, events, drift_f, pages_f])
+    return Service(
+        cfg,
+        clock=clock,
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={}))),
+        factories=[alerting, events, drift_f, pages_f],
+    )
 
 
-def post(client: TestClient, clock: FakeClock, model: str, version: str, rows: list[dict[str, Any]],
-         into: dict[str, list[Any]] | None = None) -> None:
+def post(
+    client: TestClient,
+    clock: FakeClock,
+    model: str,
+    version: str,
+    rows: list[dict[str, Any]],
+    into: dict[str, list[Any]] | None = None,
+) -> None:
     for i in range(0, len(rows), 100):
-        chunk = rows[i:i + 100]
+        chunk = rows[i : i + 100]
         evs = [{"model": model, "version": version, "timestamp": clock.now(), "features": r} for r in chunk]
         assert client.post("/v1/events", json=evs).json()["accepted"] == len(chunk)
         if into is not None:
@@ -62,14 +83,20 @@ def post(client: TestClient, clock: FakeClock, model: str, version: str, rows: l
         clock.advance(10)
 
 
-def ctr_rows(rng: np.random.Generator, n: int, *, shift: float, y_missing: float,
-             new_share: float) -> list[dict[str, Any]]:
+def ctr_rows(
+    rng: np.random.Generator, n: int, *, shift: float, y_missing: float, new_share: float
+) -> list[dict[str, Any]]:
     """x shifts by ``shift``; y keeps its distribution but loses ``y_missing`` of its values; country gets a
     category the reference never had (``xx``) in ``new_share`` of the rows."""
     out = []
     for v, w, u, m in zip(rng.normal(shift, 1, n), rng.normal(0, 1, n), rng.random(n), rng.random(n), strict=True):
-        out.append({"x": float(v), "y": None if m < y_missing else float(w),
-                    "country": "xx" if u < new_share else ("de" if w > 0 else "fr")})
+        out.append(
+            {
+                "x": float(v),
+                "y": None if m < y_missing else float(w),
+                "country": "xx" if u < new_share else ("de" if w > 0 else "fr"),
+            }
+        )
     return out
 
 
@@ -93,8 +120,10 @@ def drifted(tmp_path: Path, clock: FakeClock) -> tuple[Service, TestClient, Post
 
 def table_rows(doc: Node) -> dict[str, dict[str, Node]]:
     heads = [th.text().strip() for th in doc.by_id("drift").find_all("th")]
-    return {f"{r.attrs['data-model']}/{r.attrs['data-feature']}": dict(zip(heads, r.find_all("td"), strict=True))
-            for r in doc.by_id("drift").find_all("tr", cls="feature")}
+    return {
+        f"{r.attrs['data-model']}/{r.attrs['data-feature']}": dict(zip(heads, r.find_all("td"), strict=True))
+        for r in doc.by_id("drift").find_all("tr", cls="feature")
+    }
 
 
 def gauge(svc: Service, name: str, **labels: str) -> float:
@@ -103,8 +132,7 @@ def gauge(svc: Service, name: str, **labels: str) -> float:
     return v
 
 
-def test_drift_page_lists_every_feature_with_the_checks_numbers_worst_first(tmp_path: Path,
-                                                                            clock: FakeClock) -> None:
+def test_drift_page_lists_every_feature_with_the_checks_numbers_worst_first(tmp_path: Path, clock: FakeClock) -> None:
     svc, client, _ = drifted(tmp_path, clock)
     try:
         doc = parse(client.get("/drift").text)
@@ -128,19 +156,23 @@ def test_drift_page_lists_every_feature_with_the_checks_numbers_worst_first(tmp_
         assert r["statistic"].text() == f"{gauge(svc, 'sidecar_drift_statistic', **lab):.4g}"
         assert r["p (BH)"].text() == f"{gauge(svc, 'sidecar_drift_p_value', **lab):.3g}"
         assert r["effect / floor"].text() == f"{gauge(svc, 'sidecar_drift_effect_size', **lab):.3f} / {floor:g}"
-        n = {w: int(gauge(svc, "sidecar_drift_samples", model="ctr", version="2", feature=feature, window=w))
-             for w in ("current", "reference")}
+        n = {
+            w: int(gauge(svc, "sidecar_drift_samples", model="ctr", version="2", feature=feature, window=w))
+            for w in ("current", "reference")
+        }
         assert r["n cur / ref"].text() == f"{n['current']} / {n['reference']}"
         # The condition began at the first evaluation and has held the 600 s the check needs.
         assert r["held / needed"].text() == "10m / 10m"
         # Pinned to version 2's first events; its age counts from the moment it froze (the 500th event).
-        frozen = next(d["created_at"] for d in svc.component("drift").describe_references()
-                      if d.get("feature") == feature)
+        frozen = next(
+            d["created_at"] for d in svc.component("drift").describe_references() if d.get("feature") == feature
+        )
         assert r["reference"].text() == f"pinned v2 {ago(clock.now() - frozen)} old"
-    miss = {w: gauge(svc, "sidecar_drift_missing_ratio", model="ctr", version="2", feature="y", window=w)
-            for w in ("current", "reference")}
-    assert rows["ctr/y"]["missing cur / ref"].text() == \
-        f"{miss['current'] * 100:.1f}% / {miss['reference'] * 100:.1f}%"
+    miss = {
+        w: gauge(svc, "sidecar_drift_missing_ratio", model="ctr", version="2", feature="y", window=w)
+        for w in ("current", "reference")
+    }
+    assert rows["ctr/y"]["missing cur / ref"].text() == f"{miss['current'] * 100:.1f}% / {miss['reference'] * 100:.1f}%"
     unseen = gauge(svc, "sidecar_drift_unseen_ratio", model="ctr", version="2", feature="country")
     assert rows["ctr/country"]["new categories"].text() == f"xx ({unseen * 100:.1f}%)"
     # Links: the detail page of each feature, and the alert the book holds for it.
@@ -158,8 +190,13 @@ def test_drift_page_before_any_evaluation_and_without_a_drift_check(tmp_path: Pa
     svc = drift_service(tmp_path, clock)
     with TestClient(create_app(svc)) as client:
         assert parse(client.get("/drift").text).by_id("none").text() == "No drift evaluation yet."
-    bare = Service(parse_config({}), clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "b.sqlite"),
-                   factories=[pages_only])
+    bare = Service(
+        parse_config({}),
+        clock=clock,
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "b.sqlite"),
+        factories=[pages_only],
+    )
     with TestClient(create_app(bare)) as client:
         r = client.get("/drift")
         assert r.status_code == 200
@@ -201,9 +238,14 @@ def test_file_and_rolling_references_are_named_with_their_age(tmp_path: Path, cl
     ref_file = tmp_path / "ctr_reference.csv"
     rng = np.random.default_rng(2)
     ref_file.write_text("x\n" + "\n".join(f"{v:.5f}" for v in rng.normal(0, 1, 400)) + "\n")
-    svc = drift_service(tmp_path, clock, models={
-        "ctr": {"reference": {"mode": "file", "path": str(ref_file)}},
-        "fraud": {"reference": {"mode": "rolling", "rolling_offset_secs": 86400}}})
+    svc = drift_service(
+        tmp_path,
+        clock,
+        models={
+            "ctr": {"reference": {"mode": "file", "path": str(ref_file)}},
+            "fraud": {"reference": {"mode": "rolling", "rolling_offset_secs": 86400}},
+        },
+    )
     loaded_at = clock.now()
     with TestClient(create_app(svc)) as client:
         clock.advance(7200)

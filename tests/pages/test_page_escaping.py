@@ -50,13 +50,37 @@ class _Reader(HTMLParser):
 def _spans() -> list[Span]:
     model = {"triton.model_name": evil("model"), "triton.model_version": evil("ver")}
     return [
-        Span(TID, "b000000000000001", None, evil("root"), T0, T0 + 200 * MS, service_name=evil("svc"),
-             attributes={evil("akey"): evil("aval")}),
-        Span(TID, "b000000000000002", "b000000000000001", "model span", T0 + 5 * MS, T0 + 150 * MS,
-             service_name="triton", attributes=model,
-             events=(SpanEvent(evil("event"), T0 + 6 * MS, {"k": evil("evattr")}),)),
-        Span(TID, "b000000000000003", "b000000000000001", evil("failing"), T0 + 150 * MS, T0 + 190 * MS,
-             status_code=2, status_message=evil("errmsg")),
+        Span(
+            TID,
+            "b000000000000001",
+            None,
+            evil("root"),
+            T0,
+            T0 + 200 * MS,
+            service_name=evil("svc"),
+            attributes={evil("akey"): evil("aval")},
+        ),
+        Span(
+            TID,
+            "b000000000000002",
+            "b000000000000001",
+            "model span",
+            T0 + 5 * MS,
+            T0 + 150 * MS,
+            service_name="triton",
+            attributes=model,
+            events=(SpanEvent(evil("event"), T0 + 6 * MS, {"k": evil("evattr")}),),
+        ),
+        Span(
+            TID,
+            "b000000000000003",
+            "b000000000000001",
+            evil("failing"),
+            T0 + 150 * MS,
+            T0 + 190 * MS,
+            status_code=2,
+            status_message=evil("errmsg"),
+        ),
     ]
 
 
@@ -79,25 +103,46 @@ class Hostile:
 
         @r.get("/v1/alerts")
         async def alerts() -> list[dict[str, Any]]:
-            return [{"labels": {"alertname": evil("alertname"), "model": evil("alertmodel")},
-                     "annotations": {"summary": evil("summary")}, "state": "firing",
-                     "startsAt": "2027-01-15T08:00:00Z", "endsAt": "2027-01-15T08:10:00Z"}]
+            return [
+                {
+                    "labels": {"alertname": evil("alertname"), "model": evil("alertmodel")},
+                    "annotations": {"summary": evil("summary")},
+                    "state": "firing",
+                    "startsAt": "2027-01-15T08:00:00Z",
+                    "endsAt": "2027-01-15T08:10:00Z",
+                }
+            ]
 
         @r.get("/v1/changes")
         async def changes() -> list[dict[str, Any]]:
-            return [{"id": "c1", "at": 1_800_000_000.0, "at_iso": "2027-01-15T08:00:00Z", "what": evil("what"),
-                     "who": evil("who"), "model": evil("chmodel"), "version": None, "link": None, "source": "api"}]
+            return [
+                {
+                    "id": "c1",
+                    "at": 1_800_000_000.0,
+                    "at_iso": "2027-01-15T08:00:00Z",
+                    "what": evil("what"),
+                    "who": evil("who"),
+                    "model": evil("chmodel"),
+                    "version": None,
+                    "link": None,
+                    "source": "api",
+                }
+            ]
 
         return r
 
 
 def _client() -> tuple[TestClient, Service]:
     cfg = parse_config({"triton": {"enabled": False}, "traces": {"enabled": True, "slow_threshold_ms": 50}})
-    svc = Service(cfg, clock=FakeClock(), store=Store(":memory:"), registry=CollectorRegistry(),
-                  factories=[traces, pages, lambda ctx: [Hostile()]])
+    svc = Service(
+        cfg,
+        clock=FakeClock(),
+        store=Store(":memory:"),
+        registry=CollectorRegistry(),
+        factories=[traces, pages, lambda ctx: [Hostile()]],
+    )
     svc.component("traces").ingest(_spans(), "test")
-    drifting = Gauge("sidecar_drift_drifting", "drift", ["model", "version", "feature", "test"],
-                     registry=svc.registry)
+    drifting = Gauge("sidecar_drift_drifting", "drift", ["model", "version", "feature", "test"], registry=svc.registry)
     drifting.labels(evil("dmodel"), "1", evil("feature"), "ks").set(1)
     gpu = Gauge("sidecar_gpu_up", "gpu", ["gpu", "uuid", "name"], registry=svc.registry)
     gpu.labels("0", "GPU-1", evil("gpuname")).set(1)
@@ -136,8 +181,10 @@ def test_index_escapes_readiness_alerts_changes_drift_and_gpus() -> None:
     with c:
         r = c.get("/")
     assert r.status_code == 200
-    _assert_escaped(r.text, ["ready", "alertname", "alertmodel", "summary", "what", "who", "chmodel", "dmodel",
-                             "feature", "gpuname"])
+    _assert_escaped(
+        r.text,
+        ["ready", "alertname", "alertmodel", "summary", "what", "who", "chmodel", "dmodel", "feature", "gpuname"],
+    )
 
 
 def test_changes_page_escapes_what_who_and_model() -> None:

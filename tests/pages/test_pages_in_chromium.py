@@ -36,14 +36,18 @@ def test_pages_lay_out_without_overlap_or_overflow(url: str) -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium",
-                                    args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+        )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(f"{url}/", wait_until="load")
             header_bg = page.eval_on_selector("header.top", "e => getComputedStyle(e).backgroundColor")
-            cards = page.eval_on_selector_all(".card", """els => els.map(e => { const b = e.getBoundingClientRect();
-                return {id: e.id, x: b.x, y: b.y, r: b.right, b: b.bottom, over: e.scrollWidth - e.clientWidth}; })""")
+            cards = page.eval_on_selector_all(
+                ".card",
+                """els => els.map(e => { const b = e.getBoundingClientRect();
+                return {id: e.id, x: b.x, y: b.y, r: b.right, b: b.bottom, over: e.scrollWidth - e.clientWidth}; })""",
+            )
             over = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
             page.goto(f"{url}/alerts", wait_until="load")
             alerts_over = page.evaluate(over)
@@ -58,12 +62,20 @@ def test_pages_lay_out_without_overlap_or_overflow(url: str) -> None:
         finally:
             browser.close()
     assert header_bg == "rgb(29, 43, 58)"  # /static/pages/pages.css was served and applied
-    assert {c["id"] for c in cards} == {"triton", "alerts", "drift", "verdicts", "gpus", "changes", "readiness",
-                                        "links"}
+    assert {c["id"] for c in cards} == {
+        "triton",
+        "alerts",
+        "drift",
+        "verdicts",
+        "gpus",
+        "changes",
+        "readiness",
+        "links",
+    }
     for c in cards:
         assert c["over"] <= 1, c  # nothing wider than its card
     for i, a in enumerate(cards):
-        for b in cards[i + 1:]:
+        for b in cards[i + 1 :]:
             apart = a["r"] <= b["x"] or b["r"] <= a["x"] or a["b"] <= b["y"] or b["b"] <= a["y"]
             assert apart, (a, b)
     assert (alerts_over, changes_over, drift_over) == (0, 0, 0)  # each table fits a 1400 px window

@@ -55,9 +55,18 @@ class Script:
 
 
 def _f(check: str, active: bool, *, for_secs: float = 0, trace: str | None = None, **labels: str) -> Finding:
-    return Finding(check=check, kind="business", labels={"model": "ctr", "version": "2", **labels}, active=active,
-                   value=0.01, threshold=0.02, window_secs=300, for_secs=for_secs, trace_id=trace,
-                   summary=f"{check} is off")
+    return Finding(
+        check=check,
+        kind="business",
+        labels={"model": "ctr", "version": "2", **labels},
+        active=active,
+        value=0.01,
+        threshold=0.02,
+        window_secs=300,
+        for_secs=for_secs,
+        trace_id=trace,
+        summary=f"{check} is off",
+    )
 
 
 class Upstreams:
@@ -80,16 +89,23 @@ class Upstreams:
 
 
 def _service() -> tuple[Service, Script, Upstreams, FakeClock]:
-    cfg = parse_config({
-        "triton": {"enabled": True, "metrics_url": TRITON},
-        "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
-    })
+    cfg = parse_config(
+        {
+            "triton": {"enabled": True, "metrics_url": TRITON},
+            "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
+        }
+    )
     up = Upstreams()
     clock = FakeClock(NOW)
     script = Script()
-    svc = Service(cfg, clock=clock, store=Store(":memory:"), registry=CollectorRegistry(),
-                  http=httpx.AsyncClient(transport=httpx.MockTransport(up)),
-                  factories=[alerting, triton, pages, lambda ctx: [script]])
+    svc = Service(
+        cfg,
+        clock=clock,
+        store=Store(":memory:"),
+        registry=CollectorRegistry(),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(up)),
+        factories=[alerting, triton, pages, lambda ctx: [script]],
+    )
     return svc, script, up, clock
 
 
@@ -110,12 +126,10 @@ def _cells(tr: Node) -> list[Node]:
 
 def _setup_alerts() -> tuple[Service, Upstreams, FakeClock]:
     svc, script, up, clock = _service()
-    script.findings = [_f("ctr_mean", True, trace=TID), _f("latency", True, for_secs=600),
-                       _f("fraud_rate", True)]
+    script.findings = [_f("ctr_mean", True, trace=TID), _f("latency", True, for_secs=600), _f("fraud_rate", True)]
     svc.evaluate_once(NOW)
     clock.advance(120)
-    script.findings = [_f("ctr_mean", True, trace=TID), _f("latency", True, for_secs=600),
-                       _f("fraud_rate", False)]
+    script.findings = [_f("ctr_mean", True, trace=TID), _f("latency", True, for_secs=600), _f("fraud_rate", False)]
     svc.evaluate_once(NOW + 120)
     return svc, up, clock
 
@@ -130,8 +144,9 @@ def test_alerts_page_groups_firing_pending_and_resolved_with_labels_annotations_
     cells = _cells(firing)
     labels, annotations, since, links = cells[1].text(), cells[2].text(), cells[3].text(), cells[4]
     assert 'model="ctr"' in labels and 'version="2"' in labels and 'severity="warning"' in labels
-    book = next(a for a in TestClient(create_app(svc)).get("/v1/alerts").json()
-                if a["labels"]["alertname"] == "CtrMean")
+    book = next(
+        a for a in TestClient(create_app(svc)).get("/v1/alerts").json() if a["labels"]["alertname"] == "CtrMean"
+    )
     assert cells[2].find("b").text() == book["annotations"]["summary"]  # the book's own words, whole
     assert book["annotations"]["description"] in annotations
     assert since.startswith("2027-01-15 08:00:00Z (2m ago)")
@@ -196,8 +211,7 @@ def test_status_page_counts_active_alerts_and_lists_the_last_changes() -> None:
 
 def test_pages_say_not_configured_when_an_area_is_off() -> None:
     cfg = parse_config({"triton": {"enabled": False}})
-    svc = Service(cfg, clock=FakeClock(NOW), store=Store(":memory:"), registry=CollectorRegistry(),
-                  factories=[pages])
+    svc = Service(cfg, clock=FakeClock(NOW), store=Store(":memory:"), registry=CollectorRegistry(), factories=[pages])
     doc = _get(svc, "/")
     assert "Triton scraping is not configured." in doc.by_id("triton").text()
     assert "Not available: not configured." in doc.by_id("alerts").text()
@@ -223,8 +237,7 @@ def test_status_page_lists_only_drifting_features_and_each_gpu_with_its_use() ->
     from prometheus_client import Gauge
 
     cfg = parse_config({"triton": {"enabled": False}})
-    svc = Service(cfg, clock=FakeClock(NOW), store=Store(":memory:"), registry=CollectorRegistry(),
-                  factories=[pages])
+    svc = Service(cfg, clock=FakeClock(NOW), store=Store(":memory:"), registry=CollectorRegistry(), factories=[pages])
     lab = ["model", "version", "feature", "test"]
     drifting = Gauge("sidecar_drift_drifting", "d", lab, registry=svc.registry)
     p = Gauge("sidecar_drift_p_value", "p", lab, registry=svc.registry)
@@ -235,15 +248,18 @@ def test_status_page_lists_only_drifting_features_and_each_gpu_with_its_use() ->
         effect.labels("ctr", "2", feature, "ks").set(0.31 if on else 0.02)
     gl = ["gpu", "uuid", "name"]
     Gauge("sidecar_gpu_up", "u", gl, registry=svc.registry).labels("0", "GPU-a", "NVIDIA H200").set(1)
-    Gauge("sidecar_gpu_utilization_ratio", "u", gl, registry=svc.registry).labels("0", "GPU-a", "NVIDIA H200").set(.42)
+    Gauge("sidecar_gpu_utilization_ratio", "u", gl, registry=svc.registry).labels("0", "GPU-a", "NVIDIA H200").set(0.42)
     Gauge("sidecar_gpu_memory_used_bytes", "m", gl, registry=svc.registry).labels("0", "GPU-a", "NVIDIA H200").set(
-        8 * 2**30)
+        8 * 2**30
+    )
     Gauge("sidecar_gpu_memory_total_bytes", "m", gl, registry=svc.registry).labels("0", "GPU-a", "NVIDIA H200").set(
-        141 * 2**30)
+        141 * 2**30
+    )
     doc = _get(svc, "/")
     rows = doc.by_id("drift").find("table").find_all("tr")
     assert [[td.text() for td in r.find_all("td")] for r in rows[1:]] == [
-        ["ctr", "2", "clicks_7d", "ks", "0.0001", "0.310"]]
+        ["ctr", "2", "clicks_7d", "ks", "0.0001", "0.310"]
+    ]
     assert "2 feature(s) monitored." in doc.by_id("drift").text()
     gpu = doc.by_id("gpus").find("table").find_all("tr")[1]
     assert [td.text() for td in gpu.find_all("td")] == ["0", "NVIDIA H200", "up", "42%", "8.0 / 141.0 GiB"]
@@ -273,18 +289,32 @@ class Broken:
 
 
 def test_a_failing_read_is_shown_and_counted_and_not_ready_is_shown() -> None:
-    svc = Service(parse_config({"triton": {"enabled": False}}), clock=FakeClock(NOW), store=Store(":memory:"),
-                  registry=CollectorRegistry(), factories=[pages, lambda ctx: [Broken()]])
+    svc = Service(
+        parse_config({"triton": {"enabled": False}}),
+        clock=FakeClock(NOW),
+        store=Store(":memory:"),
+        registry=CollectorRegistry(),
+        factories=[pages, lambda ctx: [Broken()]],
+    )
     doc = _get(svc, "/")
     assert "Not available: /v1/alerts answered 500." in doc.by_id("alerts").text()
     ready = doc.by_id("readiness")
     assert ready.find(cls="badge").text() == "not ready"
     assert [td.text() for td in ready.find("table").find_all("td")] == ["broken", "not ready: outbox unwritable"]
-    assert svc.registry.get_sample_value("sidecar_page_source_errors_total",
-                                         {"path": "/v1/alerts", "reason": "status"}) == 1
+    assert (
+        svc.registry.get_sample_value("sidecar_page_source_errors_total", {"path": "/v1/alerts", "reason": "status"})
+        == 1
+    )
 
 
 def test_a_drift_alert_links_to_its_models_drift_page_and_no_link_is_a_script() -> None:
-    (view,) = alert_views([{"labels": {"alertname": "Drift", "model": "ctr & co", "feature": "x"}, "state": "firing",
-                            "annotations": {"runbook_url": "javascript:alert(1)", "trace_url": "/traces/ab"}}])
+    (view,) = alert_views(
+        [
+            {
+                "labels": {"alertname": "Drift", "model": "ctr & co", "feature": "x"},
+                "state": "firing",
+                "annotations": {"runbook_url": "javascript:alert(1)", "trace_url": "/traces/ab"},
+            }
+        ]
+    )
     assert view.links == [("trace", "/traces/ab"), ("drift", "/drift?model=ctr+%26+co")]

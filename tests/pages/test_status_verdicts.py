@@ -19,8 +19,9 @@ from sidecar.wiring.pages import build as pages
 
 def _service(checks: dict[str, object]) -> Service:
     cfg = parse_config({"triton": {"enabled": False}, "checks": checks})
-    return Service(cfg, clock=FakeClock(), store=Store(":memory:"), registry=CollectorRegistry(),
-                   factories=[verdicts_build, pages])
+    return Service(
+        cfg, clock=FakeClock(), store=Store(":memory:"), registry=CollectorRegistry(), factories=[verdicts_build, pages]
+    )
 
 
 def _rows(svc: Service) -> list[list[str]]:
@@ -31,21 +32,26 @@ def _rows(svc: Service) -> list[list[str]]:
 
 
 def test_status_page_shows_a_worse_canary_and_a_suspect_output_first() -> None:
-    svc = _service({"canary": {"enabled": True, "min_samples": 50},
-                    "output_sanity": {"enabled": True, "min_samples": 50}})
+    svc = _service(
+        {"canary": {"enabled": True, "min_samples": 50}, "output_sanity": {"enabled": True, "min_samples": 50}}
+    )
     now = svc.clock.now()
     rng = np.random.default_rng(1)
-    evs = [Event(model="ctr", version=v, timestamp=now, score=float(s), fields={"latency_ms": float(lat)})
-           for v, loc in (("1", 30.0), ("2", 45.0))
-           for s, lat in zip(rng.random(500), rng.normal(loc, 2, 500), strict=True)]
+    evs = [
+        Event(model="ctr", version=v, timestamp=now, score=float(s), fields={"latency_ms": float(lat)})
+        for v, loc in (("1", 30.0), ("2", 45.0))
+        for s, lat in zip(rng.random(500), rng.normal(loc, 2, 500), strict=True)
+    ]
     evs += [Event(model="rank", version="3", timestamp=now, score=0.5) for _ in range(60)]
     batch = Batch("events", "test", tuple(evs))
     svc.component("canary").observe(batch)
     svc.component("output_sanity").observe(batch)
     svc.evaluate_once(now)
     rows = _rows(svc)
-    assert rows[:2] == [["canary", "ctr 2 vs 1", "worse", "p50, p99"],
-                        ["output sanity", "rank 3", "suspect", "collapsed"]]
+    assert rows[:2] == [
+        ["canary", "ctr 2 vs 1", "worse", "p50, p99"],
+        ["output sanity", "rank 3", "suspect", "collapsed"],
+    ]
     assert ["output sanity", "ctr 1", "ok", ""] in rows and ["output sanity", "ctr 2", "ok", ""] in rows
 
 
@@ -65,8 +71,9 @@ def test_status_page_names_gpu_memory_per_model_with_its_method_largest_first() 
     stub = "/opt/tritonserver/backends/python/triton_python_backend_stub"
 
     def row(pid: int, model: str, version: str, mib: int) -> GpuProcess:
-        return GpuProcess("GPU-0", pid, mib * 1024 * 1024.0,
-                          (stub, f"/models/{model}/{version}/model.py", "-1", f"{model}_0_0"))
+        return GpuProcess(
+            "GPU-0", pid, mib * 1024 * 1024.0, (stub, f"/models/{model}/{version}/model.py", "-1", f"{model}_0_0")
+        )
 
     r = TestClient(create_app(svc)).get("/")
     assert 'id="gpu-memory-line"' not in r.text  # nothing attributed: no line at all

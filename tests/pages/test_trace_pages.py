@@ -55,17 +55,14 @@ def _otlp(extra: int = 0) -> bytes:
     spans = [span(*s) for s in SHAPE]
     # Filler spans under compute so the page carries 200 spans (it must stay fast and readable).
     spans += [
-        span(f"b{i:015x}", "a000000000000003", f"op-{i}", 30 + i * 0.3, 30.2 + i * 0.3, False)
-        for i in range(extra)
+        span(f"b{i:015x}", "a000000000000003", f"op-{i}", 30 + i * 0.3, 30.2 + i * 0.3, False) for i in range(extra)
     ]
     return orjson.dumps(
         {
             "resourceSpans": [
                 {
                     "resource": {
-                        "attributes": [
-                            {"key": "service.name", "value": {"stringValue": "triton-inference-server"}}
-                        ]
+                        "attributes": [{"key": "service.name", "value": {"stringValue": "triton-inference-server"}}]
                     },
                     "scopeSpans": [{"spans": spans}],
                 }
@@ -161,9 +158,7 @@ def test_waterfall_in_headless_chromium(tmp_path: Path):
     from playwright.sync_api import sync_playwright
 
     with live_sidecar({"slow_threshold_ms": 50}) as (url, _svc):
-        r = httpx.post(
-            f"{url}/v1/traces", content=_otlp(extra=196), headers={"content-type": "application/json"}
-        )
+        r = httpx.post(f"{url}/v1/traces", content=_otlp(extra=196), headers={"content-type": "application/json"})
         assert r.status_code == 200
         with sync_playwright() as p:
             browser = p.chromium.launch(

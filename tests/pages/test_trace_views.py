@@ -26,18 +26,59 @@ def _ev(name: str, ms: float) -> SpanEvent:
 
 def _spans(tid: str = TID, *, error: bool = True, stages: bool = True) -> list[Span]:
     model_events = (_ev("REQUEST_START", 2), _ev("QUEUE_START", 3), _ev("REQUEST_END", 90)) if stages else ()
-    compute_events = (_ev("COMPUTE_START", 30), _ev("COMPUTE_INPUT_END", 35), _ev("COMPUTE_OUTPUT_START", 80),
-                      _ev("COMPUTE_END", 88)) if stages else ()
+    compute_events = (
+        (
+            _ev("COMPUTE_START", 30),
+            _ev("COMPUTE_INPUT_END", 35),
+            _ev("COMPUTE_OUTPUT_START", 80),
+            _ev("COMPUTE_END", 88),
+        )
+        if stages
+        else ()
+    )
     return [
-        Span(tid, "a000000000000001", None, "InferRequest", T0, T0 + 100 * MS, service_name="gateway",
-             attributes={"http.route": "/v2/models/ctr/infer"}),
-        Span(tid, "a000000000000002", "a000000000000001", "ctr", T0 + 2 * MS, T0 + 90 * MS,
-             service_name="triton-inference-server", attributes=MODEL, events=model_events),
-        Span(tid, "a000000000000003", "a000000000000002", "compute", T0 + 30 * MS, T0 + 88 * MS,
-             service_name="triton-inference-server", events=compute_events),
-        Span(tid, "a000000000000004", "a000000000000001", "postprocess", T0 + 90 * MS, T0 + 99 * MS,
-             service_name="gateway", status_code=2 if error else 0,
-             status_message="feature store timed out" if error else ""),
+        Span(
+            tid,
+            "a000000000000001",
+            None,
+            "InferRequest",
+            T0,
+            T0 + 100 * MS,
+            service_name="gateway",
+            attributes={"http.route": "/v2/models/ctr/infer"},
+        ),
+        Span(
+            tid,
+            "a000000000000002",
+            "a000000000000001",
+            "ctr",
+            T0 + 2 * MS,
+            T0 + 90 * MS,
+            service_name="triton-inference-server",
+            attributes=MODEL,
+            events=model_events,
+        ),
+        Span(
+            tid,
+            "a000000000000003",
+            "a000000000000002",
+            "compute",
+            T0 + 30 * MS,
+            T0 + 88 * MS,
+            service_name="triton-inference-server",
+            events=compute_events,
+        ),
+        Span(
+            tid,
+            "a000000000000004",
+            "a000000000000001",
+            "postprocess",
+            T0 + 90 * MS,
+            T0 + 99 * MS,
+            service_name="gateway",
+            status_code=2 if error else 0,
+            status_message="feature store timed out" if error else "",
+        ),
     ]
 
 
@@ -87,8 +128,8 @@ def test_every_span_has_a_detail_panel_with_attributes_events_and_resource() -> 
         return next(tr for tr in panel.find_all("tr") if tr.find("th").text() == name).find("td").text()
 
     model = doc.by_id("span-a000000000000002")
-    assert 'triton.model_name = ctr' in row(model, "attributes")
-    assert 'triton.model_version = 2' in row(model, "attributes")
+    assert "triton.model_name = ctr" in row(model, "attributes")
+    assert "triton.model_version = 2" in row(model, "attributes")
     assert row(model, "resource") == "service.name = triton-inference-server"
     assert row(model, "parent") == "a000000000000001"
     # Events with their time from the trace's start, in order.
@@ -166,8 +207,16 @@ def test_legend_explains_colours_and_event_ticks() -> None:
 def test_a_long_error_message_stays_inside_the_drawing_and_is_whole_in_its_panel() -> None:
     long = "upstream said: " + "x" * 2000
     spans = _spans()
-    spans[3] = Span(TID, "a000000000000004", "a000000000000001", "postprocess", T0 + 90 * MS, T0 + 99 * MS,
-                    status_code=2, status_message=long)
+    spans[3] = Span(
+        TID,
+        "a000000000000004",
+        "a000000000000001",
+        "postprocess",
+        T0 + 90 * MS,
+        T0 + 99 * MS,
+        status_code=2,
+        status_message=long,
+    )
     doc = _page(_hub(spans))
     svg = doc.by_id("waterfall")
     msg = next(n for n in svg.find_all("text", cls="errmsg") if _outside_tooltips(n))

@@ -9,8 +9,12 @@ from sidecar.processors.ratio_window import RatioWindow
 from sidecar.promtext import parse_exposition
 
 
-def scrape(success: dict[tuple[str, str], float], failures: dict[tuple[str, str, str], float] | None = None,
-           queue_us: float = 0.0, execs: float | None = None) -> str:
+def scrape(
+    success: dict[tuple[str, str], float],
+    failures: dict[tuple[str, str, str], float] | None = None,
+    queue_us: float = 0.0,
+    execs: float | None = None,
+) -> str:
     lines = []
     for (m, v), n in success.items():
         lines.append(f'nv_inference_request_success{{model="{m}",version="{v}"}} {n}')
@@ -62,10 +66,19 @@ def test_rates_error_ratio_by_reason_stage_average_and_batch_efficiency() -> Non
     assert abs(e[("sidecar_model_stage_average_seconds", (*K[:1], ("stage", "queue"), K[1]))] - 0.0002) < 1e-12
     assert e[("sidecar_model_inferences_per_execution", K)] == 3.0  # 60 inferences over 20 executions
     assert e[("sidecar_model_pending_requests", K)] == 3.0
-    assert e[("sidecar_model_stage_latency_seconds", (("model", "ctr"), ("quantile", "0.99"), ("stage", "queue"),
-                                                      ("version", "1")))] == 0.0025
-    assert e[("sidecar_model_stage_latency_seconds_count", (("model", "ctr"), ("stage", "queue"),
-                                                            ("version", "1")))] == 160
+    assert (
+        e[
+            (
+                "sidecar_model_stage_latency_seconds",
+                (("model", "ctr"), ("quantile", "0.99"), ("stage", "queue"), ("version", "1")),
+            )
+        ]
+        == 0.0025
+    )
+    assert (
+        e[("sidecar_model_stage_latency_seconds_count", (("model", "ctr"), ("stage", "queue"), ("version", "1")))]
+        == 160
+    )
 
 
 def test_counter_reset_is_handled_like_prometheus_rate_never_negative() -> None:
@@ -131,8 +144,10 @@ def test_gpu_series_are_joined_on_uuid() -> None:
 
 def leftovers(m: str, v: str) -> str:
     """What Triton 2.51 keeps exporting for a version unloaded in explicit mode: its four failure series at 0."""
-    return "".join(f'nv_inference_request_failure{{model="{m}",reason="{r}",version="{v}"}} 0\n'
-                   for r in ("BACKEND", "CANCELED", "OTHER", "REJECTED"))
+    return "".join(
+        f'nv_inference_request_failure{{model="{m}",reason="{r}",version="{v}"}} 0\n'
+        for r in ("BACKEND", "CANCELED", "OTHER", "REJECTED")
+    )
 
 
 def model_series(e: dict[tuple[str, tuple[tuple[str, str], ...]], float], model: str) -> set[str]:
@@ -200,7 +215,8 @@ def test_inferences_per_execution_with_batches_of_four_and_one_failure_is_four()
     d = Deriver()
     feed(d, scrape({("ctr", "1"): 0}, {("ctr", "1", "BACKEND"): 0}, execs=0), 0.0)
     text = scrape({("ctr", "1"): 79}, {("ctr", "1", "BACKEND"): 1}, execs=80).replace(
-        'nv_inference_count{model="ctr",version="1"} 79', 'nv_inference_count{model="ctr",version="1"} 316')
+        'nv_inference_count{model="ctr",version="1"} 79', 'nv_inference_count{model="ctr",version="1"} 316'
+    )
     feed(d, text, 5.0)
     assert exposition(d)[("sidecar_model_inferences_per_execution", K)] == 4.0
 

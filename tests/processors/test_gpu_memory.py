@@ -17,13 +17,16 @@ MIB = 1024 * 1024
 
 def rows(table: dict[str, object] = TABLE) -> list[ProcessRow]:
     cmd = {p["pid"]: p["cmdline"] for p in table["processes"]}  # type: ignore[index, union-attr]
-    return [ProcessRow(r["gpu_uuid"], r["pid"], r["used_bytes"], cmd.get(r["pid"], ()))  # type: ignore[index]
-            for r in table["nvml"]]  # type: ignore[union-attr]
+    return [
+        ProcessRow(r["gpu_uuid"], r["pid"], r["used_bytes"], cmd.get(r["pid"], ()))  # type: ignore[index]
+        for r in table["nvml"]
+    ]  # type: ignore[union-attr]
 
 
 def gauge(registry: CollectorRegistry, model: str, version: str, method: str) -> float | None:
-    return registry.get_sample_value("sidecar_model_gpu_memory_bytes",
-                                     {"model": model, "version": version, "method": method})
+    return registry.get_sample_value(
+        "sidecar_model_gpu_memory_bytes", {"model": model, "version": version, "method": method}
+    )
 
 
 def test_stub_command_lines_name_model_version_and_instance() -> None:
@@ -54,9 +57,19 @@ def test_two_instances_of_one_version_are_summed(registry: CollectorRegistry) ->
 
 
 def _change(what: str, model: str, version: str) -> Batch:
-    return Batch(kind="changes", source="changes", items=(
-        Change(what=f"version {version} {what} in Triton", at=0.0, model=model, version=version,
-               source="triton_repository"),))
+    return Batch(
+        kind="changes",
+        source="changes",
+        items=(
+            Change(
+                what=f"version {version} {what} in Triton",
+                at=0.0,
+                model=model,
+                version=version,
+                source="triton_repository",
+            ),
+        ),
+    )
 
 
 def test_load_delta_is_the_memory_a_single_load_added(registry: CollectorRegistry) -> None:
@@ -92,20 +105,33 @@ def test_two_loads_between_readings_are_ambiguous_and_counted(registry: Collecto
 def test_changes_from_elsewhere_are_not_loads(registry: CollectorRegistry) -> None:
     mem = GpuMemoryByModel(registry)
     mem.observe_memory({"GPU-4a1c": 2000 * MIB})
-    mem.on_changes(Batch(kind="changes", source="api", items=(
-        Change(what="feature PR#221", at=0.0, model="rank", version="3", source="api"),)))
+    mem.on_changes(
+        Batch(
+            kind="changes",
+            source="api",
+            items=(Change(what="feature PR#221", at=0.0, model="rank", version="3", source="api"),),
+        )
+    )
     mem.observe_memory({"GPU-4a1c": 2900 * MIB})
     assert mem.figures()["load_delta"] == {}
 
 
 def test_triton_memory_usage_statistics(registry: CollectorRegistry) -> None:
-    body = {"model_stats": [
-        {"name": "rank", "version": "3", "memory_usage": [
-            {"type": "GPU", "id": 0, "byte_size": 400 * MIB}, {"type": "GPU", "id": 1, "byte_size": 100 * MIB},
-            {"type": "CPU", "id": 0, "byte_size": 999}]},
-        {"name": "ctr", "version": "1", "memory_usage": []},
-        {"name": "fraud", "version": "1"},
-    ]}
+    body = {
+        "model_stats": [
+            {
+                "name": "rank",
+                "version": "3",
+                "memory_usage": [
+                    {"type": "GPU", "id": 0, "byte_size": 400 * MIB},
+                    {"type": "GPU", "id": 1, "byte_size": 100 * MIB},
+                    {"type": "CPU", "id": 0, "byte_size": 999},
+                ],
+            },
+            {"name": "ctr", "version": "1", "memory_usage": []},
+            {"name": "fraud", "version": "1"},
+        ]
+    }
     assert stats_gpu_bytes(body) == {("rank", "3"): 500 * MIB}
     assert stats_gpu_bytes({"error": "x"}) == {}
     mem = GpuMemoryByModel(registry)

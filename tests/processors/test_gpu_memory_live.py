@@ -24,9 +24,16 @@ async def test_real_statistics_are_read_and_a_cpu_server_reports_no_gpu_memory(d
         bodies.append(body)
         memory.observe_stats(body)
 
-    diag = Diagnoser(DiagnoseConfig(timeout_secs=10), metrics_url=demo_triton.metrics_url,
-                     http_url=demo_triton.http_url, spans_expected=False, registry=registry, clock=SystemClock(),
-                     http=httpx.AsyncClient(), on_stats=on_stats)
+    diag = Diagnoser(
+        DiagnoseConfig(timeout_secs=10),
+        metrics_url=demo_triton.metrics_url,
+        http_url=demo_triton.http_url,
+        spans_expected=False,
+        registry=registry,
+        clock=SystemClock(),
+        http=httpx.AsyncClient(),
+        on_stats=on_stats,
+    )
     await diag.probe_once()
     (body,) = bodies
     assert isinstance(body, dict)

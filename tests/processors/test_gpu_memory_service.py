@@ -37,46 +37,82 @@ def _service(tmp_path: Path, nvml: FakeNvml, proc: FakeProc) -> tuple[Service, C
     clock = FakeClock()
     registry = CollectorRegistry()
     cfg = parse_config({"triton": {"http_url": "http://triton:8000"}, "gpu": {"enabled": True}})
-    svc = Service(cfg, clock=clock, registry=registry, store=Store(tmp_path / "s.sqlite"),
-                  http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(404))),
-                  factories=[gpu_factory(nvml=nvml, cmdline=proc, process_name=lambda pid: None), diagnose_build])
+    svc = Service(
+        cfg,
+        clock=clock,
+        registry=registry,
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(404))),
+        factories=[gpu_factory(nvml=nvml, cmdline=proc, process_name=lambda pid: None), diagnose_build],
+    )
     return svc, registry, clock
 
 
 def _scrape(svc: Service) -> dict[tuple[str, str, str], float]:
     text = TestClient(create_app(svc, manage_lifecycle=False)).get("/metrics").text
-    return {(s.labels["model"], s.labels["version"], s.labels["method"]): s.value
-            for fam in text_string_to_metric_families(text) if fam.name == "sidecar_model_gpu_memory_bytes"
-            for s in fam.samples}
+    return {
+        (s.labels["model"], s.labels["version"], s.labels["method"]): s.value
+        for fam in text_string_to_metric_families(text)
+        if fam.name == "sidecar_model_gpu_memory_bytes"
+        for s in fam.samples
+    }
 
 
 def _load(svc: Service, clock: FakeClock, model: str, version: str) -> None:
     # What the repository-index source publishes when a version turns READY.
-    svc.bus.publish(Batch(kind="changes", source="changes", items=(
-        Change(what=f"version {version} appeared in Triton", at=clock.now(), model=model, version=version,
-               source="triton_repository"),)))
+    svc.bus.publish(
+        Batch(
+            kind="changes",
+            source="changes",
+            items=(
+                Change(
+                    what=f"version {version} appeared in Triton",
+                    at=clock.now(),
+                    model=model,
+                    version=version,
+                    source="triton_repository",
+                ),
+            ),
+        )
+    )
 
 
 def test_stub_processes_and_a_load_between_two_nvml_samples_reach_metrics(tmp_path: Path) -> None:
-    gpu = FakeGpu(UUID, memory=(3000 * MIB, 77000 * MIB, 80000 * MIB),
-                  processes=[(TRITON, 1536 * MIB), (STUB_CTR_1, 512 * MIB), (STUB_CTR_2, 768 * MIB),
-                             (STUB_FRAUD_1, 256 * MIB), (GONE, 100 * MIB)])
+    gpu = FakeGpu(
+        UUID,
+        memory=(3000 * MIB, 77000 * MIB, 80000 * MIB),
+        processes=[
+            (TRITON, 1536 * MIB),
+            (STUB_CTR_1, 512 * MIB),
+            (STUB_CTR_2, 768 * MIB),
+            (STUB_FRAUD_1, 256 * MIB),
+            (GONE, 100 * MIB),
+        ],
+    )
     nvml = FakeNvml([gpu])
     proc = FakeProc(CMDLINES)
     svc, registry, clock = _service(tmp_path, nvml, proc)
     source = svc.component("gpu_nvml")
 
     source.sample_once()
-    assert _scrape(svc) == {("ctr", "1", "process"): 512 * MIB, ("ctr", "2", "process"): 768 * MIB,
-                            ("fraud", "1", "process"): 256 * MIB}
+    assert _scrape(svc) == {
+        ("ctr", "1", "process"): 512 * MIB,
+        ("ctr", "2", "process"): 768 * MIB,
+        ("fraud", "1", "process"): 256 * MIB,
+    }
     assert registry.get_sample_value("sidecar_gpu_process_cmdline_failures_total", {"reason": "vanished"}) == 1
 
     # A version loads (in-process backend: no stub of its own); the next NVML sample sees 700 MiB more used.
     _load(svc, clock, "rank", "3")
     gpu.memory = (3700 * MIB, 76300 * MIB, 80000 * MIB)
     # Pid churn: the fraud stub restarted under a new pid, and the one that ended is still listed by NVML.
-    gpu.processes = [(TRITON, 2236 * MIB), (STUB_CTR_1, 512 * MIB), (STUB_CTR_2, 768 * MIB), (9001, 300 * MIB),
-                     (GONE, 100 * MIB)]
+    gpu.processes = [
+        (TRITON, 2236 * MIB),
+        (STUB_CTR_1, 512 * MIB),
+        (STUB_CTR_2, 768 * MIB),
+        (9001, 300 * MIB),
+        (GONE, 100 * MIB),
+    ]
     proc.cmdlines[9001] = proc.cmdlines.pop(STUB_FRAUD_1)
     clock.advance(10)
     source.sample_once()

@@ -34,9 +34,16 @@ def _by_trace(spans: list[Span]) -> dict[str, list[Span]]:
 
 
 def _caller(trace_id: str, status: int, **attrs: object) -> Span:
-    return Span(trace_id=trace_id, span_id="ab" * 8, parent_span_id=None, name="POST /predict",
-                start_unix_nano=1_700_000_000 * 10**9, end_unix_nano=1_700_000_000 * 10**9 + 5_000_000,
-                service_name="ranker", attributes={"http.response.status_code": status, **attrs})
+    return Span(
+        trace_id=trace_id,
+        span_id="ab" * 8,
+        parent_span_id=None,
+        name="POST /predict",
+        start_unix_nano=1_700_000_000 * 10**9,
+        end_unix_nano=1_700_000_000 * 10**9 + 5_000_000,
+        service_name="ranker",
+        attributes={"http.response.status_code": status, **attrs},
+    )
 
 
 def _spans(spans: list[Span]) -> Batch:
@@ -48,8 +55,9 @@ def _rr(reg: CollectorRegistry, clock: FakeClock, got: list[Rec], **cfg: Any) ->
 
 
 def _total(reg: CollectorRegistry, outcome: str, model: str = "ctr", version: str = "1") -> float:
-    return reg.get_sample_value("sidecar_requests_total",
-                                {"model": model, "version": version, "outcome": outcome}) or 0.0
+    return (
+        reg.get_sample_value("sidecar_requests_total", {"model": model, "version": version, "outcome": outcome}) or 0.0
+    )
 
 
 def test_joined_outcome_is_the_clients_and_only_failed_ones_are_kept_at_rate_0() -> None:
@@ -59,8 +67,14 @@ def test_joined_outcome_is_the_clients_and_only_failed_ones_are_kept_at_rate_0()
     ids = sorted(t for t, ss in traces.items() if any(s.name == "ctr" for s in ss))
     # 120 requests to ctr, rank and fraud, 40 each. Triton marks every one ok; the caller saw one 500 (a
     # Python-backend error response) and one 404.
-    callers = [_caller(t, 500 if t == ids[0] else 404 if t == ids[1] else 200,
-                       **{"sidecar.routing_rule": "canary", "sidecar.canary_bucket": "b7"}) for t in traces]
+    callers = [
+        _caller(
+            t,
+            500 if t == ids[0] else 404 if t == ids[1] else 200,
+            **{"sidecar.routing_rule": "canary", "sidecar.canary_bucket": "b7"},
+        )
+        for t in traces
+    ]
     rr.on_spans(_spans(callers))
     assert got == []  # each waits for Triton's side
     rr.on_spans(_spans(_triton()))
@@ -89,14 +103,26 @@ def test_sample_rate_and_slow_requests() -> None:
     assert len(got2) == 120 and reg2.get_sample_value("sidecar_request_records_kept_total", {"why": "slow"}) == 120
 
 
-def test_an_event_joins_by_request_id_and_carries_the_status_and_a_hashed_user(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_event_joins_by_request_id_and_carries_the_status_and_a_hashed_user(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AUDIT_KEY", "s3cret")
     reg, clock, got = CollectorRegistry(), FakeClock(), []
     rr = _rr(reg, clock, got, sample_rate=0.0, user_ids="hash", user_id_key_env="AUDIT_KEY")
-    rr.on_events(Batch(kind="events", source="http", items=(
-        Event(model="ctr", version="1", timestamp=1.7e9, request_id="3", user_id="alice",
-              fields={"http_status": 503.0}),)))
+    rr.on_events(
+        Batch(
+            kind="events",
+            source="http",
+            items=(
+                Event(
+                    model="ctr",
+                    version="1",
+                    timestamp=1.7e9,
+                    request_id="3",
+                    user_id="alice",
+                    fields={"http_status": 503.0},
+                ),
+            ),
+        )
+    )
     rr.on_spans(_spans(_triton()))
     assert len(got) == 1
     doc = got[0][3]
@@ -132,8 +158,12 @@ def test_hash_without_a_key_is_a_config_error() -> None:
     with pytest.raises(ValueError, match="user_id_key_env"):
         RequestRecordsConfig(user_ids="hash")
     with pytest.raises(ValueError, match="NOPE_NOT_SET"):
-        RequestRecords(RequestRecordsConfig(user_ids="hash", user_id_key_env="NOPE_NOT_SET"), sink=print,
-                       registry=CollectorRegistry(), clock=FakeClock())
+        RequestRecords(
+            RequestRecordsConfig(user_ids="hash", user_id_key_env="NOPE_NOT_SET"),
+            sink=print,
+            registry=CollectorRegistry(),
+            clock=FakeClock(),
+        )
 
 
 async def test_wired_records_reach_the_audit_log_and_get_v1_audit(tmp_path: Path) -> None:
@@ -141,8 +171,9 @@ async def test_wired_records_reach_the_audit_log_and_get_v1_audit(tmp_path: Path
     from alerting_helpers import make_service
     from fastapi import FastAPI
 
-    svc = make_service(tmp_path, {"alerting": {"enabled": True, "audit": {"requests": {
-        "enabled": True, "sample_rate": 0.0}}}})
+    svc = make_service(
+        tmp_path, {"alerting": {"enabled": True, "audit": {"requests": {"enabled": True, "sample_rate": 0.0}}}}
+    )
     traces = sorted(_by_trace(_triton()))
     assert svc.bus.publish(_spans([_caller(traces[5], 500), *_triton()])) == []
     app = FastAPI()
@@ -183,10 +214,17 @@ async def test_the_started_component_sweeps_on_its_own() -> None:
         got.extend(recs)
         done.set()
 
-    rr = RequestRecords(RequestRecordsConfig(enabled=True, sample_rate=1.0, join_window_secs=30,
-                                             sweep_interval_secs=0.01), sink=sink, registry=reg, clock=clock)
-    rr.on_events(Batch(kind="events", source="t", items=(
-        Event(model="ctr", version="1", timestamp=clock.now(), request_id="q-1"),)))
+    rr = RequestRecords(
+        RequestRecordsConfig(enabled=True, sample_rate=1.0, join_window_secs=30, sweep_interval_secs=0.01),
+        sink=sink,
+        registry=reg,
+        clock=clock,
+    )
+    rr.on_events(
+        Batch(
+            kind="events", source="t", items=(Event(model="ctr", version="1", timestamp=clock.now(), request_id="q-1"),)
+        )
+    )
     clock.advance(31)  # past the window; no span, no event, no flush follows
     await rr.start()
     try:

@@ -106,8 +106,10 @@ def test_failures_already_known_from_caller_spans_are_not_pinned_on_other_traces
     assert all(e.failure_note == "" for e in entries[1:])
     # Two failures: one is unexplained, and it could be any of the other traced requests.
     assert hub.store.mark_failures("ctr", "1", *window, 2) == len(entries) - 1
-    assert all("possibly failed: Triton counted 1 failure(s) not explained" in e.failure_note and not e.error
-               for e in entries[1:])
+    assert all(
+        "possibly failed: Triton counted 1 failure(s) not explained" in e.failure_note and not e.error
+        for e in entries[1:]
+    )
     # As many unexplained failures as other traced requests: they all failed.
     assert hub.store.mark_failures("ctr", "1", *window, len(entries)) == len(entries) - 1
     assert all(e.error for e in entries)

@@ -14,17 +14,22 @@ from sidecar.model import Batch, SeriesSnapshot
 from sidecar.sources.triton_config import TritonConfig
 from sidecar.wiring.triton import triton_pair
 
-EXPO = ('nv_inference_request_success{model="m",version="1"} %d\n'
-        'nv_inference_count{model="m",version="1"} %d\n'
-        'nv_inference_exec_count{model="m",version="1"} %d\n')
+EXPO = (
+    'nv_inference_request_success{model="m",version="1"} %d\n'
+    'nv_inference_count{model="m",version="1"} %d\n'
+    'nv_inference_exec_count{model="m",version="1"} %d\n'
+)
 
 
 async def test_a_scrape_is_published_as_one_frozen_snapshot_and_a_failure_as_an_empty_view() -> None:
     reg, clock = CollectorRegistry(), FakeClock()
     bus = Bus(reg)
     seen: list[Batch] = []
-    answers = [httpx.Response(200, text=EXPO % (10, 10, 10)), httpx.Response(500),
-               httpx.Response(200, text=EXPO % (30, 30, 30))]
+    answers = [
+        httpx.Response(200, text=EXPO % (10, 10, 10)),
+        httpx.Response(500),
+        httpx.Response(200, text=EXPO % (30, 30, 30)),
+    ]
     http = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: answers.pop(0)))
     bus.subscribe("samples", "spy", seen.append)
     _, src = triton_pair(TritonConfig(metrics_url="http://t/metrics"), registry=reg, clock=clock, http=http, bus=bus)

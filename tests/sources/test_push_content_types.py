@@ -27,9 +27,14 @@ CHANGE = {"what": "deploy v2", "model": "m"}
 
 def _service(tmp_path: Path) -> tuple[Service, list[Batch]]:
     cfg = parse_config({"alerting": {"enabled": True}})
-    svc = Service(cfg, clock=FakeClock(NOW), registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"),
-                  http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200))),
-                  factories=[events_build, alerting_build])
+    svc = Service(
+        cfg,
+        clock=FakeClock(NOW),
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200))),
+        factories=[events_build, alerting_build],
+    )
     seen: list[Batch] = []
     svc.bus.subscribe("events", "test", seen.append)
     svc.bus.subscribe("changes", "test", seen.append)
@@ -37,16 +42,31 @@ def _service(tmp_path: Path) -> tuple[Service, list[Batch]]:
 
 
 def _refused(svc: Service, endpoint: str) -> float:
-    return svc.registry.get_sample_value(
-        "sidecar_http_refused_total", {"endpoint": endpoint, "reason": "unsupported_media_type"}) or 0.0
+    return (
+        svc.registry.get_sample_value(
+            "sidecar_http_refused_total", {"endpoint": endpoint, "reason": "unsupported_media_type"}
+        )
+        or 0.0
+    )
 
 
-@pytest.mark.parametrize("path,body,endpoint", [("/v1/events", EVENT, "/v1/events"),
-                                                ("/v1/changes", CHANGE, "changes")])
-@pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", "application/xml",
-                                   "multipart/form-data; boundary=x", "text/plain; note=ndjson", "json"])
+@pytest.mark.parametrize(
+    "path,body,endpoint", [("/v1/events", EVENT, "/v1/events"), ("/v1/changes", CHANGE, "changes")]
+)
+@pytest.mark.parametrize(
+    "ctype",
+    [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "application/xml",
+        "multipart/form-data; boundary=x",
+        "text/plain; note=ndjson",
+        "json",
+    ],
+)
 async def test_an_unsupported_content_type_is_a_counted_415_naming_the_accepted(
-        tmp_path: Path, path: str, body: dict[str, Any], endpoint: str, ctype: str) -> None:
+    tmp_path: Path, path: str, body: dict[str, Any], endpoint: str, ctype: str
+) -> None:
     svc, seen = _service(tmp_path)
     app = create_app(svc, manage_lifecycle=False)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sc") as c:
@@ -57,10 +77,12 @@ async def test_an_unsupported_content_type_is_a_counted_415_naming_the_accepted(
 
 
 @pytest.mark.parametrize("path,body", [("/v1/events", EVENT), ("/v1/changes", CHANGE)])
-@pytest.mark.parametrize("ctype", [None, "application/json", "Application/JSON; charset=utf-8",
-                                   "application/vnd.acme+json"])
-async def test_json_types_and_a_missing_content_type_are_read(tmp_path: Path, path: str, body: dict[str, Any],
-                                                              ctype: str | None) -> None:
+@pytest.mark.parametrize(
+    "ctype", [None, "application/json", "Application/JSON; charset=utf-8", "application/vnd.acme+json"]
+)
+async def test_json_types_and_a_missing_content_type_are_read(
+    tmp_path: Path, path: str, body: dict[str, Any], ctype: str | None
+) -> None:
     svc, seen = _service(tmp_path)
     app = create_app(svc, manage_lifecycle=False)
     headers = {"content-type": ctype} if ctype else {}

@@ -66,8 +66,9 @@ async def test_versions_are_published_again_until_the_change_log_has_recorded_th
     svc = make_service(tmp_path, CFG, clock=clock, transport=httpx.MockTransport(handler), registry=reg)
     source: Any = svc.component("repository_index")
     assert await source.poll_once() == []
-    svc.store.execute("CREATE TRIGGER injected BEFORE INSERT ON alerting_changes "
-                      "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    svc.store.execute(
+        "CREATE TRIGGER injected BEFORE INSERT ON alerting_changes BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+    )
     assert await source.poll_once() == []  # not recorded: the snapshot stays where it was
     assert reg.get_sample_value("sidecar_changes_poll_errors_total", {"reason": "not_recorded"}) == 1
     svc.store.execute("DROP TRIGGER injected")

@@ -37,13 +37,25 @@ class MonoClock(FakeClock):
 
 def config(trace: Path, store: Path, delete_after_read: bool = False) -> Any:
     """The documented setup: TIMESTAMPS and TENSORS written to one file, both sections naming it."""
-    return parse_config({
-        "store": {"path": str(store)},
-        "traces": {"enabled": True, "receiver_enabled": False,
-                   "file": {"path": str(trace), "delete_after_read": delete_after_read}},
-        "events": {"enabled": False, "triton_trace": {
-            "enabled": True, "path": str(trace), "models": MAPPING, "delete_after_read": delete_after_read}},
-    })
+    return parse_config(
+        {
+            "store": {"path": str(store)},
+            "traces": {
+                "enabled": True,
+                "receiver_enabled": False,
+                "file": {"path": str(trace), "delete_after_read": delete_after_read},
+            },
+            "events": {
+                "enabled": False,
+                "triton_trace": {
+                    "enabled": True,
+                    "path": str(trace),
+                    "models": MAPPING,
+                    "delete_after_read": delete_after_read,
+                },
+            },
+        }
+    )
 
 
 class Run:
@@ -51,8 +63,9 @@ class Run:
 
     def __init__(self, trace: Path, store_path: Path, clock: FakeClock, delete_after_read: bool = False) -> None:
         self.store = Store(store_path)
-        self.svc = Service(config(trace, store_path, delete_after_read), clock=clock, registry=CollectorRegistry(),
-                           store=self.store)
+        self.svc = Service(
+            config(trace, store_path, delete_after_read), clock=clock, registry=CollectorRegistry(), store=self.store
+        )
         self.spans: list[Any] = []
         self.events: list[Event] = []
         self.svc.bus.subscribe("spans", "count", lambda b: self.spans.extend(b.items))
@@ -226,7 +239,7 @@ def test_beyond_max_files_remembered_old_files_are_still_not_read_twice(tmp_path
     trace = tmp_path / "trace.json"
     recs = records()
     for i in range(5):  # one request per file, as log-frequency=1 writes them
-        (tmp_path / f"trace.json.{i}").write_bytes(_array(recs[15 * i:15 * (i + 1)]))
+        (tmp_path / f"trace.json.{i}").write_bytes(_array(recs[15 * i : 15 * (i + 1)]))
     cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(trace), "max_files_remembered": 2}}})
     reg = Registry()
     bus = Bus(reg)

@@ -27,9 +27,7 @@ LAST_NS = 8040651111310  # its HTTP_SEND_END
 
 
 def _make(tmp_path: Path, clock: FakeClock, registry: CollectorRegistry, **file_cfg: object):
-    cfg = parse_config(
-        {"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}}
-    )
+    cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}})
     hub = TraceHub(cfg.traces, registry, clock)
     bus = Bus(registry)
     bus.subscribe("spans", hub.name, hub.on_spans)
@@ -202,11 +200,7 @@ def triton_files(tmp_path_factory):
                 t0 = time.time()
                 r = c.post(
                     f"{server.http_url}/v2/models/ctr/versions/2/infer",
-                    json={
-                        "inputs": [
-                            {"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, float(i)]}
-                        ]
-                    },
+                    json={"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, float(i)]}]},
                 )
                 sent.append((t0, time.time()))
                 assert r.status_code == 200, r.text
@@ -228,6 +222,7 @@ def test_real_triton_trace_files(triton_files, tmp_path):
     bus.subscribe("spans", hub.name, hub.on_spans)
     assert cfg.traces.file.path is not None
     tailer = span_source(cfg.traces.file, bus, reg, SystemClock())
+
     def all_read() -> bool:
         tailer.poll_once()
         return len(hub.store) >= 5

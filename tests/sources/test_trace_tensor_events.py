@@ -22,14 +22,19 @@ def reg(r: TraceFileSource) -> CollectorRegistry:
     return _REGISTRIES[id(r)]
 
 
-def _reader(tmp_path: Path, clock: FakeClock, trace: Path, models: dict[str, Any]) -> tuple[TraceFileSource,
-                                                                                           list[Event]]:
-    ctx = make_ctx(tmp_path / "state.sqlite", clock,
-                   {"events": {"triton_trace": {"enabled": True, "path": str(trace), "models": models}}})
+def _reader(
+    tmp_path: Path, clock: FakeClock, trace: Path, models: dict[str, Any]
+) -> tuple[TraceFileSource, list[Event]]:
+    ctx = make_ctx(
+        tmp_path / "state.sqlite",
+        clock,
+        {"events": {"triton_trace": {"enabled": True, "path": str(trace), "models": models}}},
+    )
     got: list[Event] = []
     ctx.bus.subscribe("events", "t", lambda b: got.extend(b.items))  # type: ignore[arg-type]
-    r = tensor_source(ctx.config.events.triton_trace, ctx.bus, ctx.registry, clock, ctx.store,
-                      EventsMetrics(ctx.registry))
+    r = tensor_source(
+        ctx.config.events.triton_trace, ctx.bus, ctx.registry, clock, ctx.store, EventsMetrics(ctx.registry)
+    )
     _REGISTRIES[id(r)] = ctx.registry
     return r, got
 
@@ -37,8 +42,9 @@ def _reader(tmp_path: Path, clock: FakeClock, trace: Path, models: dict[str, Any
 def test_triton_tensors_fixture_maps_columns_to_features_and_score(tmp_path: Path, clock: FakeClock) -> None:
     trace = tmp_path / "trace.json"
     shutil.copy(DATA / "trace-file-tensors.json", tmp_path / "trace.json.0")
-    r, got = _reader(tmp_path, clock, trace, {"ctr": {"inputs": {"x": ["f0", "f1", "", "f3"]},
-                                                      "score": {"tensor": "score"}}})
+    r, got = _reader(
+        tmp_path, clock, trace, {"ctr": {"inputs": {"x": ["f0", "f1", "", "f3"]}, "score": {"tensor": "score"}}}
+    )
     assert r.poll_once() == 10  # 5 requests x batch of 2
     first, second = got[0], got[1]
     assert (first.model, first.version, first.request_id) == ("ctr", "2", "req-1")
@@ -60,7 +66,11 @@ def test_triton_tensors_unmapped_model_and_partial_file(tmp_path: Path, clock: F
     assert r.poll_once() == 0
     (tmp_path / "trace.json.0").write_bytes(data)
     assert r.poll_once() == 0
-    assert reg(r).get_sample_value("sidecar_events_rejected_total",
-                                   {"source": "triton_trace", "reason": "unmapped_model"}) == 5
-    assert reg(r).get_sample_value("sidecar_events_source_errors_total",
-                                   {"source": "triton_trace", "reason": "parse"}) is None
+    assert (
+        reg(r).get_sample_value("sidecar_events_rejected_total", {"source": "triton_trace", "reason": "unmapped_model"})
+        == 5
+    )
+    assert (
+        reg(r).get_sample_value("sidecar_events_source_errors_total", {"source": "triton_trace", "reason": "parse"})
+        is None
+    )

@@ -34,10 +34,24 @@ def traced_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[An
 
     work = tmp_path_factory.mktemp("triton-tensors")
     trace = work / "trace.json"
-    server = TritonServer(demo_model_repository(), work, extra_args=[
-        "--trace-config", "mode=triton", "--trace-config", f"triton,file={trace}",
-        "--trace-config", "triton,log-frequency=1", "--trace-config", "rate=1",
-        "--trace-config", "level=TIMESTAMPS", "--trace-config", "level=TENSORS"])
+    server = TritonServer(
+        demo_model_repository(),
+        work,
+        extra_args=[
+            "--trace-config",
+            "mode=triton",
+            "--trace-config",
+            f"triton,file={trace}",
+            "--trace-config",
+            "triton,log-frequency=1",
+            "--trace-config",
+            "rate=1",
+            "--trace-config",
+            "level=TIMESTAMPS",
+            "--trace-config",
+            "level=TENSORS",
+        ],
+    )
     try:
         server.start()
         yield server, trace
@@ -46,26 +60,46 @@ def traced_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[An
 
 
 def test_tensors_trace_files_give_the_values_sent_and_the_scores_returned(
-        traced_triton: tuple[Any, Path], tmp_path: Path) -> None:
+    traced_triton: tuple[Any, Path], tmp_path: Path
+) -> None:
     server, trace = traced_triton
     sent: dict[str, tuple[str, list[list[float]], list[float]]] = {}
     with httpx.Client(base_url=server.http_url, timeout=10) as client:
         for rid, version, rows in REQUESTS:
-            body = {"id": rid, "inputs": [{"name": "x", "shape": [len(rows), 4], "datatype": "FP32",
-                                           "data": [v for row in rows for v in row]}]}
+            body = {
+                "id": rid,
+                "inputs": [
+                    {"name": "x", "shape": [len(rows), 4], "datatype": "FP32", "data": [v for row in rows for v in row]}
+                ],
+            }
             r = client.post(f"/v2/models/ctr/versions/{version}/infer", json=body)
             assert r.status_code == 200, r.text
             out = next(o for o in r.json()["outputs"] if o["name"] == "score")
             sent[rid] = (version, rows, [float(v) for v in out["data"]])
 
     clock = FakeClock()
-    ctx = make_ctx(tmp_path / "state.sqlite", clock, {"events": {"triton_trace": {
-        "enabled": True, "path": str(trace),
-        "models": {"ctr": {"inputs": {"x": ["age", "income", "clicks_7d", "dwell_secs"]},
-                           "score": {"tensor": "score"}}}}}})
+    ctx = make_ctx(
+        tmp_path / "state.sqlite",
+        clock,
+        {
+            "events": {
+                "triton_trace": {
+                    "enabled": True,
+                    "path": str(trace),
+                    "models": {
+                        "ctr": {
+                            "inputs": {"x": ["age", "income", "clicks_7d", "dwell_secs"]},
+                            "score": {"tensor": "score"},
+                        }
+                    },
+                }
+            }
+        },
+    )
     got: list[Event] = []
-    reader = tensor_source(ctx.config.events.triton_trace, ctx.bus, ctx.registry, clock, ctx.store,
-                           EventsMetrics(ctx.registry))
+    reader = tensor_source(
+        ctx.config.events.triton_trace, ctx.bus, ctx.registry, clock, ctx.store, EventsMetrics(ctx.registry)
+    )
     ctx.bus.subscribe("events", "test", lambda b: got.extend(b.items))  # type: ignore[arg-type]
     want = sum(len(rows) for _, _, rows in REQUESTS)
     # Triton writes each trace's part file shortly after the response.
@@ -89,7 +123,8 @@ def test_tensors_trace_files_give_the_values_sent_and_the_scores_returned(
 
 
 def test_one_reader_of_a_real_file_with_both_levels_gives_each_request_its_spans_and_rows_once(
-        traced_triton: tuple[Any, Path], tmp_path: Path) -> None:
+    traced_triton: tuple[Any, Path], tmp_path: Path
+) -> None:
     """Both config sections on Triton's one file: a single source, every span and every row exactly once."""
     from prometheus_client import CollectorRegistry
 
@@ -103,25 +138,45 @@ def test_one_reader_of_a_real_file_with_both_levels_gives_each_request_its_spans
     rows = [[1.5, 2.5, 3.5, 4.5], [0.25, 0.5, 0.75, 1.0]]
     with httpx.Client(base_url=server.http_url, timeout=10) as client:
         for i in range(3):
-            body = {"id": f"both-{i}", "inputs": [{"name": "x", "shape": [2, 4], "datatype": "FP32",
-                                                   "data": [v for row in rows for v in row]}]}
+            body = {
+                "id": f"both-{i}",
+                "inputs": [
+                    {"name": "x", "shape": [2, 4], "datatype": "FP32", "data": [v for row in rows for v in row]}
+                ],
+            }
             assert client.post("/v2/models/ctr/versions/2/infer", json=body).status_code == 200
-    cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(trace)}},
-                        "events": {"triton_trace": {"enabled": True, "path": str(trace),
-                                                    "models": {"ctr": {"inputs": {"x": ["a", "b", "c", "d"]}}}}}})
+    cfg = parse_config(
+        {
+            "traces": {"enabled": True, "file": {"path": str(trace)}},
+            "events": {
+                "triton_trace": {
+                    "enabled": True,
+                    "path": str(trace),
+                    "models": {"ctr": {"inputs": {"x": ["a", "b", "c", "d"]}}},
+                }
+            },
+        }
+    )
     reg = CollectorRegistry()
     bus = Bus(reg)
     spans: list[Any] = []
     events: list[Event] = []
     bus.subscribe("spans", "t", lambda b: spans.extend(b.items))
     bus.subscribe("events", "t", lambda b: events.extend(b.items))  # type: ignore[arg-type]
-    src = TraceFileSource(merge(cfg.traces.file, cfg.events.triton_trace), bus, TraceFileMetrics(reg), FakeClock(),
-                          Store(tmp_path / "s.sqlite"), EventsMetrics(reg))
+    src = TraceFileSource(
+        merge(cfg.traces.file, cfg.events.triton_trace),
+        bus,
+        TraceFileMetrics(reg),
+        FakeClock(),
+        Store(tmp_path / "s.sqlite"),
+        EventsMetrics(reg),
+    )
     ours = lambda: [e for e in events if (e.request_id or "").startswith("both-")]  # noqa: E731
     wait_until(lambda: src.poll_once() >= 0 and len(ours()) >= 6, 15.0, interval_s=0.2)
     src.poll_once()
     assert sorted((e.request_id, e.features["a"]) for e in ours()) == sorted(
-        (f"both-{i}", r[0]) for i in range(3) for r in rows)
+        (f"both-{i}", r[0]) for i in range(3) for r in rows
+    )
     span_ids = [s[1] for s in spans]
     assert len(span_ids) == len(set(span_ids))
     n_requests = len({e.request_id for e in events})  # this module's earlier requests are in the files too

@@ -17,8 +17,13 @@ from sidecar.wiring.triton import triton_pair
 def test_the_triton_source_learns_gpu_identities_from_the_bus() -> None:
     reg, clock = CollectorRegistry(), FakeClock()
     bus = Bus(reg)
-    triton, _ = triton_pair(TritonConfig(), registry=reg, clock=clock, bus=bus,
-                            http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(404))))
+    triton, _ = triton_pair(
+        TritonConfig(),
+        registry=reg,
+        clock=clock,
+        bus=bus,
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(404))),
+    )
     hub = GpuHub(reg, clock, max_series=100, stale_after_secs=60, bus=bus)
     assert triton.gpu_labels() == {}
 

@@ -20,15 +20,23 @@ FIXTURE = (Path(__file__).parent.parent / "data" / "core" / "triton-2.51-metrics
 
 def bump(text: str, by: int) -> str:
     """The same scrape with every fraud success counter moved on by ``by``."""
-    return text.replace('nv_inference_request_success{model="fraud",version="1"} 79',
-                        f'nv_inference_request_success{{model="fraud",version="1"}} {79 + by}')
+    return text.replace(
+        'nv_inference_request_success{model="fraud",version="1"} 79',
+        f'nv_inference_request_success{{model="fraud",version="1"}} {79 + by}',
+    )
 
 
-def make(handler: Callable[[httpx.Request], httpx.Response], registry: CollectorRegistry, clock: FakeClock,
-         **cfg: object) -> tuple[TritonMetricsSource, httpx.AsyncClient]:
+def make(
+    handler: Callable[[httpx.Request], httpx.Response], registry: CollectorRegistry, clock: FakeClock, **cfg: object
+) -> tuple[TritonMetricsSource, httpx.AsyncClient]:
     http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    _, src = triton_pair(TritonConfig(metrics_url="http://triton:8002/metrics", **cfg),  # type: ignore[arg-type]
-                         registry=registry, clock=clock, http=http, bus=Bus(registry))
+    _, src = triton_pair(
+        TritonConfig(metrics_url="http://triton:8002/metrics", **cfg),  # type: ignore[arg-type]
+        registry=registry,
+        clock=clock,
+        http=http,
+        bus=Bus(registry),
+    )
     return src, http
 
 
@@ -41,8 +49,9 @@ FRAUD = {"model": "fraud", "version": "1"}
 
 async def test_good_scrapes_give_rates_and_self_health(registry: CollectorRegistry, clock: FakeClock) -> None:
     bodies = [FIXTURE, bump(FIXTURE, 50)]
-    src, http = make(lambda r: httpx.Response(200, text=bodies.pop(0), headers={"content-type": "text/plain"}),
-                     registry, clock)
+    src, http = make(
+        lambda r: httpx.Response(200, text=bodies.pop(0), headers={"content-type": "text/plain"}), registry, clock
+    )
     assert await src.scrape_once()
     clock.advance(5)
     assert await src.scrape_once()
@@ -58,8 +67,10 @@ async def test_good_scrapes_give_rates_and_self_health(registry: CollectorRegist
     "response, reason",
     [
         (lambda r: httpx.Response(500, text="oops"), "http_status"),
-        (lambda r: httpx.Response(200, text="<html>login</html>", headers={"content-type": "text/html"}),
-         "content_type"),
+        (
+            lambda r: httpx.Response(200, text="<html>login</html>", headers={"content-type": "text/html"}),
+            "content_type",
+        ),
         (lambda r: httpx.Response(200, text=FIXTURE[:4000], headers={"content-type": "text/plain"}), "parse"),
         (lambda r: httpx.Response(200, text="<html>\n", headers={"content-type": "text/plain"}), "parse"),
     ],
@@ -151,8 +162,14 @@ async def test_a_runaway_body_is_cut_off_at_the_limit(registry: CollectorRegistr
             yield b'nv_inference_count{model="m",version="1"} 1\n' * 1000
 
     http = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, content=endless())))
-    src = TritonMetricsSource(TritonConfig(metrics_url="http://triton:8002/metrics"), registry=registry,
-                              clock=clock, http=http, bus=Bus(registry), max_body_bytes=1_000_000)
+    src = TritonMetricsSource(
+        TritonConfig(metrics_url="http://triton:8002/metrics"),
+        registry=registry,
+        clock=clock,
+        http=http,
+        bus=Bus(registry),
+        max_body_bytes=1_000_000,
+    )
     assert not await src.scrape_once()
     assert value(registry, "sidecar_triton_scrape_failures_total", reason="too_large") == 1
     await http.aclose()
@@ -166,8 +183,9 @@ async def test_openmetrics_exposition_passes_prometheus_clients_strict_parser(
     from sidecar.exposition import render_metrics
 
     bodies = [FIXTURE, bump(FIXTURE, 50)]
-    src, http = make(lambda r: httpx.Response(200, text=bodies.pop(0), headers={"content-type": "text/plain"}),
-                     registry, clock)
+    src, http = make(
+        lambda r: httpx.Response(200, text=bodies.pop(0), headers={"content-type": "text/plain"}), registry, clock
+    )
     assert await src.scrape_once()
     clock.advance(5)
     assert await src.scrape_once()
@@ -177,7 +195,9 @@ async def test_openmetrics_exposition_passes_prometheus_clients_strict_parser(
     quant = fams["sidecar_model_stage_latency_seconds"]
     fraud_request = [s for s in quant.samples if s.labels.get("model") == "fraud" and s.labels["stage"] == "request"]
     assert [s.name for s in fraud_request] == ["sidecar_model_stage_latency_seconds"] * 4 + [
-        "sidecar_model_stage_latency_seconds_count", "sidecar_model_stage_latency_seconds_sum"]
+        "sidecar_model_stage_latency_seconds_count",
+        "sidecar_model_stage_latency_seconds_sum",
+    ]
     assert fraud_request[-2].value == 79  # Triton's summary count, untouched by the bump of the success counter
     assert fams["sidecar_model_successes_per_second"].samples
     await http.aclose()
@@ -192,8 +212,9 @@ UNLOADED = (Path(__file__).parent.parent / "data" / "core" / "triton-2.51-metric
 async def test_recorded_unload_and_reload_of_a_model(registry: CollectorRegistry, clock: FakeClock) -> None:
     assert 'nv_inference_request_failure{model="ctr",reason="BACKEND",version="2"} 0' in UNLOADED
     bodies = [LOADED, UNLOADED, LOADED]  # loaded, 3 requests per version; unloaded; reloaded, 3 requests again
-    src, http = make(lambda r: httpx.Response(200, text=bodies.pop(0), headers={"content-type": "text/plain"}),
-                     registry, clock)
+    src, http = make(
+        lambda r: httpx.Response(200, text=bodies.pop(0), headers={"content-type": "text/plain"}), registry, clock
+    )
     v2 = {"model": "ctr", "version": "2"}
     assert await src.scrape_once()
     assert value(registry, "sidecar_triton_models") == 3

@@ -24,8 +24,9 @@ pytestmark = pytest.mark.triton
 
 def infer(server: TritonServer, model: str, version: str, x: list[float]) -> int:
     body = {"inputs": [{"name": "x", "shape": [1, len(x)], "datatype": "FP32", "data": x}]}
-    return httpx.post(f"{server.http_url}/v2/models/{model}/versions/{version}/infer", json=body,
-                      timeout=30).status_code
+    return httpx.post(
+        f"{server.http_url}/v2/models/{model}/versions/{version}/infer", json=body, timeout=30
+    ).status_code
 
 
 def triton_counters(server: TritonServer) -> dict[tuple[str, str, str, str], float]:
@@ -39,8 +40,9 @@ def triton_counters(server: TritonServer) -> dict[tuple[str, str, str, str], flo
     return out
 
 
-def make_source(server: TritonServer, clock: FakeClock, registry: CollectorRegistry
-                ) -> tuple[TritonMetricsSource, httpx.AsyncClient]:
+def make_source(
+    server: TritonServer, clock: FakeClock, registry: CollectorRegistry
+) -> tuple[TritonMetricsSource, httpx.AsyncClient]:
     http = httpx.AsyncClient()
     cfg = TritonConfig(metrics_url=server.metrics_url, http_url=server.http_url, timeout_secs=5)
     return triton_pair(cfg, registry=registry, clock=clock, http=http, bus=Bus(registry))[1], http
@@ -62,8 +64,10 @@ async def test_rates_and_error_ratio_agree_with_tritons_own_counters(demo_triton
     clock.advance(10)
     assert await src.scrape_once()
 
-    ok = after[("nv_inference_request_success", "fraud", "1", "")] - before[("nv_inference_request_success",
-                                                                              "fraud", "1", "")]
+    ok = (
+        after[("nv_inference_request_success", "fraud", "1", "")]
+        - before[("nv_inference_request_success", "fraud", "1", "")]
+    )
     failed = sum(after[k] - before[k] for k in after if k[0] == "nv_inference_request_failure" and k[1] == "fraud")
     assert (ok, failed) == (15, 5)
     fraud = {"model": "fraud", "version": "1"}
@@ -90,8 +94,7 @@ def explicit_triton(tmp_path: Path) -> Iterator[TritonServer]:
 
 
 def no_negative_values(registry: CollectorRegistry) -> bool:
-    return all(s.value >= 0 for fam in registry.collect() for s in fam.samples
-               if s.name.startswith("sidecar_model_"))
+    return all(s.value >= 0 for fam in registry.collect() for s in fam.samples if s.name.startswith("sidecar_model_"))
 
 
 async def test_killing_and_restarting_triton_marks_down_then_up_without_negative_rates(
@@ -136,14 +139,19 @@ def wait_until_index(server: TritonServer, want: set[tuple[str, str]], timeout_s
     def settled() -> bool:
         index = httpx.post(f"{server.http_url}/v2/repository/index", timeout=10).json()
         return {(m["name"], m["version"]) for m in index if m.get("state") == "READY"} == want and all(
-            m.get("state") in ("READY", "UNAVAILABLE") for m in index)
+            m.get("state") in ("READY", "UNAVAILABLE") for m in index
+        )
 
     assert wait_until(settled, timeout_s, interval_s=0.1), f"Triton's index never became {want}"
 
 
 def versions_seen(registry: CollectorRegistry, model: str) -> set[str]:
-    return {s.labels["version"] for fam in registry.collect() for s in fam.samples
-            if s.name == "sidecar_model_pending_requests" and s.labels["model"] == model}
+    return {
+        s.labels["version"]
+        for fam in registry.collect()
+        for s in fam.samples
+        if s.name == "sidecar_model_pending_requests" and s.labels["model"] == model
+    }
 
 
 async def test_loading_and_unloading_versions_shows_in_the_derived_series(explicit_triton: TritonServer) -> None:
@@ -160,13 +168,20 @@ async def test_loading_and_unloading_versions_shows_in_the_derived_series(explic
 
     # Reload with a policy that serves only version 1: version 2 is unloaded.
     cfg = (demo_model_repository() / "ctr" / "config.pbtxt").read_text()
-    only_v1 = {"name": "ctr", "backend": "python", "max_batch_size": 16,
-               "version_policy": {"specific": {"versions": [1]}},
-               "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}],
-               "output": [{"name": "score", "data_type": "TYPE_FP32", "dims": [1]}]}
+    only_v1 = {
+        "name": "ctr",
+        "backend": "python",
+        "max_batch_size": 16,
+        "version_policy": {"specific": {"versions": [1]}},
+        "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}],
+        "output": [{"name": "score", "data_type": "TYPE_FP32", "dims": [1]}],
+    }
     assert "version_policy" in cfg
-    r = httpx.post(f"{explicit_triton.http_url}/v2/repository/models/ctr/load",
-                   json={"parameters": {"config": json.dumps(only_v1)}}, timeout=60)
+    r = httpx.post(
+        f"{explicit_triton.http_url}/v2/repository/models/ctr/load",
+        json={"parameters": {"config": json.dumps(only_v1)}},
+        timeout=60,
+    )
     assert r.status_code == 200, r.text
     wait_until_index(explicit_triton, {("ctr", "1"), ("fraud", "1")})
     clock.advance(5)
@@ -212,8 +227,12 @@ async def test_an_unloaded_version_stops_counting_and_a_reload_counts_every_requ
     clock.advance(5)
     assert await src.scrape_once()
     assert model_count(registry) == 1
-    ctr_series = {s.name for fam in registry.collect() for s in fam.samples
-                  if s.name.startswith("sidecar_") and s.labels.get("model") == "ctr"}
+    ctr_series = {
+        s.name
+        for fam in registry.collect()
+        for s in fam.samples
+        if s.name.startswith("sidecar_") and s.labels.get("model") == "ctr"
+    }
     assert ctr_series == set()
 
     assert httpx.post(f"{url}/v2/repository/models/ctr/load", timeout=60).status_code == 200
@@ -243,8 +262,12 @@ async def test_ratios_over_the_window_match_tritons_own_deltas_when_half_the_req
     assert await src.scrape_once()
     delta = {k: after[k] - before.get(k, 0.0) for k in after}
     # Triton's own counters: failures are not inferences but are executions.
-    assert (delta["nv_inference_request_success"], delta["nv_inference_count"], delta["nv_inference_exec_count"],
-            delta["nv_inference_request_failure"]) == (5, 5, 10, 5)
+    assert (
+        delta["nv_inference_request_success"],
+        delta["nv_inference_count"],
+        delta["nv_inference_exec_count"],
+        delta["nv_inference_request_failure"],
+    ) == (5, 5, 10, 5)
     fraud = {"model": "fraud", "version": "1"}
     assert derived(registry, "sidecar_model_inferences_per_execution", **fraud) == 1.0
     assert derived(registry, "sidecar_model_error_ratio", **fraud) == 0.5
@@ -273,7 +296,7 @@ def triton_counters_all(server: TritonServer, model: str) -> dict[str, float]:
     return out
 
 
-_ERROR_RESPONSE_MODEL = '''
+_ERROR_RESPONSE_MODEL = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -288,7 +311,7 @@ class TritonPythonModel:
             else:
                 out.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("y", x.astype(np.float32))]))
         return out
-'''
+"""
 
 
 def test_triton_counts_a_python_backend_error_response_as_a_success(tmp_path: Path) -> None:
@@ -299,7 +322,8 @@ def test_triton_counts_a_python_backend_error_response_as_a_success(tmp_path: Pa
         'name: "echo"\nbackend: "python"\nmax_batch_size: 4\n'
         'input [ { name: "x", data_type: TYPE_FP32, dims: [ 1 ] } ]\n'
         'output [ { name: "y", data_type: TYPE_FP32, dims: [ 1 ] } ]\n'
-        'instance_group [ { count: 1, kind: KIND_CPU } ]\n')
+        "instance_group [ { count: 1, kind: KIND_CPU } ]\n"
+    )
     (repo / "echo" / "1" / "model.py").write_text(_ERROR_RESPONSE_MODEL)
     server = TritonServer(repo, tmp_path / "work")
     server.start()

@@ -40,18 +40,31 @@ async def test_a_stored_unrenderable_change_neither_breaks_get_nor_blocks_an_ale
     reg = CollectorRegistry()
     svc = make_service(tmp_path, CFG, clock=FakeClock(T0), registry=reg)
     # As an older version stored it: a change with a time outside Python's date range, for every model.
-    svc.store.execute("INSERT INTO alerting_changes (id, at, what, who, model, version, link, source) "
-                      "VALUES ('bad', 1e18, 'deploy', '', NULL, NULL, NULL, 'api')")
-    svc.store.execute("INSERT INTO alerting_changes (id, at, what, who, model, version, link, source) "
-                      f"VALUES ('good', {T0 - 60}, 'feature PR#1', 'ci', NULL, NULL, NULL, 'api')")
+    svc.store.execute(
+        "INSERT INTO alerting_changes (id, at, what, who, model, version, link, source) "
+        "VALUES ('bad', 1e18, 'deploy', '', NULL, NULL, NULL, 'api')"
+    )
+    svc.store.execute(
+        "INSERT INTO alerting_changes (id, at, what, who, model, version, link, source) "
+        f"VALUES ('good', {T0 - 60}, 'feature PR#1', 'ci', NULL, NULL, NULL, 'api')"
+    )
     app = create_app(svc, manage_lifecycle=False)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sc") as c:
         r = await c.get("/v1/changes")
         assert r.status_code == 200 and [x["id"] for x in r.json()] == ["good"]
     book = svc.component("alert_book")
-    finding = Finding(check="ctr_mean_down", kind="business", active=True, value=0.03, baseline=0.04,
-                      effect_size=-0.25, threshold=0.15, window_secs=3600, severity="high",
-                      labels={"model": "rec", "version": "3"})
+    finding = Finding(
+        check="ctr_mean_down",
+        kind="business",
+        active=True,
+        value=0.03,
+        baseline=0.04,
+        effect_size=-0.25,
+        threshold=0.15,
+        window_secs=3600,
+        severity="high",
+        labels={"model": "rec", "version": "3"},
+    )
     sent: list[Any] = []
     book.sink = type("S", (), {"enqueue": lambda self, n: sent.extend(n)})()
     book.on_findings([finding], T0)
@@ -64,11 +77,15 @@ def test_recent_returns_as_many_good_changes_as_asked_despite_unrenderable_rows(
     reg = CollectorRegistry()
     svc = make_service(tmp_path, CFG, clock=FakeClock(T0), registry=reg)
     for i in range(4):  # newest-looking rows first in ORDER BY at DESC: they used to eat the LIMIT
-        svc.store.execute("INSERT INTO alerting_changes (id, at, what, who, model, version, link, source) "
-                          f"VALUES ('bad{i}', 1e18, 'deploy', '', NULL, NULL, NULL, 'api')")
+        svc.store.execute(
+            "INSERT INTO alerting_changes (id, at, what, who, model, version, link, source) "
+            f"VALUES ('bad{i}', 1e18, 'deploy', '', NULL, NULL, NULL, 'api')"
+        )
     for i in range(5):
-        svc.store.execute("INSERT INTO alerting_changes (id, at, what, who, model, version, link, source) "
-                          f"VALUES ('good{i}', {T0 - i}, 'PR#{i}', 'ci', NULL, NULL, NULL, 'api')")
+        svc.store.execute(
+            "INSERT INTO alerting_changes (id, at, what, who, model, version, link, source) "
+            f"VALUES ('good{i}', {T0 - i}, 'PR#{i}', 'ci', NULL, NULL, NULL, 'api')"
+        )
     got = svc.component("changes").recent(None, None, 0, limit=3)
     assert [c.id for c in got] == ["good0", "good1", "good2"]
     assert _sample(reg, "sidecar_changes_unreadable_total") == 4

@@ -20,8 +20,7 @@ DEPLOY = {"what": "feature PR#221", "who": "ci", "model": "rec"}
 
 def _client(svc: Any) -> httpx.AsyncClient:
     app = create_app(svc, manage_lifecycle=False)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
-                             base_url="http://sc")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False), base_url="http://sc")
 
 
 def _audit_rows(svc: Any) -> list[tuple[Any, ...]]:
@@ -67,8 +66,10 @@ async def test_an_idempotency_key_or_id_makes_a_retry_the_same_change_for_good(t
         assert r.status_code == 400 and r.json()["detail"].startswith("Idempotency-Key:")
         whats = sorted(x["what"] for x in (await c.get("/v1/changes")).json())
         assert whats == ["feature PR#221", "feature PR#221", "x"]
-    assert reg.get_sample_value("sidecar_http_refused_total",
-                                {"endpoint": "changes", "reason": "idempotency_conflict"}) == 2
+    assert (
+        reg.get_sample_value("sidecar_http_refused_total", {"endpoint": "changes", "reason": "idempotency_conflict"})
+        == 2
+    )
     assert reg.get_sample_value("sidecar_changes_duplicates_total") == 1
 
 
@@ -76,14 +77,16 @@ async def test_a_failure_between_the_change_and_its_audit_row_leaves_neither(tmp
     reg = CollectorRegistry()
     svc = make_service(tmp_path, CFG, clock=FakeClock(T0), registry=reg)
     # Injected between the two writes: the audit row's insert fails after the change's has run.
-    svc.store.execute("CREATE TRIGGER injected BEFORE INSERT ON audit_events "
-                      "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    svc.store.execute(
+        "CREATE TRIGGER injected BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+    )
     async with _client(svc) as c:
         r = await c.post("/v1/changes", json=[DEPLOY, {**DEPLOY, "what": "second"}])
         assert r.status_code == 503 and "nothing was stored" in r.json()["detail"]
         assert (await c.get("/v1/changes")).json() == [] and _audit_rows(svc) == []
-        assert reg.get_sample_value("sidecar_http_refused_total",
-                                    {"endpoint": "changes", "reason": "not_recorded"}) == 1
+        assert (
+            reg.get_sample_value("sidecar_http_refused_total", {"endpoint": "changes", "reason": "not_recorded"}) == 1
+        )
         svc.store.execute("DROP TRIGGER injected")
         r = await c.post("/v1/changes", json=[DEPLOY, {**DEPLOY, "what": "second"}])  # the client's retry
         assert r.status_code == 201

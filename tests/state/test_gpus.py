@@ -54,14 +54,10 @@ async def test_without_a_gpu_the_sidecar_starts_says_so_and_exports_no_gpu_serie
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 10
             # real libnvidia-ml lookup, real failure; several sampling ticks pass (interval 0.05 s)
-            while (
-                service.registry.get_sample_value("sidecar_gpu_snapshots_total", {"source": "nvml"}) or 0
-            ) < 4:
+            while (service.registry.get_sample_value("sidecar_gpu_snapshots_total", {"source": "nvml"}) or 0) < 4:
                 assert loop.time() < deadline, "the NVML source did not tick"
                 await asyncio.sleep(0.02)
-            async with httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app), base_url="http://sidecar"
-            ) as c:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar") as c:
                 ready = await c.get("/readyz")
                 metrics = (await c.get("/metrics")).text
         finally:
@@ -117,9 +113,7 @@ async def test_the_whole_gpu_exposition_passes_promtool() -> None:
     rig.nvml.xid(0, 79)
     rig.source.sample_once()
     rig.source.sample_once()
-    async with httpx.AsyncClient(
-        transport=httpx.MockTransport(lambda r: httpx.Response(200, text=EXPO))
-    ) as http:
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, text=EXPO))) as http:
         cfg = parse_config({"gpu": {"dcgm": {"enabled": True, "url": "http://dcgm/metrics"}}}).gpu.dcgm
         await DcgmSource(cfg, rig.hub, rig.registry, rig.clock, http).scrape_once()
     text = generate_latest(rig.registry)

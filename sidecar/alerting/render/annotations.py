@@ -33,8 +33,7 @@ ALL_VERSIONS = "all"
 class ChangeLookup(Protocol):
     """Changes of a model (and version, or any with None) made between ``since`` and ``until``, newest first."""
 
-    def __call__(self, model: str | None, version: str | None, since: float, *, until: float) -> Sequence[Change]:
-        ...
+    def __call__(self, model: str | None, version: str | None, since: float, *, until: float) -> Sequence[Change]: ...
 
 
 def model_version(model: str, version: str) -> str:
@@ -74,8 +73,12 @@ def cited_changes(
         return []
     version = labels.get("version") or None
     try:
-        found = lookup(labels.get("model"), None if version == ALL_VERSIONS else version,
-                       began - cfg.annotate_window_secs, until=began)
+        found = lookup(
+            labels.get("model"),
+            None if version == ALL_VERSIONS else version,
+            began - cfg.annotate_window_secs,
+            until=began,
+        )
     except Exception:
         log.exception("could not read recent changes")
         return []
@@ -139,15 +142,15 @@ class Annotator:
             "change_pct": change_pct,
             "abs_change_pct": abs(change_pct) if change_pct is not None else None,
             "window": human_secs(f.window_secs),
-            "baseline_window": human_secs(base_secs) if isinstance(base_secs, int | float)
+            "baseline_window": human_secs(base_secs)
+            if isinstance(base_secs, int | float)
             else str(facts.get("baseline_window", "")),
             "events": str(facts.get("events", "")),
             "finding_summary": text_summary,
             "finding_description": sentence(text_description),
             "insufficient_reason": text_description if f.insufficient_data else "",
             "recent_change": _change(changes[0]) if changes else "none",
-            "recent_changes": "; ".join(f"{_change(c)} by {c.who or '?'} at {iso(c.at)}" for c in changes)
-            or "none",
+            "recent_changes": "; ".join(f"{_change(c)} by {c.who or '?'} at {iso(c.at)}" for c in changes) or "none",
             "runbook": str(facts.get("runbook", f"{f.kind}.md")),
             "runbook_base": self.runbook_base,
             "dashboard_base": self.dashboard_base or "",
@@ -176,8 +179,9 @@ class Annotator:
         if f.trace_id:
             out["trace_url"] = self._render("trace_url", t.trace_url, variables, "")
         # What the sidecar recorded around this alert: the trace's requests, else the model's audit trail.
-        where = {"trace_id": f.trace_id} if f.trace_id else {k: labels[k] for k in ("model", "version")
-                                                            if labels.get(k)}
+        where = (
+            {"trace_id": f.trace_id} if f.trace_id else {k: labels[k] for k in ("model", "version") if labels.get(k)}
+        )
         out["audit_url"] = f"{self.sidecar_url}/audit" + (f"?{urlencode(where)}" if where else "")
         return {k: v for k, v in out.items() if v}
 

@@ -27,30 +27,40 @@ def render(f: Finding) -> FindingText:
     evidence = (
         f"Over the last {human_secs(f.window_secs)}: {facts.get('requests')} inferences at {rate:.3g}/s, "
         f"{fill:.2f} per execution (target batch {target}, max_batch_size {mbs}), mean queue time "
-        f"{queue:.0f} us" + (f", max_queue_delay_microseconds {delay:.0f}." if delay == delay else
-                             ", dynamic batching off.")
+        f"{queue:.0f} us"
+        + (f", max_queue_delay_microseconds {delay:.0f}." if delay == delay else ", dynamic batching off.")
     )
     if verdict == "insufficient":
-        return (f"{who}: batching advice needs more traffic",
-                f"{evidence} The advisor needs {facts.get('min_requests')} inferences in its window.")
+        return (
+            f"{who}: batching advice needs more traffic",
+            f"{evidence} The advisor needs {facts.get('min_requests')} inferences in its window.",
+        )
     if verdict == "enable":
-        return (f"{who}: enable dynamic_batching (try max_queue_delay_microseconds {sugg:.0f})",
-                f"{evidence} At this rate a wait of {sugg:.0f} us gathers about {rate * sugg / 1e6:.1f} more "
-                f"requests per batch: add dynamic_batching {{ max_queue_delay_microseconds: {sugg:.0f} }}.")
+        return (
+            f"{who}: enable dynamic_batching (try max_queue_delay_microseconds {sugg:.0f})",
+            f"{evidence} At this rate a wait of {sugg:.0f} us gathers about {rate * sugg / 1e6:.1f} more "
+            f"requests per batch: add dynamic_batching {{ max_queue_delay_microseconds: {sugg:.0f} }}.",
+        )
     if verdict == "saturated":
-        return (f"{who}: requests queue {queue:.0f} us, far above the {delay:.0f} us delay: instances busy",
-                f"{evidence} Queue time is over three times the configured delay, so the wait is for busy "
-                f"instances, not for a batch: raise the instance_group count or the model's GPU share; a "
-                f"different delay will not help.")
+        return (
+            f"{who}: requests queue {queue:.0f} us, far above the {delay:.0f} us delay: instances busy",
+            f"{evidence} Queue time is over three times the configured delay, so the wait is for busy "
+            f"instances, not for a batch: raise the instance_group count or the model's GPU share; a "
+            f"different delay will not help.",
+        )
     if verdict == "too_long":
-        return (f"{who}: max_queue_delay_microseconds {delay:.0f} too long, try {sugg:.0f}",
-                f"{evidence} Requests wait about the full delay yet batches barely form at this traffic: the "
-                f"wait adds latency for little throughput. Try max_queue_delay_microseconds {sugg:.0f}.")
+        return (
+            f"{who}: max_queue_delay_microseconds {delay:.0f} too long, try {sugg:.0f}",
+            f"{evidence} Requests wait about the full delay yet batches barely form at this traffic: the "
+            f"wait adds latency for little throughput. Try max_queue_delay_microseconds {sugg:.0f}.",
+        )
     if verdict == "too_short":
-        return (f"{who}: max_queue_delay_microseconds {delay:.0f} too short, try {sugg:.0f}",
-                f"{evidence} Batches stay under the target; at this rate a wait of {sugg:.0f} us gathers about "
-                f"{rate * sugg / 1e6:.1f} more requests. Try max_queue_delay_microseconds {sugg:.0f} (it adds "
-                f"up to that much latency).")
+        return (
+            f"{who}: max_queue_delay_microseconds {delay:.0f} too short, try {sugg:.0f}",
+            f"{evidence} Batches stay under the target; at this rate a wait of {sugg:.0f} us gathers about "
+            f"{rate * sugg / 1e6:.1f} more requests. Try max_queue_delay_microseconds {sugg:.0f} (it adds "
+            f"up to that much latency).",
+        )
     if verdict == "not_batchable":
         return f"{who}: not batchable (max_batch_size {mbs})", f"{evidence} Nothing to advise."
     return f"{who}: batching delay fits the traffic", f"{evidence} Nothing to change."

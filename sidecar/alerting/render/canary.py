@@ -19,10 +19,12 @@ __all__ = ["render"]
 
 _ASPECTS = ("p50", "p99", "errors", "scores", "latency_triton", "p50_triton", "p99_triton", "errors_triton")
 # Triton aspect -> (what it measures, where from, what its sample count counts)
-_TRITON = {"latency_triton": ("mean latency", "Triton counters", "intervals"),
-           "p50_triton": ("p50", "Triton summaries", "readings"),
-           "p99_triton": ("p99", "Triton summaries", "readings"),
-           "errors_triton": ("errors", "Triton counters", "intervals")}
+_TRITON = {
+    "latency_triton": ("mean latency", "Triton counters", "intervals"),
+    "p50_triton": ("p50", "Triton summaries", "readings"),
+    "p99_triton": ("p99", "Triton summaries", "readings"),
+    "errors_triton": ("errors", "Triton counters", "intervals"),
+}
 
 
 def _num(v: object) -> float | None:
@@ -78,14 +80,18 @@ def _sentence(a: str, facts: Mapping[str, object], b: str, c: str, min_samples: 
         name, source, unit = _TRITON[a]
         what = {"errors": "error ratio", "mean latency": name}.get(name, f"{name} latency") + f" ({source})"
         if q is None:
-            return (f"{what}: not decided ({nc} requests for {c}, {nb} for {b} over {facts.get(f'{a}.intervals')} "
-                    f"{unit}; it needs {min_samples} each and {facts.get('min_intervals')} {unit}).")
+            return (
+                f"{what}: not decided ({nc} requests for {c}, {nb} for {b} over {facts.get(f'{a}.intervals')} "
+                f"{unit}; it needs {min_samples} each and {facts.get('min_intervals')} {unit})."
+            )
     if q is None or base is None or cand is None:
         return f"{what}: not decided ({nc} values for {c}, {nb} for {b}; it needs {min_samples} each)."
     unit = "" if a.startswith(("errors", "scores")) else " ms"
     fmt = (lambda x: f"{x:.2%}") if a.startswith("errors") else (lambda x: f"{x:.4g}{unit}")
-    return (f"{what}: {c} {fmt(cand)}{_split(a, facts, 'cand')} vs {b} {fmt(base)}{_split(a, facts, 'base')} "
-            f"(q={q:.2g}, n={nc}/{nb}).")
+    return (
+        f"{what}: {c} {fmt(cand)}{_split(a, facts, 'cand')} vs {b} {fmt(base)}{_split(a, facts, 'base')} "
+        f"(q={q:.2g}, n={nc}/{nb})."
+    )
 
 
 def _sources(facts: Mapping[str, object]) -> str:
@@ -105,8 +111,10 @@ def render(f: Finding) -> FindingText:
     details = " ".join(s for s in (_sentence(a, facts, b, c, facts.get("min_samples")) for a in _ASPECTS) if s)
     source = f"Latency from {_sources(facts)}, over the last {window}."
     if f.insufficient_data:
-        return (f"{model} {c} vs {b}: insufficient data",
-                f"{model} {c} cannot be compared with {b} yet. {details} {source}")
+        return (
+            f"{model} {c} vs {b}: insufficient data",
+            f"{model} {c} cannot be compared with {b} yet. {details} {source}",
+        )
     worse = [a for a in str(facts.get("worse", "")).split(",") if a]
     if worse:
         phrases = "; ".join(_worse_phrase(a, facts, b, c) for a in worse)
@@ -114,5 +122,4 @@ def render(f: Finding) -> FindingText:
         summary = f"{model} {c} {phrases}: consider reverting to version {base_version}"
         return summary, f"{model} {c} is worse than {b}. {details} {source}"
     briefs = ", ".join(x for x in (_brief(a, facts) for a in _ASPECTS) if x)
-    return (f"{model} {c} healthy against {b} ({briefs})",
-            f"{model} {c} is not worse than {b}. {details} {source}")
+    return (f"{model} {c} healthy against {b} ({briefs})", f"{model} {c} is not worse than {b}. {details} {source}")

@@ -33,8 +33,9 @@ def render(f: Finding) -> FindingText:
             summary = f"{who} took {at_least}{secs:.0f}s to load (bound {bound:g}s)"
         how = (
             "Triton held the sidecar's repository-index request for the whole load, so the time it was held is "
-            "the load time from below" if facts.get("lower_bound") == "yes" else
-            "Load time is measured from the first poll of the repository index showing the version LOADING to "
+            "the load time from below"
+            if facts.get("lower_bound") == "yes"
+            else "Load time is measured from the first poll of the repository index showing the version LOADING to "
             "the first showing it READY"
         )
         description = (
@@ -45,9 +46,11 @@ def render(f: Finding) -> FindingText:
     n = facts.get("first_requests")
     first = _num(facts.get("first_mean_s"))
     if f.insufficient_data or "steady_p99_s" not in facts:
-        return (f"{who} first {n} requests: not enough steady traffic yet",
-                f"The first {n} requests of {who} averaged {_ms(first)}; the steady reference needs 3 poll "
-                f"intervals with traffic after them ({facts.get('steady_intervals')} so far).")
+        return (
+            f"{who} first {n} requests: not enough steady traffic yet",
+            f"The first {n} requests of {who} averaged {_ms(first)}; the steady reference needs 3 poll "
+            f"intervals with traffic after them ({facts.get('steady_intervals')} so far).",
+        )
     p99, ratio, k = _num(facts.get("steady_p99_s")), _num(facts.get("ratio")), _num(facts.get("factor"))
     summary = f"{who} first {n} requests {ratio:.1f}x slower than steady p99 ({_ms(first)} vs {_ms(p99)})"
     description = (

@@ -28,8 +28,7 @@ def _reason(facts: Facts) -> str:
     code = facts.get("insufficient")
     ver = facts.get("ref_version")
     if code == "too_few_samples":
-        return (f"{facts.get('n_cur')} current / {facts.get('n_ref')} reference values "
-                f"(need {facts.get('min_samples')})")
+        return f"{facts.get('n_cur')} current / {facts.get('n_ref')} reference values (need {facts.get('min_samples')})"
     if code == "collecting":
         return f"reference collecting {facts.get('collected')}/{facts.get('target')} events of version {ver}"
     if code == "waiting_for_version":
@@ -47,9 +46,11 @@ def _reason(facts: Facts) -> str:
 
 def _held(facts: Facts) -> str:
     if facts.get("decision") == "multiscale":
-        return (f"; {facts.get('looks_drifting')} of the last {facts.get('looks')} "
-                f"{_num(facts, 'scale_secs'):.0f}s blocks drifted (active at {facts.get('sustained_looks')} of "
-                f"{facts.get('sustained_of')}, level {_num(facts, 'level'):.2g})")
+        return (
+            f"; {facts.get('looks_drifting')} of the last {facts.get('looks')} "
+            f"{_num(facts, 'scale_secs'):.0f}s blocks drifted (active at {facts.get('sustained_looks')} of "
+            f"{facts.get('sustained_of')}, level {_num(facts, 'level'):.2g})"
+        )
     held = facts.get("held_secs")
     if not isinstance(held, int | float):
         return ""
@@ -60,8 +61,11 @@ def _test_detail(facts: Facts) -> str:
     if facts.get("test") == "ks":
         return f"KS D={_num(facts, 'statistic'):.4f} ({facts.get('method')})"
     unseen = facts.get("unseen")
-    new = f"; new categories {unseen} ({_num(facts, 'unseen_ratio'):.1%})" \
-        if unseen and isinstance(facts.get("unseen_count"), int) and facts.get("unseen_count") else ""
+    new = (
+        f"; new categories {unseen} ({_num(facts, 'unseen_ratio'):.1%})"
+        if unseen and isinstance(facts.get("unseen_count"), int) and facts.get("unseen_count")
+        else ""
+    )
     return f"chi2={_num(facts, 'statistic'):.1f} dof={facts.get('dof')} PSI={_num(facts, 'psi'):.3f}{new}"
 
 
@@ -74,11 +78,17 @@ def render(f: Finding) -> FindingText:
     if facts.get("insufficient"):
         summary = f"drift {where}: insufficient data ({_reason(facts)})"
     elif test == "missing":
-        summary = (f"missing values {where}: missing {_num(facts, 'missing_ratio'):.1%} vs "
-                   f"{_num(facts, 'ref_missing_ratio'):.1%}{_held(facts)}")
+        summary = (
+            f"missing values {where}: missing {_num(facts, 'missing_ratio'):.1%} vs "
+            f"{_num(facts, 'ref_missing_ratio'):.1%}{_held(facts)}"
+        )
     else:
-        summary = (f"drift {where}: {_test_detail(facts)}, p(BH)={_num(facts, 'q'):.3g}, "
-                   f"n={facts.get('n_cur')} vs {facts.get('n_ref')}{_held(facts)}")
-    description = (f"Effect floor {facts.get('floor')}; missing ratio {_num(facts, 'missing_ratio'):.3f} "
-                   f"(reference {_num(facts, 'ref_missing_ratio'):.3f}).")
+        summary = (
+            f"drift {where}: {_test_detail(facts)}, p(BH)={_num(facts, 'q'):.3g}, "
+            f"n={facts.get('n_cur')} vs {facts.get('n_ref')}{_held(facts)}"
+        )
+    description = (
+        f"Effect floor {facts.get('floor')}; missing ratio {_num(facts, 'missing_ratio'):.3f} "
+        f"(reference {_num(facts, 'ref_missing_ratio'):.3f})."
+    )
     return summary, description

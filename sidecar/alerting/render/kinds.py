@@ -8,11 +8,13 @@ from types import MappingProxyType
 from sidecar.alerting.render import batching, business, canary, cold_start, drift, output_sanity
 from sidecar.model import Finding
 
-RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType({
-    "advice": batching.render,
-    "business": business.render,
-    "canary": canary.render,
-    "cold_start": cold_start.render,
-    "drift": drift.render,
-    "output_sanity": output_sanity.render,
-})
+RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType(
+    {
+        "advice": batching.render,
+        "business": business.render,
+        "canary": canary.render,
+        "cold_start": cold_start.render,
+        "drift": drift.render,
+        "output_sanity": output_sanity.render,
+    }
+)

@@ -14,8 +14,12 @@ from sidecar.naming import human_secs
 
 __all__ = ["render"]
 
-_WHAT = {"nonfinite": "NaN or inf", "all_zero": "all zeros", "out_of_range": "outside the declared range",
-         "collapsed": "collapsed onto one value"}
+_WHAT = {
+    "nonfinite": "NaN or inf",
+    "all_zero": "all zeros",
+    "out_of_range": "outside the declared range",
+    "collapsed": "collapsed onto one value",
+}
 
 
 def _v(version: str) -> str:
@@ -47,16 +51,22 @@ def render(f: Finding) -> FindingText:
     n, count = facts.get("n"), facts.get("count")
     outputs = facts.get("outputs", "score")
     if f.insufficient_data or f.value is None:
-        return (f"{who} outputs {what}: insufficient data",
-                f"{who}: {n} outputs ({outputs}) in the last {window}; the test needs {facts.get('min_samples')}.")
+        return (
+            f"{who} outputs {what}: insufficient data",
+            f"{who}: {n} outputs ({outputs}) in the last {window}; the test needs {facts.get('min_samples')}.",
+        )
     ratio = f.value
     limit = f"{(f.threshold or 0):.0%}"
     if test == "collapsed":
         summary = f"{who} outputs collapsed: {facts.get('dominant')} is {ratio:.0%} of {n} outputs over {window}"
-        return summary, (f"{who}: one output value ({outputs} = {facts.get('dominant')}) makes {ratio:.1%} of the "
-                         f"{n} finite outputs in the last {window}; the check fires above {limit}.")
+        return summary, (
+            f"{who}: one output value ({outputs} = {facts.get('dominant')}) makes {ratio:.1%} of the "
+            f"{n} finite outputs in the last {window}; the check fires above {limit}."
+        )
     short, long = _examples(facts)
     summary = f"{who} outputs {what}: {count} of {n} ({ratio:.1%}) over {window}{short}"
-    desc = (f"{who}: {count} of the {n} outputs ({outputs}) in the last {window} are {what} ({ratio:.1%}; the "
-            f"check fires above {limit}).{long}")
+    desc = (
+        f"{who}: {count} of the {n} outputs ({outputs}) in the last {window} are {what} ({ratio:.1%}; the "
+        f"check fires above {limit}).{long}"
+    )
     return summary, desc

@@ -207,19 +207,24 @@ class DriftCheck:
                     work.append((key, 0.0, now, win.snapshot(), self.refs.reference_for(*key, now)))
                     continue
                 for scale, start, end in ms.due(key, now):
-                    work.append((key, scale, end, win.snapshot(start, end),
-                                 self.refs.reference_for(*key, now, (start, end))))
+                    work.append(
+                        (key, scale, end, win.snapshot(start, end), self.refs.reference_for(*key, now, (start, end)))
+                    )
             for hist in self.refs.history.values():
                 hist.evict(now)
-            self.metrics.g_memory.set(sum(w.memory_bytes() for w in self.registry.windows.values())
-                                      + sum(w.memory_bytes() for w in self.refs.history.values()))
-        numeric = {i: (ref, snap) for i, (_, _, _, snap, ref) in enumerate(work)
-                   if isinstance(ref, Reference) and ev.ks_ready(snap, ref)}
+            self.metrics.g_memory.set(
+                sum(w.memory_bytes() for w in self.registry.windows.values())
+                + sum(w.memory_bytes() for w in self.refs.history.values())
+            )
+        numeric = {
+            i: (ref, snap)
+            for i, (_, _, _, snap, ref) in enumerate(work)
+            if isinstance(ref, Reference) and ev.ks_ready(snap, ref)
+        }
         ks_done = dict(zip(numeric, ev.map(ks_job, list(numeric.values())), strict=True))
         looks: dict[tuple[str, str, float, float], list[FeatureResult]] = {}
         for i, ((model, version, feature), scale, end, snap, ref) in enumerate(work):
-            looks.setdefault((model, version, scale, end), []).extend(
-                ev.test(feature, snap, ref, ks_done.get(i)))
+            looks.setdefault((model, version, scale, end), []).extend(ev.test(feature, snap, ref, ks_done.get(i)))
         findings: list[Finding] = []
         if multi:
             for (model, version, scale, end), results in sorted(looks.items()):
@@ -267,9 +272,12 @@ class DriftCheck:
                 self.refs.load_files(now, self.registry.kinds, model)
         self.metrics.c_ref_changes.inc()
         what = f"drift reference of {model} set to {spec.mode}" + (
-            f" ({spec.path})" if spec.mode == "file" else
-            f" (first {spec.pinned_events} events of {spec.pinned_version or 'each version'})"
-            if spec.mode == "pinned" else "")
+            f" ({spec.path})"
+            if spec.mode == "file"
+            else f" (first {spec.pinned_events} events of {spec.pinned_version or 'each version'})"
+            if spec.mode == "pinned"
+            else ""
+        )
         self._record_change(Change(what=what, at=now, who=who, model=model, source=source))
 
     def _reset_model(self, model: str) -> None:
@@ -279,8 +287,9 @@ class DriftCheck:
 
     def _record_change(self, change: Change) -> None:
         self._log.info("change: %s", change.what)
-        if self.ctx.bus.publish(Batch(kind="changes", source=self.name, items=(change,),
-                                      received_at=self.ctx.clock.now())):
+        if self.ctx.bus.publish(
+            Batch(kind="changes", source=self.name, items=(change,), received_at=self.ctx.clock.now())
+        ):
             self._log.error("the change log refused a drift reference change (counted on the bus)")
 
     def describe_references(self) -> list[dict[str, object]]:
@@ -335,8 +344,12 @@ class DriftCheck:
     def _check_config_changes(self) -> None:
         """A reference spec that differs from the one the stored state was built with is a change."""
         refs = self.refs
-        models = sorted({k[0] for k in refs.refs} | set(self.cfg.models) | {k[0] for k in refs.pinned}
-                        | {k[0] for k in self.registry.models})
+        models = sorted(
+            {k[0] for k in refs.refs}
+            | set(self.cfg.models)
+            | {k[0] for k in refs.pinned}
+            | {k[0] for k in self.registry.models}
+        )
         for model in models:
             spec = self.spec_for(model).model_dump_json()
             old = self.store.get("drift.spec", model)
@@ -344,8 +357,14 @@ class DriftCheck:
             if old_s is not None and old_s != spec:
                 self._reset_model(model)
                 self.metrics.c_ref_changes.inc()
-                self._record_change(Change(what=f"drift reference of {model} changed in config",
-                                           at=self.ctx.clock.now(), model=model, source="config"))
+                self._record_change(
+                    Change(
+                        what=f"drift reference of {model} changed in config",
+                        at=self.ctx.clock.now(),
+                        model=model,
+                        source="config",
+                    )
+                )
             if old_s != spec:
                 self.store.save("drift.spec", model, spec.encode())
             self._spec_saved.add(model)

@@ -68,8 +68,9 @@ def ks_job(job: tuple[Reference, WindowSnapshot]) -> tuple[KsResult, float]:
 class Evaluator:
     """Owns the since-times (guarded by the check's lock, shared with ``observe``)."""
 
-    def __init__(self, cfg: DriftConfig, lock: threading.RLock, store: DriftStore, dropped: Counter,
-                 check_name: str) -> None:
+    def __init__(
+        self, cfg: DriftConfig, lock: threading.RLock, store: DriftStore, dropped: Counter, check_name: str
+    ) -> None:
         self.cfg = cfg
         self.lock = lock
         self.store = store
@@ -78,11 +79,16 @@ class Evaluator:
         self.since: dict[SinceKey, float] = {}
 
     def ks_ready(self, cur: WindowSnapshot, ref: Reference) -> bool:
-        return (cur.kind == "numeric" and ref.ecdf is not None
-                and cur.n >= self.cfg.min_samples and ref.n >= self.cfg.min_samples)
+        return (
+            cur.kind == "numeric"
+            and ref.ecdf is not None
+            and cur.n >= self.cfg.min_samples
+            and ref.n >= self.cfg.min_samples
+        )
 
-    def map(self, fn: Callable[[tuple[Reference, WindowSnapshot]], _T],
-            jobs: list[tuple[Reference, WindowSnapshot]]) -> list[_T]:
+    def map(
+        self, fn: Callable[[tuple[Reference, WindowSnapshot]], _T], jobs: list[tuple[Reference, WindowSnapshot]]
+    ) -> list[_T]:
         """Runs the per-feature tests in ``eval_threads`` threads (numpy's sort and search release the GIL)."""
         threads = min(self.cfg.eval_threads, len(jobs))
         if threads <= 1:
@@ -90,40 +96,103 @@ class Evaluator:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="drift-eval") as pool:
             return list(pool.map(fn, jobs))
 
-    def test(self, feature: str, cur: WindowSnapshot, ref: Reference | NoReference,
-             ks_done: tuple[KsResult, float] | None = None) -> list[FeatureResult]:
+    def test(
+        self,
+        feature: str,
+        cur: WindowSnapshot,
+        ref: Reference | NoReference,
+        ks_done: tuple[KsResult, float] | None = None,
+    ) -> list[FeatureResult]:
         miss = cur.missing_ratio
         if isinstance(ref, NoReference):
-            return [FeatureResult(feature, "ks" if cur.kind == "numeric" else "chi2", math.nan, math.nan,
-                                  math.nan, cur.n, 0, miss, math.nan, insufficient=ref.reason,
-                                  insufficient_facts=dict(ref.facts))]
+            return [
+                FeatureResult(
+                    feature,
+                    "ks" if cur.kind == "numeric" else "chi2",
+                    math.nan,
+                    math.nan,
+                    math.nan,
+                    cur.n,
+                    0,
+                    miss,
+                    math.nan,
+                    insufficient=ref.reason,
+                    insufficient_facts=dict(ref.facts),
+                )
+            ]
         out: list[FeatureResult] = []
         if cur.total >= self.cfg.min_samples and not math.isnan(ref.missing_ratio):
             inc = miss - ref.missing_ratio
-            out.append(FeatureResult(feature, "missing", miss, math.nan, inc, cur.n, ref.n, miss,
-                                     ref.missing_ratio))
+            out.append(FeatureResult(feature, "missing", miss, math.nan, inc, cur.n, ref.n, miss, ref.missing_ratio))
         if cur.n < self.cfg.min_samples or ref.n < self.cfg.min_samples:
             test = "ks" if cur.kind == "numeric" else "chi2"
-            out.append(FeatureResult(feature, test, math.nan, math.nan, math.nan, cur.n, ref.n, miss,
-                                     ref.missing_ratio, insufficient="too_few_samples",
-                                     insufficient_facts={"min_samples": self.cfg.min_samples}))
+            out.append(
+                FeatureResult(
+                    feature,
+                    test,
+                    math.nan,
+                    math.nan,
+                    math.nan,
+                    cur.n,
+                    ref.n,
+                    miss,
+                    ref.missing_ratio,
+                    insufficient="too_few_samples",
+                    insufficient_facts={"min_samples": self.cfg.min_samples},
+                )
+            )
             return out
         if ks_done is not None:
             ks, psi = ks_done
-            out.append(FeatureResult(feature, "ks", ks.d, ks.p, ks.d, cur.n, ref.n, miss, ref.missing_ratio,
-                                     psi=psi, extra={"method": ks.method}))
+            out.append(
+                FeatureResult(
+                    feature,
+                    "ks",
+                    ks.d,
+                    ks.p,
+                    ks.d,
+                    cur.n,
+                    ref.n,
+                    miss,
+                    ref.missing_ratio,
+                    psi=psi,
+                    extra={"method": ks.method},
+                )
+            )
         elif cur.counts is not None and ref.counts is not None:
             cs = chi_square(ref.counts, cur.counts)
-            out.append(FeatureResult(feature, "chi2", cs.statistic, cs.p, cs.psi, cur.n, ref.n, miss,
-                                     ref.missing_ratio, psi=cs.psi, unseen_ratio=cs.unseen_rate,
-                                     extra={"dof": cs.dof, "unseen_count": cs.unseen_count,
-                                            "unseen": ", ".join(cs.unseen_categories[:_MAX_UNSEEN_NAMED])}))
+            out.append(
+                FeatureResult(
+                    feature,
+                    "chi2",
+                    cs.statistic,
+                    cs.p,
+                    cs.psi,
+                    cur.n,
+                    ref.n,
+                    miss,
+                    ref.missing_ratio,
+                    psi=cs.psi,
+                    unseen_ratio=cs.unseen_rate,
+                    extra={
+                        "dof": cs.dof,
+                        "unseen_count": cs.unseen_count,
+                        "unseen": ", ".join(cs.unseen_categories[:_MAX_UNSEEN_NAMED]),
+                    },
+                )
+            )
         else:
             self.dropped.labels("kind_mismatch").inc()
         return out
 
-    def decide(self, model: str, version: str, results: list[FeatureResult], now: float,
-               export: Callable[[str, str, FeatureResult, float, bool, bool], None]) -> list[Finding]:
+    def decide(
+        self,
+        model: str,
+        version: str,
+        results: list[FeatureResult],
+        now: float,
+        export: Callable[[str, str, FeatureResult, float, bool, bool], None],
+    ) -> list[Finding]:
         tested = [i for i, r in enumerate(results) if r.test in ("ks", "chi2") and not math.isnan(r.p)]
         qs = benjamini_hochberg([results[i].p for i in tested])
         q_by = dict(zip(tested, qs, strict=True))
@@ -138,35 +207,56 @@ class Evaluator:
                 floor = cfg.missing_ratio_increase
             else:
                 floor = cfg.ks_effect_floor if r.test == "ks" else cfg.psi_effect_floor
-                condition = (not r.insufficient and q < cfg.p_threshold and r.effect >= floor)
+                condition = not r.insufficient and q < cfg.p_threshold and r.effect >= floor
             since_v = self._hold(skey, condition, now)
             active = condition and since_v is not None and now - since_v >= cfg.sustained_secs
             export(model, version, r, q, condition, active)
-            out.append(Finding(
-                check=self.check_name, kind="drift", labels=labels, active=active,
-                value=None if math.isnan(r.statistic) else r.statistic, threshold=cfg.p_threshold,
-                p_value=None if math.isnan(q) else q, effect_size=None if math.isnan(r.effect) else r.effect,
-                window_secs=cfg.window_secs, evaluated_at=now, insufficient_data=bool(r.insufficient),
-                facts=self._facts(r, q, floor, None if since_v is None else now - since_v),
-                # The same runbooks the Prometheus rules link to (docs/runbooks/).
-                annotations={"runbook": "FeatureMissingValuesHigh.md" if r.test == "missing"
-                             else "FeatureDrifting.md",
-                             "condition": str(condition).lower(),
-                             **({"condition_since": f"{since_v:.0f}"} if since_v is not None else {})},
-            ))
+            out.append(
+                Finding(
+                    check=self.check_name,
+                    kind="drift",
+                    labels=labels,
+                    active=active,
+                    value=None if math.isnan(r.statistic) else r.statistic,
+                    threshold=cfg.p_threshold,
+                    p_value=None if math.isnan(q) else q,
+                    effect_size=None if math.isnan(r.effect) else r.effect,
+                    window_secs=cfg.window_secs,
+                    evaluated_at=now,
+                    insufficient_data=bool(r.insufficient),
+                    facts=self._facts(r, q, floor, None if since_v is None else now - since_v),
+                    # The same runbooks the Prometheus rules link to (docs/runbooks/).
+                    annotations={
+                        "runbook": "FeatureMissingValuesHigh.md" if r.test == "missing" else "FeatureDrifting.md",
+                        "condition": str(condition).lower(),
+                        **({"condition_since": f"{since_v:.0f}"} if since_v is not None else {}),
+                    },
+                )
+            )
         return out
 
     def _facts(self, r: FeatureResult, q: float, floor: float, held: float | None) -> Facts:
         """The numbers a person needs to judge the finding; NaN (not computed) becomes None."""
+
         def num(v: float) -> float | None:
             return None if math.isnan(v) else v
 
         facts: Facts = {
-            "test": r.test, "statistic": num(r.statistic), "p_raw": num(r.p), "q": num(q),
-            "effect": num(r.effect), "floor": floor, "psi": num(r.psi), "unseen_ratio": num(r.unseen_ratio),
-            "n_cur": r.n_cur, "n_ref": r.n_ref, "missing_ratio": num(r.missing_ratio),
-            "ref_missing_ratio": num(r.ref_missing_ratio), "held_secs": held,
-            "sustained_secs": self.cfg.sustained_secs, "insufficient": r.insufficient or None,
+            "test": r.test,
+            "statistic": num(r.statistic),
+            "p_raw": num(r.p),
+            "q": num(q),
+            "effect": num(r.effect),
+            "floor": floor,
+            "psi": num(r.psi),
+            "unseen_ratio": num(r.unseen_ratio),
+            "n_cur": r.n_cur,
+            "n_ref": r.n_ref,
+            "missing_ratio": num(r.missing_ratio),
+            "ref_missing_ratio": num(r.ref_missing_ratio),
+            "held_secs": held,
+            "sustained_secs": self.cfg.sustained_secs,
+            "insufficient": r.insufficient or None,
             **r.extra,
         }
         facts.update(r.insufficient_facts)

@@ -108,8 +108,9 @@ class MultiScale:
     def _confirmed(self, lk: _Look) -> bool:
         return sum(lk.bits) >= self.cfg.sustained_looks
 
-    def findings(self, model: str, version: str, now: float,
-                 export: Callable[[str, str, FeatureResult, float, bool, bool], None]) -> list[Finding]:
+    def findings(
+        self, model: str, version: str, now: float, export: Callable[[str, str, FeatureResult, float, bool, bool], None]
+    ) -> list[Finding]:
         by_series: dict[SinceKey, dict[float, _Look]] = {}
         for (skey, scale), lk in self.looks.items():
             if skey[0] == model and skey[1] == version and lk.result is not None:
@@ -123,18 +124,34 @@ class MultiScale:
             assert r is not None
             active = bool(confirmed)
             export(model, version, r, lk.q, lk.condition, active)
-            floor = (self.cfg.missing_ratio_increase if r.test == "missing" else
-                     self.cfg.ks_effect_floor if r.test == "ks" else self.cfg.psi_effect_floor)
+            floor = (
+                self.cfg.missing_ratio_increase
+                if r.test == "missing"
+                else self.cfg.ks_effect_floor
+                if r.test == "ks"
+                else self.cfg.psi_effect_floor
+            )
             labels = {"model": model, "version": version, "feature": r.feature, "test": r.test}
-            out.append(Finding(
-                check=self.check_name, kind="drift", labels=labels, active=active,
-                value=None if math.isnan(r.statistic) else r.statistic, threshold=self.levels[scale],
-                p_value=None if math.isnan(lk.q) else lk.q,
-                effect_size=None if math.isnan(r.effect) else r.effect, window_secs=scale, evaluated_at=now,
-                insufficient_data=bool(r.insufficient), facts=self._facts(r, lk, scale, floor),
-                annotations={"runbook": "FeatureMissingValuesHigh.md" if r.test == "missing"
-                             else "FeatureDrifting.md", "condition": str(lk.condition).lower()},
-            ))
+            out.append(
+                Finding(
+                    check=self.check_name,
+                    kind="drift",
+                    labels=labels,
+                    active=active,
+                    value=None if math.isnan(r.statistic) else r.statistic,
+                    threshold=self.levels[scale],
+                    p_value=None if math.isnan(lk.q) else lk.q,
+                    effect_size=None if math.isnan(r.effect) else r.effect,
+                    window_secs=scale,
+                    evaluated_at=now,
+                    insufficient_data=bool(r.insufficient),
+                    facts=self._facts(r, lk, scale, floor),
+                    annotations={
+                        "runbook": "FeatureMissingValuesHigh.md" if r.test == "missing" else "FeatureDrifting.md",
+                        "condition": str(lk.condition).lower(),
+                    },
+                )
+            )
         return out
 
     def _shown_scale(self, per_scale: dict[float, _Look]) -> float:
@@ -150,14 +167,29 @@ class MultiScale:
             return None if math.isnan(v) else v
 
         facts: Facts = {
-            "test": r.test, "statistic": num(r.statistic), "p_raw": num(r.p), "q": num(lk.q),
-            "effect": num(r.effect), "floor": floor, "psi": num(r.psi), "unseen_ratio": num(r.unseen_ratio),
-            "n_cur": r.n_cur, "n_ref": r.n_ref, "missing_ratio": num(r.missing_ratio),
-            "ref_missing_ratio": num(r.ref_missing_ratio), "held_secs": None,
-            "decision": "multiscale", "scale_secs": scale, "block_end": lk.end, "level": self.levels[scale],
-            "looks_drifting": int(sum(lk.bits)), "looks": len(lk.bits),
-            "sustained_looks": self.cfg.sustained_looks, "sustained_of": self.cfg.sustained_of,
-            "insufficient": r.insufficient or None, **r.extra,
+            "test": r.test,
+            "statistic": num(r.statistic),
+            "p_raw": num(r.p),
+            "q": num(lk.q),
+            "effect": num(r.effect),
+            "floor": floor,
+            "psi": num(r.psi),
+            "unseen_ratio": num(r.unseen_ratio),
+            "n_cur": r.n_cur,
+            "n_ref": r.n_ref,
+            "missing_ratio": num(r.missing_ratio),
+            "ref_missing_ratio": num(r.ref_missing_ratio),
+            "held_secs": None,
+            "decision": "multiscale",
+            "scale_secs": scale,
+            "block_end": lk.end,
+            "level": self.levels[scale],
+            "looks_drifting": int(sum(lk.bits)),
+            "looks": len(lk.bits),
+            "sustained_looks": self.cfg.sustained_looks,
+            "sustained_of": self.cfg.sustained_of,
+            "insufficient": r.insufficient or None,
+            **r.extra,
         }
         facts.update(r.insufficient_facts)
         return facts

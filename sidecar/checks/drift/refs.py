@@ -40,8 +40,10 @@ class Pinned:
 
     def to_bytes(self) -> bytes:
         feats = sorted(self.windows)
-        return pack({"events": self.events, "target": self.target, "features": feats},
-                    [self.windows[f].to_bytes() for f in feats])
+        return pack(
+            {"events": self.events, "target": self.target, "features": feats},
+            [self.windows[f].to_bytes() for f in feats],
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Pinned:
@@ -102,9 +104,14 @@ class References:
         pw = pin.windows.get(feature)
         if pw is None:
             c = self.cfg
-            pw = pin.windows[feature] = FeatureWindow(kind, bucket_secs=_PIN_BUCKET_SECS, n_buckets=1,
-                                                      exact_cap=c.max_reference_samples + 1, kll_k=c.kll_k,
-                                                      max_categories=c.max_categories)
+            pw = pin.windows[feature] = FeatureWindow(
+                kind,
+                bucket_secs=_PIN_BUCKET_SECS,
+                n_buckets=1,
+                exact_cap=c.max_reference_samples + 1,
+                kll_k=c.kll_k,
+                max_categories=c.max_categories,
+            )
         return pw
 
     def freeze_pin(self, model: str, version: str, pin: Pinned, now: float) -> None:
@@ -117,8 +124,7 @@ class References:
         self.store.save("drift.ref", key(model, version, ""), self.refs[(model, version, "")].to_bytes())
         self.pinned.pop((model, version), None)
         self.store.delete("drift.pinned", key(model, version))
-        self.log.info("drift reference for %s pinned to version %s's first %d events", model, version,
-                      pin.events)
+        self.log.info("drift reference for %s pinned to version %s's first %d events", model, version, pin.events)
 
     # ---- rolling ---------------------------------------------------------------------------------
     def history_window(self, k: SeriesKey, kind: FeatureKind, spec: ReferenceConfig) -> FeatureWindow:
@@ -127,13 +133,13 @@ class References:
             c = self.cfg
             hours = math.ceil((spec.rolling_offset_secs + c.longest_secs) / 3600.0) + 2
             # Hourly buckets held as sketches only (exact_cap small): a week of history must stay bounded.
-            hist = self.history[k] = FeatureWindow(kind, bucket_secs=3600.0, n_buckets=hours, exact_cap=256,
-                                                   kll_k=c.kll_k, max_categories=c.max_categories)
+            hist = self.history[k] = FeatureWindow(
+                kind, bucket_secs=3600.0, n_buckets=hours, exact_cap=256, kll_k=c.kll_k, max_categories=c.max_categories
+            )
         return hist
 
     # ---- file ------------------------------------------------------------------------------------
-    def load_files(self, now: float, kinds: dict[tuple[str, str], FeatureKind],
-                   only_model: str | None = None) -> None:
+    def load_files(self, now: float, kinds: dict[tuple[str, str], FeatureKind], only_model: str | None = None) -> None:
         models = [only_model] if only_model else sorted(set(self.cfg.models) | set(self.overrides))
         for model in models:
             spec = self.spec_for(model)
@@ -142,8 +148,9 @@ class References:
             mcfg = self.cfg.models.get(model)
             declared: dict[str, FeatureKind] = dict(mcfg.features) if mcfg is not None else {}
             try:
-                refs = load_reference_file(spec.path, created_at=now, max_rows=self.cfg.max_reference_samples,
-                                           kinds=declared)
+                refs = load_reference_file(
+                    spec.path, created_at=now, max_rows=self.cfg.max_reference_samples, kinds=declared
+                )
             except (OSError, ValueError) as exc:
                 raise ConfigError(f"checks.drift.models.{model}.reference.path", str(exc)) from None
             for feature, ref in refs.items():
@@ -151,8 +158,9 @@ class References:
                 kinds.setdefault((model, feature), ref.kind)
 
     # ---- queries ---------------------------------------------------------------------------------
-    def reference_for(self, model: str, version: str, feature: str, now: float,
-                      block: tuple[float, float] | None = None) -> Reference | NoReference:
+    def reference_for(
+        self, model: str, version: str, feature: str, now: float, block: tuple[float, float] | None = None
+    ) -> Reference | NoReference:
         """The reference, or why there is none yet. ``block`` (method 'multiscale'): the current block, whose
         rolling reference is centred on the same moment one offset earlier (see ``_centred``)."""
         spec = self.spec_for(model)
@@ -165,8 +173,7 @@ class References:
                 return ref
             pin = self.pinned.get((model, ver))
             if pin is not None:
-                return NoReference("collecting", {"collected": pin.events, "target": pin.target,
-                                                  "ref_version": ver})
+                return NoReference("collecting", {"collected": pin.events, "target": pin.target, "ref_version": ver})
             if (model, ver, "") in self.refs:
                 return NoReference("absent_from_pin", {"ref_version": ver})
             return NoReference("waiting_for_version", {"ref_version": ver})
@@ -197,9 +204,18 @@ class References:
         out: list[dict[str, object]] = []
         for (model, ver, feature), ref in sorted(self.refs.items()):
             if feature:
-                out.append({"model": model, "version": ver, "feature": feature, "kind": ref.kind,
-                            "source": ref.source, "n": ref.n, "missing": ref.missing,
-                            "created_at": ref.created_at})
+                out.append(
+                    {
+                        "model": model,
+                        "version": ver,
+                        "feature": feature,
+                        "kind": ref.kind,
+                        "source": ref.source,
+                        "n": ref.n,
+                        "missing": ref.missing,
+                        "created_at": ref.created_at,
+                    }
+                )
         for (model, ver), pin in sorted(self.pinned.items()):
             out.append({"model": model, "version": ver, "collecting": pin.events, "target": pin.target})
         return out

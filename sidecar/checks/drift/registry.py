@@ -90,15 +90,17 @@ class WindowRegistry:
             else:
                 del self._per_model[mv]
         held = {(k[0], k[1]) for k in self.windows}
-        freed = [mv for mv in self.models
-                 if mv not in held and now - self._model_seen.get(mv, now) > idle_secs(mv[0])]
+        freed = [mv for mv in self.models if mv not in held and now - self._model_seen.get(mv, now) > idle_secs(mv[0])]
         self.models.difference_update(freed)
         for mv in freed:
             self._model_seen.pop(mv, None)
         features = {(k[0], k[2]) for k in self.windows}
         # Kinds named in config (or read from a reference file) stay; inferred ones go with their last series.
-        for mf in [mf for mf in {(k[0], k[2]) for k in gone}
-                   if mf not in features and mf in self.kinds and mf[0] not in self.cfg.models]:
+        for mf in [
+            mf
+            for mf in {(k[0], k[2]) for k in gone}
+            if mf not in features and mf in self.kinds and mf[0] not in self.cfg.models
+        ]:
             del self.kinds[mf]
             self.store.delete("drift.kinds", key(*mf))
         return gone, freed
@@ -117,8 +119,7 @@ class WindowRegistry:
                 declared = "categorical"
             elif not self.cfg.infer_features:
                 return None
-            elif isinstance(value, bool | int | float) and not (
-                    isinstance(value, float) and math.isnan(value)):
+            elif isinstance(value, bool | int | float) and not (isinstance(value, float) and math.isnan(value)):
                 declared = "numeric"
             elif isinstance(value, str):
                 declared = "categorical"
@@ -140,15 +141,24 @@ class WindowRegistry:
             # Buckets of the smallest block; enough of them for the largest block plus the one filling now.
             # The raw values of the whole window stay within max_exact_samples, as in method 'window'.
             n = round(c.scales_secs[-1] / c.scales_secs[0]) + 1
-            return FeatureWindow(kind, bucket_secs=c.scales_secs[0], n_buckets=n,
-                                 exact_cap=max(1, c.max_exact_samples // n), kll_k=c.kll_k,
-                                 max_categories=c.max_categories)
-        return FeatureWindow(kind, bucket_secs=c.window_secs / c.bucket_count, n_buckets=c.bucket_count,
-                             exact_cap=max(1, c.max_exact_samples // c.bucket_count), kll_k=c.kll_k,
-                             max_categories=c.max_categories)
+            return FeatureWindow(
+                kind,
+                bucket_secs=c.scales_secs[0],
+                n_buckets=n,
+                exact_cap=max(1, c.max_exact_samples // n),
+                kll_k=c.kll_k,
+                max_categories=c.max_categories,
+            )
+        return FeatureWindow(
+            kind,
+            bucket_secs=c.window_secs / c.bucket_count,
+            n_buckets=c.bucket_count,
+            exact_cap=max(1, c.max_exact_samples // c.bucket_count),
+            kll_k=c.kll_k,
+            max_categories=c.max_categories,
+        )
 
-    def add(self, win: FeatureWindow, kind: FeatureKind, ts: float, value: object,
-            counted: bool = False) -> None:
+    def add(self, win: FeatureWindow, kind: FeatureKind, ts: float, value: object, counted: bool = False) -> None:
         """Adds one value; only the current window's add counts drops, so one value is counted once."""
         if value is None:
             win.add_missing(ts)

@@ -186,8 +186,14 @@ def _bars(ref: Mapping[str, int], cur: Mapping[str, int]) -> tuple[tuple[Bar, ..
     bars = [Bar(c, ref.get(c, 0) / rt, cur.get(c, 0) / ct, c in new) for c in order[:MAX_BARS]]
     rest = order[MAX_BARS:]
     if rest:
-        bars.append(Bar(f"{len(rest)} more categories", sum(ref.get(c, 0) for c in rest) / rt,
-                        sum(cur.get(c, 0) for c in rest) / ct, any(c in new for c in rest)))
+        bars.append(
+            Bar(
+                f"{len(rest)} more categories",
+                sum(ref.get(c, 0) for c in rest) / rt,
+                sum(cur.get(c, 0) for c in rest) / ct,
+                any(c in new for c in rest),
+            )
+        )
     return tuple(bars), new
 
 
@@ -244,9 +250,15 @@ class DriftView:
         if row.kind == "numeric":
             return self._numeric(row, ref, cur.distribution())
         bars, new = _bars(ref.counts or {}, cur.counts or {})
-        return SeriesDetail(row, ref_reason="", bars=bars, new_categories=tuple(new[:MAX_NEW_LISTED]),
-                            new_count=len(new), cur_total=sum((cur.counts or {}).values()),
-                            ref_total=sum((ref.counts or {}).values()))
+        return SeriesDetail(
+            row,
+            ref_reason="",
+            bars=bars,
+            new_categories=tuple(new[:MAX_NEW_LISTED]),
+            new_count=len(new),
+            cur_total=sum((cur.counts or {}).values()),
+            ref_total=sum((ref.counts or {}).values()),
+        )
 
     @staticmethod
     def _numeric(row: SeriesRow, ref: Reference, cur: Ecdf | None) -> SeriesDetail:
@@ -259,9 +271,17 @@ class DriftView:
             lo, hi = lo - 0.5, hi + 0.5
         pad = (hi - lo) * 0.03
         lo, hi = lo - pad, hi + pad
-        return SeriesDetail(row, ref_reason="", ref_points=_points(ref.ecdf, lo, hi, [x]),
-                            cur_points=_points(cur, lo, hi, [x]), d_at=(x, f_ref, f_cur), d_now=d,
-                            x_range=(lo, hi), cur_total=cur.n, ref_total=ref.ecdf.n)
+        return SeriesDetail(
+            row,
+            ref_reason="",
+            ref_points=_points(ref.ecdf, lo, hi, [x]),
+            cur_points=_points(cur, lo, hi, [x]),
+            d_at=(x, f_ref, f_cur),
+            d_now=d,
+            x_range=(lo, hi),
+            cur_total=cur.n,
+            ref_total=ref.ecdf.n,
+        )
 
     def _row(self, key: tuple[str, str, str], tests: dict[str, Finding]) -> SeriesRow | None:
         main = next((tests[t] for t in ("ks", "chi2") if t in tests), None)
@@ -283,8 +303,9 @@ class DriftView:
             state = "ok"
         missing_state = ""
         if miss is not None:
-            missing_state = ("drifting" if miss.active else
-                             "condition" if miss.annotations.get("condition") == "true" else "ok")
+            missing_state = (
+                "drifting" if miss.active else "condition" if miss.annotations.get("condition") == "true" else "ok"
+            )
             if _STATE_ORDER[missing_state] < _STATE_ORDER[state]:
                 state = missing_state
         code = str(facts.get("insufficient") or "")
@@ -303,24 +324,48 @@ class DriftView:
         unseen = str(facts.get("unseen") or "")
         test = str(facts.get("test") or (main.labels.get("test", "") if main else ""))
         return SeriesRow(
-            model=model, version=version, feature=feature,
-            kind="numeric" if test == "ks" else "categorical", test=test, state=state, reason=reason,
-            statistic=main.value if main else None, p=main.p_value if main else None,
-            p_raw=_num(facts.get("p_raw")) if main else None, effect=main.effect_size if main else None,
-            floor=_num(facts.get("floor")) if main else None, psi=_num(facts.get("psi")) if main else None,
+            model=model,
+            version=version,
+            feature=feature,
+            kind="numeric" if test == "ks" else "categorical",
+            test=test,
+            state=state,
+            reason=reason,
+            statistic=main.value if main else None,
+            p=main.p_value if main else None,
+            p_raw=_num(facts.get("p_raw")) if main else None,
+            effect=main.effect_size if main else None,
+            floor=_num(facts.get("floor")) if main else None,
+            psi=_num(facts.get("psi")) if main else None,
             # The hold of the test that marks the row: the missing-values test's when only it holds.
-            held_secs=(_num(mf.get("held_secs")) if missing_state in ("drifting", "condition")
-                       and state == missing_state else _num(facts.get("held_secs")) if main else None),
+            held_secs=(
+                _num(mf.get("held_secs"))
+                if missing_state in ("drifting", "condition") and state == missing_state
+                else _num(facts.get("held_secs"))
+                if main
+                else None
+            ),
             sustained_secs=_num(facts.get("sustained_secs")),
             evidence=_evidence(facts),
-            n_cur=_int(facts.get("n_cur")), n_ref=_int(facts.get("n_ref")),
-            missing_cur=_num(facts.get("missing_ratio")), missing_ref=_num(facts.get("ref_missing_ratio")),
-            missing_state=missing_state, missing_floor=_num(mf.get("floor")),
-            unseen_ratio=_num(facts.get("unseen_ratio")), unseen_count=_int(facts.get("unseen_count")) or 0,
+            n_cur=_int(facts.get("n_cur")),
+            n_ref=_int(facts.get("n_ref")),
+            missing_cur=_num(facts.get("missing_ratio")),
+            missing_ref=_num(facts.get("ref_missing_ratio")),
+            missing_state=missing_state,
+            missing_floor=_num(mf.get("floor")),
+            unseen_ratio=_num(facts.get("unseen_ratio")),
+            unseen_count=_int(facts.get("unseen_count")) or 0,
             new_categories=tuple(c for c in unseen.split(", ") if c),
-            method=(str(facts.get("method") or "") if test == "ks"
-                    else f"dof {facts.get('dof')}" if facts.get("dof") is not None else ""),
-            ref_mode=spec.mode, ref_source=ref_source, ref_created_at=ref_created,
+            method=(
+                str(facts.get("method") or "")
+                if test == "ks"
+                else f"dof {facts.get('dof')}"
+                if facts.get("dof") is not None
+                else ""
+            ),
+            ref_mode=spec.mode,
+            ref_source=ref_source,
+            ref_created_at=ref_created,
             ref_offset_secs=spec.rolling_offset_secs if spec.mode == "rolling" else None,
             evaluated_at=f.evaluated_at,
         )

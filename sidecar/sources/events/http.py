@@ -26,7 +26,7 @@ __all__ = ["EventsEndpoint"]
 
 ENDPOINT = "/v1/events"
 _DESCRIPTION = (
-    "A batch of prediction events: one object, a list, `{\"events\": [...]}`, or JSON Lines. 200 lists what was "
+    'A batch of prediction events: one object, a list, `{"events": [...]}`, or JSON Lines. 200 lists what was '
     "accepted and, per index and field, what was rejected; 400 when nothing was usable. **Durability: at most "
     "once.** A 200 means the events were added to the drift windows and business buckets in memory; those are "
     "written to the store after every evaluation round (business, `checks.eval_interval_secs`) and every "
@@ -82,23 +82,23 @@ class EventsEndpoint(Passive):
                 raise guard.refuse(ENDPOINT, "bad_request", 400, str(exc)) from None
             if len(docs) > self.cfg.max_events_per_batch:
                 self.m.rejected.labels("http", "too_many").inc(len(docs))
-                raise guard.refuse(ENDPOINT, "too_large", 413,
-                                   f"more than {self.cfg.max_events_per_batch} events in one request")
+                raise guard.refuse(
+                    ENDPOINT, "too_large", 413, f"more than {self.cfg.max_events_per_batch} events in one request"
+                )
             now = self.ctx.clock.now()
             events, rejected = parse_events(docs, self.cfg, now)
             if events:
-                self.ctx.bus.publish(Batch(kind="events", source="http", items=tuple(events),
-                                           received_at=now))
+                self.ctx.bus.publish(Batch(kind="events", source="http", items=tuple(events), received_at=now))
                 self.m.received.labels("http").inc(len(events))
             if rejected:
                 self.m.rejected.labels("http", "invalid").inc(len(rejected))
             listed = [r.as_dict() for r in rejected[: self.cfg.max_rejections_listed]]
-            content: dict[str, Any] = {"accepted": len(events), "rejected_count": len(rejected),
-                                       "rejected": listed}
+            content: dict[str, Any] = {"accepted": len(events), "rejected_count": len(rejected), "rejected": listed}
             if rejected:
                 first = rejected[0]
                 content["error"] = f"{first.field}: {first.error}" + (
-                    f" (and {len(rejected) - 1} more rejected)" if len(rejected) > 1 else "")
+                    f" (and {len(rejected) - 1} more rejected)" if len(rejected) > 1 else ""
+                )
             status = 400 if rejected and not events else 200
             if status == 400:
                 guard.refused.labels(ENDPOINT, "invalid").inc()
@@ -107,8 +107,12 @@ class EventsEndpoint(Passive):
     def routes(self) -> APIRouter | None:
         router = APIRouter()
 
-        @router.post(ENDPOINT, tags=["events"], summary="Push prediction events (drift and business checks)",
-                     description=_DESCRIPTION)
+        @router.post(
+            ENDPOINT,
+            tags=["events"],
+            summary="Push prediction events (drift and business checks)",
+            description=_DESCRIPTION,
+        )
         async def post_events(request: Request) -> JSONResponse:
             return await self.handle(request)
 

@@ -25,9 +25,9 @@ __all__ = ["JsonlTailer"]
 
 
 class JsonlTailer(PolledEventSource):
-
-    def __init__(self, ctx: Context, cfg: JsonlFileConfig, events_cfg: EventsConfig, metrics: EventsMetrics,
-                 index: int = 0) -> None:
+    def __init__(
+        self, ctx: Context, cfg: JsonlFileConfig, events_cfg: EventsConfig, metrics: EventsMetrics, index: int = 0
+    ) -> None:
         self.name = f"events_jsonl_{index}"
         self.source = "jsonl"
         super().__init__(ctx, metrics, cfg.poll_interval_secs)
@@ -59,8 +59,7 @@ class JsonlTailer(PolledEventSource):
 
     def _save_pos(self) -> None:
         try:
-            self.ctx.store.put("events.jsonl", self.cfg.path, orjson.dumps({"inode": self._inode,
-                                                                          "pos": self._pos}))
+            self.ctx.store.put("events.jsonl", self.cfg.path, orjson.dumps({"inode": self._inode, "pos": self._pos}))
         except Exception:
             self.m.errors.labels(self.source, "state").inc()
 
@@ -154,4 +153,3 @@ class JsonlTailer(PolledEventSource):
         if lines:
             self._save_pos()
         return out
-

@@ -19,8 +19,19 @@ from sidecar.timerange import check_unix_seconds
 
 __all__ = ["EventError", "Rejection", "parse_event", "parse_events"]
 
-_KNOWN = {"model", "version", "timestamp", "features", "score", "prediction_class", "label", "trace_id",
-          "request_id", "user_id", "fields"}
+_KNOWN = {
+    "model",
+    "version",
+    "timestamp",
+    "features",
+    "score",
+    "prediction_class",
+    "label",
+    "trace_id",
+    "request_id",
+    "user_id",
+    "fields",
+}
 _HEX = set("0123456789abcdef")
 
 
@@ -157,15 +168,25 @@ def parse_event(doc: object, field: str, cfg: EventsConfig, now: float) -> Event
         raise EventError(f"{field}.fields", "must be an object of name -> number")
     if len(fields_raw) > cfg.max_features_per_event:
         raise EventError(f"{field}.fields", f"more than {cfg.max_features_per_event} fields")
-    fields = {_name(k, f"{field}.fields.{k}", cfg): _finite(v, f"{field}.fields.{k}")
-              for k, v in fields_raw.items()}
-    return Event(model=model, version=version, timestamp=ts, features=features, score=score_f,
-                 prediction_class=pclass, label=label, trace_id=trace_id, request_id=ids["request_id"],
-                 user_id=ids["user_id"], fields=fields)
+    fields = {_name(k, f"{field}.fields.{k}", cfg): _finite(v, f"{field}.fields.{k}") for k, v in fields_raw.items()}
+    return Event(
+        model=model,
+        version=version,
+        timestamp=ts,
+        features=features,
+        score=score_f,
+        prediction_class=pclass,
+        label=label,
+        trace_id=trace_id,
+        request_id=ids["request_id"],
+        user_id=ids["user_id"],
+        fields=fields,
+    )
 
 
-def parse_events(docs: list[Any], cfg: EventsConfig, now: float,
-                 prefix: str = "events") -> tuple[list[Event], list[Rejection]]:
+def parse_events(
+    docs: list[Any], cfg: EventsConfig, now: float, prefix: str = "events"
+) -> tuple[list[Event], list[Rejection]]:
     """Every valid event and every rejection (index and field) of a batch; nothing valid is lost."""
     ok: list[Event] = []
     bad: list[Rejection] = []

@@ -31,8 +31,9 @@ class PolledEventSource:
 
     def publish(self, events: list[Event]) -> None:
         if events:
-            self.ctx.bus.publish(Batch(kind="events", source=self.source, items=tuple(events),
-                                       received_at=self.ctx.clock.now()))
+            self.ctx.bus.publish(
+                Batch(kind="events", source=self.source, items=tuple(events), received_at=self.ctx.clock.now())
+            )
             self.m.received.labels(self.source).inc(len(events))
 
     def poll_once(self) -> int:

@@ -20,8 +20,7 @@ class NvmlConfig(StrictModel):
     init_retry_secs: float = Field(
         default=300.0,
         gt=0,
-        description="While NVML cannot be initialised (no driver, no GPU), how often initialisation is "
-        "tried again.",
+        description="While NVML cannot be initialised (no driver, no GPU), how often initialisation is tried again.",
     )
     max_gpus: int = Field(
         default=16, gt=0, description="GPUs sampled at most; devices above it are skipped and counted."
@@ -54,13 +53,9 @@ class NvmlConfig(StrictModel):
 
 class DcgmConfig(StrictModel):
     enabled: bool = Field(default=False, description="Scrape a dcgm-exporter endpoint.")
-    url: str = Field(
-        default="http://127.0.0.1:9400/metrics", description="dcgm-exporter's Prometheus endpoint."
-    )
+    url: str = Field(default="http://127.0.0.1:9400/metrics", description="dcgm-exporter's Prometheus endpoint.")
     interval_secs: float = Field(default=15.0, gt=0, description="Seconds between scrapes.")
-    timeout_secs: float = Field(
-        default=5.0, gt=0, description="A scrape taking longer than this fails (counted)."
-    )
+    timeout_secs: float = Field(default=5.0, gt=0, description="A scrape taking longer than this fails (counted).")
     max_body_bytes: int = Field(
         default=8 * 1024 * 1024,
         gt=0,
@@ -69,9 +64,7 @@ class DcgmConfig(StrictModel):
 
 
 class GpuConfig(StrictModel):
-    enabled: bool = Field(
-        default=True, description="Collect GPU counters at all (NVML and/or dcgm-exporter)."
-    )
+    enabled: bool = Field(default=True, description="Collect GPU counters at all (NVML and/or dcgm-exporter).")
     nvml: NvmlConfig = Field(default_factory=NvmlConfig, description="The NVML source (local GPUs).")
     dcgm: DcgmConfig = Field(default_factory=DcgmConfig, description="The dcgm-exporter source.")
     max_series: int = Field(

@@ -93,9 +93,7 @@ def parse_dcgm(text: str) -> DcgmParse:
     for uuid, ident in out.gpus.items():
         lab = {"gpu": ident.index, "uuid": uuid, "name": ident.name}
         out.samples.append(GpuSample.of("sidecar_gpu_up", lab, 1))
-        out.samples.append(
-            GpuSample.of("sidecar_gpu_info", {**lab, "driver_version": out.drivers.get(uuid, "")}, 1)
-        )
+        out.samples.append(GpuSample.of("sidecar_gpu_info", {**lab, "driver_version": out.drivers.get(uuid, "")}, 1))
     return out
 
 
@@ -131,8 +129,7 @@ class DcgmSource:
         )
         self._blank = Counter(
             "sidecar_gpu_dcgm_blank_values",
-            "dcgm-exporter values that were DCGM's not-available sentinels (not exported), "
-            "by sidecar series.",
+            "dcgm-exporter values that were DCGM's not-available sentinels (not exported), by sidecar series.",
             ["series"],
             registry=registry,
         )
@@ -141,8 +138,9 @@ class DcgmSource:
             "dcgm-exporter samples of fields the sidecar does not map.",
             registry=registry,
         )
-        self._periodic = Periodic("sidecar-gpu-dcgm", self.scrape_once, config.interval_secs,
-                                  on_error=self._scrape_failed)
+        self._periodic = Periodic(
+            "sidecar-gpu-dcgm", self.scrape_once, config.interval_secs, on_error=self._scrape_failed
+        )
         self._stopped = False
         self._last_error = ""
         hub.register_source(SOURCE)
@@ -169,9 +167,14 @@ class DcgmSource:
 
     async def _fetch(self) -> str:
         # dcgm-exporter versions differ in the content type they declare, so it is not checked.
-        return await fetch_exposition(self._http, self._cfg.url, what="dcgm-exporter",
-                                      timeout_s=self._cfg.timeout_secs, max_bytes=self._cfg.max_body_bytes,
-                                      check_content_type=False)
+        return await fetch_exposition(
+            self._http,
+            self._cfg.url,
+            what="dcgm-exporter",
+            timeout_s=self._cfg.timeout_secs,
+            max_bytes=self._cfg.max_body_bytes,
+            check_content_type=False,
+        )
 
     async def scrape_once(self) -> int:
         """One scrape; returns the samples handed to the hub (0 on failure: counted, logged once)."""

@@ -40,6 +40,7 @@ __all__ = ["NvmlSource", "read_process_name"]
 
 SOURCE = "nvml"
 
+
 class NvmlSource:
     name = "gpu_nvml"
     role = "source"
@@ -98,8 +99,9 @@ class NvmlSource:
         self._driver = ""
         self._calls = NvmlCalls(self._errors)
         self._xid = XidEvents(nvml, self._calls, self._skipped, config.max_events_per_sample)
-        self._device = DeviceReader(config, nvml, self._calls, self._xid, self._skipped, process_name, cmdline,
-                                    cmdline_failures)
+        self._device = DeviceReader(
+            config, nvml, self._calls, self._xid, self._skipped, process_name, cmdline, cmdline_failures
+        )
         self._periodic = Periodic("sidecar-gpu-nvml", self._sample, config.interval_secs, on_error=self._sample_failed)
         self._stopped = False
         hub.register_source(SOURCE)
@@ -218,9 +220,7 @@ class NvmlSource:
                     up += 1
         except Uninitialized:
             self._close_nvml()
-            return self._hub.publish(
-                SOURCE, (), {}, visible=0, detail="NVML lost its initialisation; re-initialising"
-            )
+            return self._hub.publish(SOURCE, (), {}, visible=0, detail="NVML lost its initialisation; re-initialising")
         self._log_state("ok", logging.INFO, "NVML sees %d GPU(s), driver %s", count, self._driver)
         return self._hub.publish(
             SOURCE,

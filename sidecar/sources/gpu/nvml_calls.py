@@ -10,8 +10,18 @@ from typing import Any
 import pynvml
 from prometheus_client import Counter
 
-__all__ = ["MAX_CMDLINE_BYTES", "MISSING", "GpuLost", "NvmlCalls", "Uninitialized", "read_cmdline",
-           "read_process_name", "reason", "split_cmdline", "text"]
+__all__ = [
+    "MAX_CMDLINE_BYTES",
+    "MISSING",
+    "GpuLost",
+    "NvmlCalls",
+    "Uninitialized",
+    "read_cmdline",
+    "read_process_name",
+    "reason",
+    "split_cmdline",
+    "text",
+]
 
 # A stub's argv (binary, model path, shm names, instance) is a few hundred bytes; a longer line is cut here.
 MAX_CMDLINE_BYTES = 4096

@@ -62,8 +62,7 @@ class DeviceReader:
         """This sample's memory view, None when no GPU gave a memory reading."""
         if not self._used:
             return None
-        return GpuMemoryReading(used=dict(self._used), processes=tuple(self._rows),
-                                processes_complete=self._complete)
+        return GpuMemoryReading(used=dict(self._used), processes=tuple(self._rows), processes_complete=self._complete)
 
     def export_down(self, index: int, samples: list[GpuSample]) -> None:
         ident = self.idents.get(index)
@@ -101,9 +100,7 @@ class DeviceReader:
                 put("sidecar_gpu_memory_used_bytes", mem.used)
                 put("sidecar_gpu_memory_free_bytes", mem.free)
                 put("sidecar_gpu_memory_total_bytes", mem.total)
-            self._scalar(
-                index, "power_draw", put, "sidecar_gpu_power_draw_watts", 0.001, nv.nvmlDeviceGetPowerUsage, h
-            )
+            self._scalar(index, "power_draw", put, "sidecar_gpu_power_draw_watts", 0.001, nv.nvmlDeviceGetPowerUsage, h)
             self._scalar(
                 index,
                 "power_limit",
@@ -240,8 +237,9 @@ class DeviceReader:
             argv = ()
         return GpuProcess(uuid, pid, used, argv)
 
-    def _processes(self, index: int, h: Any, lab: dict[str, str], out: list[GpuSample],
-                   joined: list[GpuProcess]) -> None:
+    def _processes(
+        self, index: int, h: Any, lab: dict[str, str], out: list[GpuSample], joined: list[GpuProcess]
+    ) -> None:
         procs = self._process_list(index, h)
         if procs is MISSING:
             self._complete = False

@@ -22,8 +22,16 @@ __all__ = ["BusGpuSink", "GpuSink"]
 class GpuSink(Protocol):
     def register_source(self, source: str) -> None: ...
 
-    def publish(self, source: str, samples: Iterable[Any], gpus: Mapping[str, Any], *, visible: int,
-                detail: str = "", reading: GpuMemoryReading | None = None) -> int: ...
+    def publish(
+        self,
+        source: str,
+        samples: Iterable[Any],
+        gpus: Mapping[str, Any],
+        *,
+        visible: int,
+        detail: str = "",
+        reading: GpuMemoryReading | None = None,
+    ) -> int: ...
 
     def note(self, source: str, detail: str) -> None: ...
 
@@ -35,14 +43,23 @@ class BusGpuSink:
 
     def _send(self, source: str, snap: GpuSnapshot, reading: GpuMemoryReading | None = None) -> None:
         items: tuple[Any, ...] = (snap,) if reading is None else (snap, reading)
-        self.bus.publish(Batch(kind="samples", source=source, items=items, received_at=self.clock.now(),
-                               complete=snap.sampled))
+        self.bus.publish(
+            Batch(kind="samples", source=source, items=items, received_at=self.clock.now(), complete=snap.sampled)
+        )
 
     def register_source(self, source: str) -> None:
         self._send(source, GpuSnapshot((), MappingProxyType({}), 0, "not sampled yet", sampled=False))
 
-    def publish(self, source: str, samples: Iterable[Any], gpus: Mapping[str, Any], *, visible: int,
-                detail: str = "", reading: GpuMemoryReading | None = None) -> int:
+    def publish(
+        self,
+        source: str,
+        samples: Iterable[Any],
+        gpus: Mapping[str, Any],
+        *,
+        visible: int,
+        detail: str = "",
+        reading: GpuMemoryReading | None = None,
+    ) -> int:
         items = tuple(samples)
         self._send(source, GpuSnapshot(items, MappingProxyType(dict(gpus)), visible, detail), reading)
         return len(items)

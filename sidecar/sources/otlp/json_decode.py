@@ -127,7 +127,6 @@ def _events_list(
     return tuple(res)
 
 
-
 def _id_problem(s: Any) -> str | None:
     """Why a span's ids are unusable, or None (only asked once the fast path's checks failed)."""
     name = show(str(s.get("name", "?")))

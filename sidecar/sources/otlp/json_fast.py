@@ -149,7 +149,6 @@ def _attrs(kvs: list[KeyValue], nmax: int) -> tuple[tuple[str, object], ...]:
     return tuple(res)
 
 
-
 def _events(evs: list[Event] | list[BareEvent], nmax: int) -> Any:
     if type(evs[0]) is BareEvent or all(e.attributes is UNSET for e in evs):  # type: ignore[union-attr]
         times = {e.name: int(e.timeUnixNano) for e in evs}

@@ -78,10 +78,7 @@ class SpanLimitError(ParseError):
         super().__init__(self._text())
 
     def _text(self) -> str:
-        return (
-            f"{self.where}: {self.size} characters, over the limit of {self.limit} "
-            "(traces.limits.max_name_chars)"
-        )
+        return f"{self.where}: {self.size} characters, over the limit of {self.limit} (traces.limits.max_name_chars)"
 
     def at(self, prefix: str) -> SpanLimitError:
         self.where = f"{prefix}.{self.where}" if self.where else prefix
@@ -126,8 +123,9 @@ def bound_value(v: Any, lim: SpanLimits, counts: dict[str, int], fld: str) -> An
     return v
 
 
-def _bound_attrs_map(attrs: Mapping[str, object], lim: SpanLimits, counts: dict[str, int], where: str,
-                     fld: str) -> Mapping[str, object]:
+def _bound_attrs_map(
+    attrs: Mapping[str, object], lim: SpanLimits, counts: dict[str, int], where: str, fld: str
+) -> Mapping[str, object]:
     changed = False
     out: dict[str, object] = {}
     for k, v in attrs.items():

@@ -11,5 +11,12 @@ from sidecar.sources.trace_files.source import TraceFileSource
 from sidecar.sources.trace_files.spans import records_to_spans
 from sidecar.sources.trace_files.tensors import events_from_trace_records
 
-__all__ = ["TraceFileSettings", "TraceFileSource", "events_from_trace_records", "merge", "parse_records",
-           "records_to_spans", "scan"]
+__all__ = [
+    "TraceFileSettings",
+    "TraceFileSource",
+    "events_from_trace_records",
+    "merge",
+    "parse_records",
+    "records_to_spans",
+    "scan",
+]

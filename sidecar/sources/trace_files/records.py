@@ -20,7 +20,6 @@ import orjson
 __all__ = ["Scan", "parse_records", "scan"]
 
 
-
 def _int(s: str) -> int | float:
     """An int literal as orjson reads it (the fast path), so both paths agree: beyond 64 bits it is a float,
     and a literal too long for ``int()`` (Python's digit limit) is not an error either."""
@@ -63,7 +62,7 @@ def _fast(buf: bytes, at_start: bool) -> Scan | None:
     refuses (NaN literals, ints beyond 64 bits, invalid UTF-8, damage) goes the slow way.
     """
     start = len(buf) - len(buf.lstrip(b" \t\r\n"))
-    if at_start and buf[start:start + 1] == b"[":  # the array's opening bracket
+    if at_start and buf[start : start + 1] == b"[":  # the array's opening bracket
         start += 1
     start = len(buf) - len(buf[start:].lstrip(b" \t\r\n,"))
     body = buf.rstrip(b" \t\r\n")

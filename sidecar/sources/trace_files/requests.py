@@ -33,15 +33,30 @@ class Request:
     has_model: bool = False
 
     def to_json(self) -> list[Any]:
-        return [self.tid, self.stamps, self.model, self.version, self.request_id, self.parent_id, self.tensors,
-                self.has_model]
+        return [
+            self.tid,
+            self.stamps,
+            self.model,
+            self.version,
+            self.request_id,
+            self.parent_id,
+            self.tensors,
+            self.has_model,
+        ]
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Request:
         tid, stamps, model, version, request_id, parent_id, tensors, has_model = v
-        return cls(int(tid), {str(k): int(x) for k, x in stamps.items()}, str(model), str(version),
-                   str(request_id), parent_id if isinstance(parent_id, int) else None, dict(tensors),
-                   bool(has_model))
+        return cls(
+            int(tid),
+            {str(k): int(x) for k, x in stamps.items()},
+            str(model),
+            str(version),
+            str(request_id),
+            parent_id if isinstance(parent_id, int) else None,
+            dict(tensors),
+            bool(has_model),
+        )
 
 
 def complete(req: Request) -> bool:

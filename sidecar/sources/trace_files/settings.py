@@ -27,8 +27,9 @@ class TraceFileSettings:
     delete_after_read: bool = False
 
 
-def merge(spans: TraceFileConfig | None, tensors: TritonTraceConfig | None,
-          max_features_per_event: int = 256) -> TraceFileSettings:
+def merge(
+    spans: TraceFileConfig | None, tensors: TritonTraceConfig | None, max_features_per_event: int = 256
+) -> TraceFileSettings:
     """One source's settings from the sections naming its PATH (either may be None, not both).
 
     Both name it: it polls at the faster interval, and deletes a file after reading if either asks (the file

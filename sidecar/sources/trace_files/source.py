@@ -56,9 +56,17 @@ class _Pass:
 class TraceFileSource:
     role = "source"
 
-    def __init__(self, settings: TraceFileSettings, bus: Bus, metrics: TraceFileMetrics, clock: Clock,
-                 store: Store, events_metrics: EventsMetrics | None = None, logger: logging.Logger | None = None,
-                 name: str = "trace_file") -> None:
+    def __init__(
+        self,
+        settings: TraceFileSettings,
+        bus: Bus,
+        metrics: TraceFileMetrics,
+        clock: Clock,
+        store: Store,
+        events_metrics: EventsMetrics | None = None,
+        logger: logging.Logger | None = None,
+        name: str = "trace_file",
+    ) -> None:
         self.s = settings
         self.name = name
         self.base = Path(settings.path)
@@ -182,7 +190,11 @@ class TraceFileSource:
                 continue
             if st.st_size != mark.size_seen or st.st_mtime_ns != mark.mtime_seen:
                 mark.size_seen, mark.mtime_seen, mark.changed_at, mark.lenient_counted = (
-                    st.st_size, st.st_mtime_ns, now, False)
+                    st.st_size,
+                    st.st_mtime_ns,
+                    now,
+                    False,
+                )
                 p.touched.add(key)
             starved = False  # bytes left unread for want of budget: read next poll
             if st.st_size > mark.offset:
@@ -205,8 +217,9 @@ class TraceFileSource:
         self._ready(grouped, flush, quiet, mtime_ns, p)
         return p, gone
 
-    def _read(self, key: str, mark: state.FileMark, st: os.stat_result, n: int, grouped: dict[int, Request],
-              p: _Pass) -> int:
+    def _read(
+        self, key: str, mark: state.FileMark, st: os.stat_result, n: int, grouped: dict[int, Request], p: _Pass
+    ) -> int:
         try:
             with open(key, "rb") as f:
                 f.seek(mark.offset)
@@ -281,8 +294,9 @@ class TraceFileSource:
         self.m.requests.inc(len(ok))
         if self.s.tensors is not None:
             skipped: dict[str, int] = {}
-            p.events = events_from_requests(ok, self.s.tensors, self.clock.now(), self.s.max_features_per_event,
-                                            skipped)
+            p.events = events_from_requests(
+                ok, self.s.tensors, self.clock.now(), self.s.max_features_per_event, skipped
+            )
             if self.em is not None:
                 for reason, k in skipped.items():
                     self.em.rejected.labels(EVENTS_SOURCE, reason).inc(k)
@@ -308,11 +322,13 @@ class TraceFileSource:
         failed: list[str] = []
         now = self.clock.now()
         if p.spans:
-            failed += self.bus.publish(Batch(kind="spans", source="trace_file",
-                                             items=tuple(from_span(s) for s in p.spans), received_at=now))
+            failed += self.bus.publish(
+                Batch(kind="spans", source="trace_file", items=tuple(from_span(s) for s in p.spans), received_at=now)
+            )
         if p.events:
-            failed += self.bus.publish(Batch(kind="events", source=EVENTS_SOURCE, items=tuple(p.events),
-                                             received_at=now))
+            failed += self.bus.publish(
+                Batch(kind="events", source=EVENTS_SOURCE, items=tuple(p.events), received_at=now)
+            )
             if self.em is not None:
                 self.em.received.labels(EVENTS_SOURCE).inc(len(p.events))
         cp = self._state()

@@ -85,9 +85,5 @@ def records_to_spans(reqs: list[Request], offset_ns: int, path: str) -> list[Spa
                 attrs["triton.request_id"] = q.request_id
             out.append(span(model_id, root_id, q.model or "model", model_ev, attrs))
         if comp_ev:
-            out.append(
-                span(
-                    _ids(f"{trace_id}|compute", 8), model_id if model_ev else root_id, "compute", comp_ev, {}
-                )
-            )
+            out.append(span(_ids(f"{trace_id}|compute", 8), model_id if model_ev else root_id, "compute", comp_ev, {}))
     return out

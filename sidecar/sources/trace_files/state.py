@@ -69,22 +69,29 @@ def _prefix(base: str) -> tuple[str, str]:
 def load(store: Store, base: str) -> Checkpoint:
     files, meta = _prefix(base)
     rows = store.query("SELECT k, v FROM kv WHERE ns = ? AND k >= ? AND k < ?", (NS, files, files + "\uffff"))
-    marks = {str(k)[len(files):]: FileMark.from_json(orjson.loads(v)) for k, v in rows}
+    marks = {str(k)[len(files) :]: FileMark.from_json(orjson.loads(v)) for k, v in rows}
     raw = store.get(NS, meta)
     if raw is None:
         return Checkpoint(marks, [])
     doc = orjson.loads(raw)
-    return Checkpoint(marks, [Request.from_json(r) for r in doc["pending"]], int(doc["floor"][0]),
-                      int(doc["floor"][1]))
+    return Checkpoint(marks, [Request.from_json(r) for r in doc["pending"]], int(doc["floor"][0]), int(doc["floor"][1]))
 
 
 def save(store: Store, base: str, cp: Checkpoint, changed: set[str], gone: set[str]) -> None:
     """Write the marks of ``changed`` files and the pending requests in one transaction; forget ``gone``."""
     files, meta = _prefix(base)
     rows: list[tuple[str, str, bytes]] = [
-        (NS, files + p, orjson.dumps(cp.marks[p].to_json())) for p in changed if p in cp.marks]
-    rows.append((NS, meta, orjson.dumps({"v": 1, "pending": [r.to_json() for r in cp.pending],
-                                         "floor": [cp.floor_index, cp.floor_mtime_ns]})))
+        (NS, files + p, orjson.dumps(cp.marks[p].to_json())) for p in changed if p in cp.marks
+    ]
+    rows.append(
+        (
+            NS,
+            meta,
+            orjson.dumps(
+                {"v": 1, "pending": [r.to_json() for r in cp.pending], "floor": [cp.floor_index, cp.floor_mtime_ns]}
+            ),
+        )
+    )
     store.executemany("INSERT OR REPLACE INTO kv (ns, k, v) VALUES (?, ?, ?)", rows)
     for p in gone:
         store.delete(NS, files + p)

@@ -52,15 +52,16 @@ def _rows(tensor: Mapping[str, Any]) -> list[list[float | str]]:
     cols = shape[-1] if len(shape) >= 2 and shape[-1] > 0 else (len(vals) if len(shape) <= 1 else 1)
     if cols <= 0:
         return []
-    return [vals[i:i + cols] for i in range(0, len(vals) - cols + 1, cols)]
+    return [vals[i : i + cols] for i in range(0, len(vals) - cols + 1, cols)]
 
 
 def _bump(skipped: dict[str, int], reason: str, n: int = 1) -> None:
     skipped[reason] = skipped.get(reason, 0) + n
 
 
-def events_from_requests(reqs: list[Request], mappings: Mapping[str, TensorMapping], now: float,
-                         max_features: int, skipped: dict[str, int]) -> list[Event]:
+def events_from_requests(
+    reqs: list[Request], mappings: Mapping[str, TensorMapping], now: float, max_features: int, skipped: dict[str, int]
+) -> list[Event]:
     """Events of requests that carry TENSORS records; what cannot be used is counted in ``skipped`` by reason."""
     out: list[Event] = []
     for q in reqs:
@@ -93,13 +94,22 @@ def events_from_requests(reqs: list[Request], mappings: Mapping[str, TensorMappi
                 if row < len(srows) and mapping.score.column < len(srows[row]):
                     v = srows[row][mapping.score.column]
                     score = v if isinstance(v, float) and math.isfinite(v) else None
-            out.append(Event(model=q.model, version=q.version or "unversioned", timestamp=now,
-                             features=feats, score=score, request_id=q.request_id or None))
+            out.append(
+                Event(
+                    model=q.model,
+                    version=q.version or "unversioned",
+                    timestamp=now,
+                    features=feats,
+                    score=score,
+                    request_id=q.request_id or None,
+                )
+            )
     return out
 
 
-def events_from_trace_records(records: list[Any], mappings: Mapping[str, TensorMapping], now: float,
-                              max_features: int = 256) -> tuple[list[Event], dict[str, int]]:
+def events_from_trace_records(
+    records: list[Any], mappings: Mapping[str, TensorMapping], now: float, max_features: int = 256
+) -> tuple[list[Event], dict[str, int]]:
     """Events from one whole trace file's records, and counts of what could not be used (by reason)."""
     asm = Assembler(max_pending=1 << 30, max_string=1 << 30)
     grouped: dict[int, Request] = {}

@@ -33,9 +33,22 @@ def _refused(doc: dict[str, Any], cfg: EventsConfig | None = None, now: float = 
     return info.value
 
 
-@pytest.mark.parametrize("ts", [NOW * 1000, NOW * 1e6, -1.0, 1e300, "NaN", "inf", "0001-01-01T00:00:00Z",
-                                "9999-12-31T23:59:59Z", "0001-01-01T00:00:00", 10**400],
-                         ids=lambda v: repr(v)[:24])
+@pytest.mark.parametrize(
+    "ts",
+    [
+        NOW * 1000,
+        NOW * 1e6,
+        -1.0,
+        1e300,
+        "NaN",
+        "inf",
+        "0001-01-01T00:00:00Z",
+        "9999-12-31T23:59:59Z",
+        "0001-01-01T00:00:00",
+        10**400,
+    ],
+    ids=lambda v: repr(v)[:24],
+)
 def test_an_event_time_out_of_range_is_refused_naming_the_field(ts: Any) -> None:
     assert _refused({"timestamp": ts}).field == "events[0].timestamp"
 
@@ -58,9 +71,17 @@ def test_time_windows_in_the_config_are_bounded(key: str) -> None:
     assert f"events.{key}" in str(info.value)
 
 
-@pytest.mark.parametrize("field,value", [("features", {"x": math.nan}), ("features", {"x": math.inf}),
-                                         ("features", {"x": 10**400}), ("score", 10**400),
-                                         ("fields", {"n": -math.inf})], ids=lambda v: repr(v)[:24])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("features", {"x": math.nan}),
+        ("features", {"x": math.inf}),
+        ("features", {"x": 10**400}),
+        ("score", 10**400),
+        ("fields", {"n": -math.inf}),
+    ],
+    ids=lambda v: repr(v)[:24],
+)
 def test_numbers_that_are_not_finite_are_refused_naming_the_field(field: str, value: Any) -> None:
     err = _refused({field: value})
     assert err.field.startswith(f"events[0].{field}") and "finite" in err.message
@@ -89,8 +110,9 @@ def test_a_time_without_offset_is_utc_whatever_the_machine_zone(new_york: None) 
 def test_jsonl_refuses_and_counts_bad_times_and_publishes_the_rest(tmp_path: Path) -> None:
     clock = FakeClock(NOW)
     path = tmp_path / "events.jsonl"
-    lines = [{"model": "m", "timestamp": ts} for ts in (NOW * 1000, "0001-01-01T00:00:00Z",
-                                                        "9999-12-31T23:59:59Z", NOW - 5)]
+    lines = [
+        {"model": "m", "timestamp": ts} for ts in (NOW * 1000, "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", NOW - 5)
+    ]
     path.write_bytes(b"".join(orjson.dumps(d) + b"\n" for d in lines) + b'{"model": "m", "timestamp": 1e400}\n')
     ctx = make_ctx(tmp_path / "state.sqlite", clock, {"events": {"jsonl": [{"path": str(path)}]}})
     got: list[Event] = []

@@ -56,8 +56,9 @@ def test_jsonl_tail_survives_rotation_truncation_and_partial_lines(tmp_path: Pat
 
 def test_jsonl_resumes_after_restart_and_counts_bad_lines(tmp_path: Path, clock: FakeClock) -> None:
     path = tmp_path / "events.jsonl"
-    path.write_bytes(_line(0, clock.now()) + b"garbage\n" + b'{"model": 3}\n' + b"x" * 5000 + b"\n"
-                     + _line(1, clock.now()))
+    path.write_bytes(
+        _line(0, clock.now()) + b"garbage\n" + b'{"model": 3}\n' + b"x" * 5000 + b"\n" + _line(1, clock.now())
+    )
     t, _got = _tailer(tmp_path, clock, path, max_line_bytes=1000)
     assert t.poll_once() == 2
     reg = t.ctx.registry

@@ -20,23 +20,51 @@ NOW = 1_700_000_000.0
 CFG = EventsConfig()
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-json_scalars = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-                | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=40))
-json_values = st.recursive(json_scalars, lambda kids: st.lists(kids, max_size=4)
-                           | st.dictionaries(st.text(max_size=10), kids, max_size=4), max_leaves=12)
-KEYS = ["model", "version", "timestamp", "features", "score", "prediction_class", "label", "trace_id",
-        "request_id", "user_id", "fields"]
-times = (st.floats(allow_nan=True, allow_infinity=True) | st.integers(min_value=-(2**80), max_value=2**80)
-         | st.floats(min_value=NOW - 40 * 86400, max_value=NOW + 600)
-         | st.datetimes().map(lambda d: d.isoformat()) | st.text(max_size=30))
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=40)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=10), kids, max_size=4),
+    max_leaves=12,
+)
+KEYS = [
+    "model",
+    "version",
+    "timestamp",
+    "features",
+    "score",
+    "prediction_class",
+    "label",
+    "trace_id",
+    "request_id",
+    "user_id",
+    "fields",
+]
+times = (
+    st.floats(allow_nan=True, allow_infinity=True)
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(min_value=NOW - 40 * 86400, max_value=NOW + 600)
+    | st.datetimes().map(lambda d: d.isoformat())
+    | st.text(max_size=30)
+)
 # Mostly event-shaped documents, so generation reaches the checks behind the first field.
 event_like = st.fixed_dictionaries(
     {"model": st.text(min_size=0, max_size=140) | json_values},
-    optional={"version": st.integers() | st.text(max_size=140) | json_values, "timestamp": times,
-              "features": st.dictionaries(st.text(max_size=140), json_scalars, max_size=6) | json_values,
-              "score": json_scalars, "label": json_scalars, "trace_id": st.text(max_size=40),
-              "fields": st.dictionaries(st.text(max_size=20), json_scalars, max_size=4),
-              **{k: json_values for k in ("prediction_class", "request_id", "user_id", "featurez")}},
+    optional={
+        "version": st.integers() | st.text(max_size=140) | json_values,
+        "timestamp": times,
+        "features": st.dictionaries(st.text(max_size=140), json_scalars, max_size=6) | json_values,
+        "score": json_scalars,
+        "label": json_scalars,
+        "trace_id": st.text(max_size=40),
+        "fields": st.dictionaries(st.text(max_size=20), json_scalars, max_size=4),
+        **{k: json_values for k in ("prediction_class", "request_id", "user_id", "featurez")},
+    },
 )
 
 
@@ -65,25 +93,40 @@ def test_every_document_is_accepted_or_rejected_by_index_and_accepted_ones_are_u
 
 
 @SETTINGS
-@given(st.lists(st.fixed_dictionaries({
-    "model": st.text(min_size=1, max_size=128),
-    "timestamp": st.floats(min_value=NOW - 86400, max_value=NOW + 60),
-    "features": st.dictionaries(st.text(min_size=1, max_size=128),
-                                st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=256)
-                                | st.none(), max_size=8),
-    "score": st.floats(allow_nan=False, allow_infinity=False),
-}), max_size=5))
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "model": st.text(min_size=1, max_size=128),
+                "timestamp": st.floats(min_value=NOW - 86400, max_value=NOW + 60),
+                "features": st.dictionaries(
+                    st.text(min_size=1, max_size=128),
+                    st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=256) | st.none(),
+                    max_size=8,
+                ),
+                "score": st.floats(allow_nan=False, allow_infinity=False),
+            }
+        ),
+        max_size=5,
+    )
+)
 def test_a_valid_event_is_accepted_with_its_values(docs: list[dict[str, Any]]) -> None:
     ok, bad = parse_events(docs, CFG, NOW)
     assert bad == []
     for doc, e in zip(docs, ok, strict=True):
-        assert (e.model, e.timestamp, e.score, e.features) == (doc["model"], doc["timestamp"], doc["score"],
-                                                               doc["features"])
+        assert (e.model, e.timestamp, e.score, e.features) == (
+            doc["model"],
+            doc["timestamp"],
+            doc["score"],
+            doc["features"],
+        )
 
 
 @SETTINGS
-@given(st.binary(max_size=300) | st.lists(json_values, max_size=4).map(_dumps),
-       st.sampled_from(["application/json", "application/x-ndjson", "application/json-seq"]))
+@given(
+    st.binary(max_size=300) | st.lists(json_values, max_size=4).map(_dumps),
+    st.sampled_from(["application/json", "application/x-ndjson", "application/json-seq"]),
+)
 def test_decoding_any_body_refuses_only_with_a_message(body: bytes, mtype: str) -> None:
     endpoint = EventsEndpoint.__new__(EventsEndpoint)
     endpoint.cfg = CFG

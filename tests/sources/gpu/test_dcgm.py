@@ -36,12 +36,8 @@ class Rig:
     def __init__(self, handler: httpx.MockTransport | None = None, **dcgm: object) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.clock = FakeClock()
-        cfg = GpuConfig.model_validate(
-            {"nvml": {"enabled": False}, "dcgm": {"enabled": True, "url": URL, **dcgm}}
-        )
-        self.hub = GpuHub(
-            self.registry, self.clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs
-        )
+        cfg = GpuConfig.model_validate({"nvml": {"enabled": False}, "dcgm": {"enabled": True, "url": URL, **dcgm}})
+        self.hub = GpuHub(self.registry, self.clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs)
         self.body = EXPO
         self.status = 200
         transport = handler or httpx.MockTransport(lambda req: httpx.Response(self.status, text=self.body))
@@ -79,9 +75,7 @@ async def test_recorded_exposition_maps_onto_the_sidecar_names_units_and_labels(
     assert v("sidecar_gpu_throttle_active", **l1(reason="gpu_idle")) == 1
     # pod labels kept where dcgm-exporter gives them; empty ones (GPU 1) are not labels at all
     assert v("sidecar_gpu_up", gpu="0", uuid=G0, name=MODEL, source="dcgm") == 1
-    assert (
-        v("sidecar_gpu_info", gpu="1", uuid=G1, name=MODEL, source="dcgm", driver_version="535.129.03") == 1
-    )
+    assert v("sidecar_gpu_info", gpu="1", uuid=G1, name=MODEL, source="dcgm", driver_version="535.129.03") == 1
     assert rig.hub.gpu_by_uuid() == {
         G0: {"index": "0", "name": MODEL, "source": "dcgm"},
         G1: {"index": "1", "name": MODEL, "source": "dcgm"},
@@ -130,9 +124,7 @@ def test_sentinel_detection_is_exact() -> None:
 def test_nvml_and_dcgm_export_the_same_names_and_label_keys() -> None:
     nv = make_rig([FakeGpu("GPU-x")])
     nv.source.sample_once()
-    nvml_names = {
-        s.name for m in nv.registry.collect() for s in m.samples if s.labels.get("source") == "nvml"
-    }
+    nvml_names = {s.name for m in nv.registry.collect() for s in m.samples if s.labels.get("source") == "nvml"}
     dcgm = parse_dcgm(EXPO)
     dcgm_names = {
         s.name + ("_total" if s.name in ("sidecar_gpu_energy_joules", "sidecar_gpu_ecc_errors") else "")

@@ -20,8 +20,15 @@ EXPO = (Path(__file__).resolve().parents[2] / "data" / "gpu" / "dcgm-exporter-3.
 async def test_dcgm_snapshots_reach_the_gpu_state_over_the_bus() -> None:
     status = [200]
     http = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(status[0], text=EXPO)))
-    cfg = parse_config({"gpu": {"enabled": True, "nvml": {"enabled": False},
-                                "dcgm": {"enabled": True, "url": "http://dcgm:9400/metrics"}}})
+    cfg = parse_config(
+        {
+            "gpu": {
+                "enabled": True,
+                "nvml": {"enabled": False},
+                "dcgm": {"enabled": True, "url": "http://dcgm:9400/metrics"},
+            }
+        }
+    )
     reg = CollectorRegistry()
     svc = Service(cfg, clock=FakeClock(), http=http, registry=reg, store=Store(":memory:"), factories=[gpu_build])
     seen: list[Batch] = []

@@ -63,9 +63,7 @@ def test_failing_fields_are_skipped_and_counted_not_the_whole_sample() -> None:
         },
         processes=[(10, GIB)],
     )
-    rig = make_rig(
-        [gpu0, FakeGpu(U1, processes=[(11, GIB)])], processes={10: "tritonserver", 11: "tritonserver"}
-    )
+    rig = make_rig([gpu0, FakeGpu(U1, processes=[(11, GIB)])], processes={10: "tritonserver", 11: "tritonserver"})
     rig.source.sample_once()
     v = rig.value
     assert v("sidecar_gpu_ecc_errors_total", **lab("0", U0), type="corrected") is None
@@ -240,10 +238,7 @@ def test_no_fabricated_zeros_and_no_stale_values() -> None:
     rig.source.sample_once()
     names = {m.name for m in rig.registry.collect()}
     gpu_series = [
-        s
-        for m in rig.registry.collect()
-        for s in m.samples
-        if s.name.startswith("sidecar_gpu_") and "gpu" in s.labels
+        s for m in rig.registry.collect() for s in m.samples if s.name.startswith("sidecar_gpu_") and "gpu" in s.labels
     ]
     assert gpu_series == []
     assert "sidecar_gpu_visible_devices" in names

@@ -45,8 +45,10 @@ def _span(
     message: str = "",
     sid: str = "eee19b7ec3c1b174",
 ) -> dict[str, Any]:
-    kv = [{"key": "triton.model_name", "value": {"stringValue": model}},
-          {"key": "triton.model_version", "value": {"intValue": "1"}}]
+    kv = [
+        {"key": "triton.model_name", "value": {"stringValue": model}},
+        {"key": "triton.model_version", "value": {"intValue": "1"}},
+    ]
     kv += [{"key": k, "value": {"stringValue": v}} for k, v in (attrs or {}).items()]
     evs = [("REQUEST_START", {}), ("REQUEST_END", {})] if events is None else events
     return {
@@ -57,8 +59,11 @@ def _span(
         "endTimeUnixNano": "9000",
         "attributes": kv,
         "events": [
-            {"name": n, "timeUnixNano": str(1000 + 1000 * i),
-             **({"attributes": [{"key": k, "value": {"stringValue": v}} for k, v in a.items()]} if a else {})}
+            {
+                "name": n,
+                "timeUnixNano": str(1000 + 1000 * i),
+                **({"attributes": [{"key": k, "value": {"stringValue": v}} for k, v in a.items()]} if a else {}),
+            }
             for i, (n, a) in enumerate(evs)
         ],
         "status": {"code": 2, "message": message} if message else {},
@@ -66,10 +71,14 @@ def _span(
 
 
 def _json_doc(spans: list[dict[str, Any]], service: str = "triton") -> dict[str, Any]:
-    return {"resourceSpans": [{
-        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
-        "scopeSpans": [{"spans": spans}],
-    }]}
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+                "scopeSpans": [{"spans": spans}],
+            }
+        ]
+    }
 
 
 def _pb_body(doc: dict[str, Any]) -> bytes:
@@ -81,9 +90,13 @@ def _pb_body(doc: dict[str, Any]) -> bytes:
             out_rs.resource.attributes.add(key=kv["key"]).value.string_value = kv["value"]["stringValue"]
         ss = out_rs.scope_spans.add()
         for s in rs["scopeSpans"][0]["spans"]:
-            p = ss.spans.add(trace_id=bytes.fromhex(s["traceId"]), span_id=bytes.fromhex(s["spanId"]),
-                             name=s["name"], start_time_unix_nano=int(s["startTimeUnixNano"]),
-                             end_time_unix_nano=int(s["endTimeUnixNano"]))
+            p = ss.spans.add(
+                trace_id=bytes.fromhex(s["traceId"]),
+                span_id=bytes.fromhex(s["spanId"]),
+                name=s["name"],
+                start_time_unix_nano=int(s["startTimeUnixNano"]),
+                end_time_unix_nano=int(s["endTimeUnixNano"]),
+            )
             for kv in s["attributes"]:
                 v = p.attributes.add(key=kv["key"]).value
                 if "intValue" in kv["value"]:
@@ -126,8 +139,12 @@ ENCODINGS = ["json", "protobuf"]
 def test_a_1mb_model_name_is_refused_naming_the_field_and_leaves_metrics_unchanged(registry, encoding):
     with _client(registry) as c:
         # A normal Triton trace first, so the stage series (one per model) already exist.
-        assert c.post("/v1/traces", content=(DATA / "otlp-traces-triton.json").read_bytes(),
-                      headers={"content-type": JS}).status_code == 200
+        assert (
+            c.post(
+                "/v1/traces", content=(DATA / "otlp-traces-triton.json").read_bytes(), headers={"content-type": JS}
+            ).status_code
+            == 200
+        )
         before = len(c.get("/metrics").content)
         r = _post(c, _json_doc([_span(model="x" * MB)]), encoding)
         assert r.status_code == 400
@@ -237,8 +254,12 @@ def test_the_limits_config_refuses_a_value_limit_below_the_name_limit():
 
 def _file_span(**kw: Any) -> Span:
     base: dict[str, Any] = {
-        "trace_id": TID, "span_id": "eee19b7ec3c1b174", "parent_span_id": None, "name": "m",
-        "start_unix_nano": 1, "end_unix_nano": 2,
+        "trace_id": TID,
+        "span_id": "eee19b7ec3c1b174",
+        "parent_span_id": None,
+        "name": "m",
+        "start_unix_nano": 1,
+        "end_unix_nano": 2,
         "attributes": {"triton.model_name": "m", "triton.model_version": "1"},
     }
     base.update(kw)
@@ -246,8 +267,11 @@ def _file_span(**kw: Any) -> Span:
 
 
 def test_bound_span_truncates_stored_text_of_a_span_object():
-    s = _file_span(attributes={"triton.model_name": "m", "big": "b" * 5000},
-                   events=(SpanEvent("E", 1, {"why": "w" * 5000}),), status_message="s" * 5000)
+    s = _file_span(
+        attributes={"triton.model_name": "m", "big": "b" * 5000},
+        events=(SpanEvent("E", 1, {"why": "w" * 5000}),),
+        status_message="s" * 5000,
+    )
     out, truncated = bound_span(s, SpanLimits())
     assert len(str(out.attributes["big"])) == 4096 and str(out.attributes["big"]).endswith(TRUNCATED)
     assert len(str(out.events[0].attributes["why"])) == 4096

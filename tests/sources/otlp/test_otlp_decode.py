@@ -31,16 +31,21 @@ def _triton_request(tid: bytes, version: object = 3) -> list[PbSpan]:
     """Triton's three spans of one request, in the order Triton exports them (compute, model, request)."""
 
     def span(sid: int, parent: int | None, name: str, events: list[tuple[str, int]]) -> PbSpan:
-        s = PbSpan(trace_id=tid, span_id=sid.to_bytes(8, "big"), name=name, start_time_unix_nano=1,
-                   end_time_unix_nano=99)
+        s = PbSpan(
+            trace_id=tid, span_id=sid.to_bytes(8, "big"), name=name, start_time_unix_nano=1, end_time_unix_nano=99
+        )
         if parent is not None:
             s.parent_span_id = parent.to_bytes(8, "big")
         for n, t in events:
             s.events.add(name=n, time_unix_nano=t)
         return s
 
-    compute = span(3, 2, "compute", [("COMPUTE_START", 20), ("COMPUTE_INPUT_END", 30),
-                                      ("COMPUTE_OUTPUT_START", 70), ("COMPUTE_END", 80)])
+    compute = span(
+        3,
+        2,
+        "compute",
+        [("COMPUTE_START", 20), ("COMPUTE_INPUT_END", 30), ("COMPUTE_OUTPUT_START", 70), ("COMPUTE_END", 80)],
+    )
     model = span(2, 1, "m", [("REQUEST_START", 10), ("QUEUE_START", 15), ("REQUEST_END", 90)])
     a = model.attributes.add(key="triton.model_name")
     a.value.string_value = "m"
@@ -49,8 +54,12 @@ def _triton_request(tid: bytes, version: object = 3) -> list[PbSpan]:
         a.value.int_value = version
     else:
         a.value.string_value = str(version)
-    request = span(1, None, "InferRequest", [("HTTP_RECV_START", 0), ("HTTP_RECV_END", 5),
-                                             ("HTTP_SEND_START", 91), ("HTTP_SEND_END", 95)])
+    request = span(
+        1,
+        None,
+        "InferRequest",
+        [("HTTP_RECV_START", 0), ("HTTP_RECV_END", 5), ("HTTP_SEND_START", 91), ("HTTP_SEND_END", 95)],
+    )
     return [compute, model, request]
 
 
@@ -82,8 +91,7 @@ def test_stages_in_tritons_order_and_a_second_compute_span_counted_once():
     recs = decode_protobuf(_body(_triton_request(tid))).records
     for r in recs:  # one span per batch: compute before its model, model before its parent
         hub.ingest_records([r], "otlp")
-    for stage in ("request", "queue", "compute_input", "compute_infer", "compute_output", "network_receive",
-                  "send"):
+    for stage in ("request", "queue", "compute_input", "compute_infer", "compute_output", "network_receive", "send"):
         assert _stage(reg, stage) == 1, stage
     assert _stage(reg, "compute_infer", "sum") == pytest.approx(40e-9)
     assert _stage(reg, "queue", "sum") == pytest.approx(5e-9)

@@ -62,8 +62,20 @@ _json_leaf = st.one_of(
     st.integers(min_value=-(1 << 70), max_value=1 << 70),
     st.floats(allow_nan=False),
     st.text(max_size=40),
-    st.sampled_from(["5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174", "00000000000000000000000000000000",
-                     "-1", "18446744073709551616", "9" * 30, "1000", "zz", "STATUS_CODE_ERROR", "SPAN_KIND_SERVER"]),
+    st.sampled_from(
+        [
+            "5b8efff798038103d269b633813fc60c",
+            "eee19b7ec3c1b174",
+            "00000000000000000000000000000000",
+            "-1",
+            "18446744073709551616",
+            "9" * 30,
+            "1000",
+            "zz",
+            "STATUS_CODE_ERROR",
+            "SPAN_KIND_SERVER",
+        ]
+    ),
 )
 _json_any = st.recursive(
     _json_leaf,
@@ -72,8 +84,9 @@ _json_any = st.recursive(
 )
 
 
-def _maybe(valid: st.SearchStrategy[Any], odds: int = 4, bad: st.SearchStrategy[Any] | None = None
-           ) -> st.SearchStrategy[Any]:
+def _maybe(
+    valid: st.SearchStrategy[Any], odds: int = 4, bad: st.SearchStrategy[Any] | None = None
+) -> st.SearchStrategy[Any]:
     """The right shape, but one time in about ``odds`` a wrong one (anything at all by default)."""
     # Not one_of(valid, ..., junk): hypothesis does not pick its branches evenly.
     junk = _json_any if bad is None else bad
@@ -86,48 +99,78 @@ _any_value = _maybe(
         st.builds(lambda i: {"intValue": str(i)}, st.integers(min_value=-(1 << 66), max_value=1 << 66)),
         st.builds(lambda b: {"boolValue": b}, st.booleans()),
         st.builds(lambda f: {"doubleValue": f}, st.floats(allow_nan=False, allow_infinity=False)),
-        st.builds(lambda v: {"arrayValue": {"values": v}}, st.lists(st.builds(
-            lambda s: {"stringValue": s}, st.text(max_size=100)), max_size=3)),
-        st.builds(lambda k, s: {"kvlistValue": {"values": [{"key": k, "value": {"stringValue": s}}]}},
-                  st.text(max_size=30), st.text(max_size=100)),
+        st.builds(
+            lambda v: {"arrayValue": {"values": v}},
+            st.lists(st.builds(lambda s: {"stringValue": s}, st.text(max_size=100)), max_size=3),
+        ),
+        st.builds(
+            lambda k, s: {"kvlistValue": {"values": [{"key": k, "value": {"stringValue": s}}]}},
+            st.text(max_size=30),
+            st.text(max_size=100),
+        ),
         st.just({"bytesValue": "not base64!"}),
         st.just({"intValue": "x"}),
     )
 )
 _key = st.one_of(st.sampled_from(["triton.model_name", "triton.model_version", "a", "b"]), st.text(max_size=30))
 _kv = _maybe(st.fixed_dictionaries({"key": _key, "value": _any_value}))
-_time = _maybe(odds=8, valid=_maybe(
-    st.integers(min_value=0, max_value=1 << 63).map(str), 6,
-    st.one_of(st.integers(min_value=0, max_value=1 << 63), st.integers(min_value=-5, max_value=(1 << 64) + 5).map(str)),
-))
+_time = _maybe(
+    odds=8,
+    valid=_maybe(
+        st.integers(min_value=0, max_value=1 << 63).map(str),
+        6,
+        st.one_of(
+            st.integers(min_value=0, max_value=1 << 63), st.integers(min_value=-5, max_value=(1 << 64) + 5).map(str)
+        ),
+    ),
+)
 _tid = st.binary(min_size=16, max_size=16).filter(any).map(bytes.hex)
 _sid = st.binary(min_size=8, max_size=8).filter(any).map(bytes.hex)
 _bad_id = st.one_of(_tid, _sid, st.text(alphabet="0123456789abcdefXY", max_size=33), st.just("0" * 32))
-_event = _maybe(st.fixed_dictionaries(
-    {"name": _maybe(st.text(max_size=30)), "timeUnixNano": _time},
-    optional={"attributes": _maybe(st.lists(_kv, max_size=3))},
-))
-_span = _maybe(odds=8, valid=st.fixed_dictionaries(
-    {"traceId": _maybe(_tid, 6, _bad_id), "spanId": _maybe(_sid, 6, _bad_id),
-     "startTimeUnixNano": _time, "endTimeUnixNano": _time},
-    optional={
-        "parentSpanId": st.one_of(_sid, _bad_id),
-        "name": _maybe(st.text(max_size=30)),
-        "kind": _maybe(st.sampled_from([0, 2, "SPAN_KIND_SERVER", "9", "nope"])),
-        "attributes": _maybe(st.lists(_kv, max_size=4)),
-        "events": _maybe(st.lists(_event, max_size=4)),
-        "status": _maybe(st.fixed_dictionaries({}, optional={
-            "code": _maybe(st.sampled_from([0, 1, 2, "2", "STATUS_CODE_ERROR", "STATUS_CODE_BOGUS"]), 8),
-            "message": _maybe(st.text(max_size=100), 8),
-        })),
-    },
-))
+_event = _maybe(
+    st.fixed_dictionaries(
+        {"name": _maybe(st.text(max_size=30)), "timeUnixNano": _time},
+        optional={"attributes": _maybe(st.lists(_kv, max_size=3))},
+    )
+)
+_span = _maybe(
+    odds=8,
+    valid=st.fixed_dictionaries(
+        {
+            "traceId": _maybe(_tid, 6, _bad_id),
+            "spanId": _maybe(_sid, 6, _bad_id),
+            "startTimeUnixNano": _time,
+            "endTimeUnixNano": _time,
+        },
+        optional={
+            "parentSpanId": st.one_of(_sid, _bad_id),
+            "name": _maybe(st.text(max_size=30)),
+            "kind": _maybe(st.sampled_from([0, 2, "SPAN_KIND_SERVER", "9", "nope"])),
+            "attributes": _maybe(st.lists(_kv, max_size=4)),
+            "events": _maybe(st.lists(_event, max_size=4)),
+            "status": _maybe(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "code": _maybe(st.sampled_from([0, 1, 2, "2", "STATUS_CODE_ERROR", "STATUS_CODE_BOGUS"]), 8),
+                        "message": _maybe(st.text(max_size=100), 8),
+                    },
+                )
+            ),
+        },
+    ),
+)
 _scope = _maybe(st.fixed_dictionaries({"spans": _maybe(st.lists(_span, min_size=1, max_size=4), 12)}), 12)
 _resource = _maybe(st.fixed_dictionaries({"attributes": _maybe(st.lists(_kv, max_size=2), 12)}), 12)
-_resource_spans = _maybe(st.fixed_dictionaries(
-    {"scopeSpans": _maybe(st.lists(_scope, min_size=1, max_size=2), 12)}, optional={"resource": _resource}), 12)
-_doc = _maybe(st.fixed_dictionaries(
-    {"resourceSpans": _maybe(st.lists(_resource_spans, min_size=1, max_size=2), 12)}), 12)
+_resource_spans = _maybe(
+    st.fixed_dictionaries(
+        {"scopeSpans": _maybe(st.lists(_scope, min_size=1, max_size=2), 12)}, optional={"resource": _resource}
+    ),
+    12,
+)
+_doc = _maybe(
+    st.fixed_dictionaries({"resourceSpans": _maybe(st.lists(_resource_spans, min_size=1, max_size=2), 12)}), 12
+)
 
 
 @SETTINGS
@@ -155,7 +198,9 @@ def test_any_bytes_decode_as_protobuf_to_usable_records_or_a_parse_error(body: b
 
 _name = st.text(alphabet=string.ascii_letters + "._-é", min_size=1, max_size=24)
 _attr_value = st.one_of(
-    st.text(max_size=64), st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1), st.booleans(),
+    st.text(max_size=64),
+    st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1),
+    st.booleans(),
     st.floats(allow_nan=False, allow_infinity=False),
 )
 _ns = st.integers(min_value=0, max_value=(1 << 64) - 1)
@@ -165,8 +210,14 @@ _ns = st.integers(min_value=0, max_value=(1 << 64) - 1)
 def _spans(draw: st.DrawFn) -> Span:
     from sidecar.model import SpanEvent
 
-    events = draw(st.lists(st.builds(lambda n, t, a: SpanEvent(n, t, a), _name, _ns,
-                                     st.dictionaries(_name, st.text(max_size=64), max_size=2)), max_size=4))
+    events = draw(
+        st.lists(
+            st.builds(
+                lambda n, t, a: SpanEvent(n, t, a), _name, _ns, st.dictionaries(_name, st.text(max_size=64), max_size=2)
+            ),
+            max_size=4,
+        )
+    )
     return Span(
         trace_id=draw(st.binary(min_size=16, max_size=16).filter(any)).hex(),
         span_id=draw(st.binary(min_size=8, max_size=8).filter(any)).hex(),
@@ -197,21 +248,41 @@ def _to_json(spans: list[Span]) -> bytes:
     by_service: dict[str, list[dict[str, Any]]] = {}
     for s in spans:
         d: dict[str, Any] = {
-            "traceId": s.trace_id, "spanId": s.span_id, "name": s.name, "kind": s.kind,
-            "startTimeUnixNano": str(s.start_unix_nano), "endTimeUnixNano": str(s.end_unix_nano),
+            "traceId": s.trace_id,
+            "spanId": s.span_id,
+            "name": s.name,
+            "kind": s.kind,
+            "startTimeUnixNano": str(s.start_unix_nano),
+            "endTimeUnixNano": str(s.end_unix_nano),
             "attributes": [{"key": k, "value": _json_value(v)} for k, v in s.attributes.items()],
-            "events": [{"name": e.name, "timeUnixNano": str(e.time_unix_nano),
-                        **({"attributes": [{"key": k, "value": _json_value(v)} for k, v in e.attributes.items()]}
-                           if e.attributes else {})} for e in s.events],
+            "events": [
+                {
+                    "name": e.name,
+                    "timeUnixNano": str(e.time_unix_nano),
+                    **(
+                        {"attributes": [{"key": k, "value": _json_value(v)} for k, v in e.attributes.items()]}
+                        if e.attributes
+                        else {}
+                    ),
+                }
+                for e in s.events
+            ],
             "status": {"code": s.status_code, "message": s.status_message},
         }
         if s.parent_span_id:
             d["parentSpanId"] = s.parent_span_id
         by_service.setdefault(s.service_name, []).append(d)
-    return orjson.dumps({"resourceSpans": [
-        {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": svc}}] if svc else []},
-         "scopeSpans": [{"spans": ds}]} for svc, ds in by_service.items()
-    ]})
+    return orjson.dumps(
+        {
+            "resourceSpans": [
+                {
+                    "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": svc}}] if svc else []},
+                    "scopeSpans": [{"spans": ds}],
+                }
+                for svc, ds in by_service.items()
+            ]
+        }
+    )
 
 
 def _set_value(pv: Any, v: object) -> None:
@@ -235,8 +306,14 @@ def _to_pb(spans: list[Span]) -> bytes:
             if s.service_name:
                 rs.resource.attributes.add(key="service.name").value.string_value = s.service_name
             ss = by_service[s.service_name] = rs.scope_spans.add()
-        p = ss.spans.add(trace_id=bytes.fromhex(s.trace_id), span_id=bytes.fromhex(s.span_id), name=s.name,
-                         kind=s.kind, start_time_unix_nano=s.start_unix_nano, end_time_unix_nano=s.end_unix_nano)
+        p = ss.spans.add(
+            trace_id=bytes.fromhex(s.trace_id),
+            span_id=bytes.fromhex(s.span_id),
+            name=s.name,
+            kind=s.kind,
+            start_time_unix_nano=s.start_unix_nano,
+            end_time_unix_nano=s.end_unix_nano,
+        )
         if s.parent_span_id:
             p.parent_span_id = bytes.fromhex(s.parent_span_id)
         for k, v in s.attributes.items():
@@ -251,9 +328,20 @@ def _to_pb(spans: list[Span]) -> bytes:
 
 
 def _comparable(s: Span) -> tuple[Any, ...]:
-    return (s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_unix_nano, s.end_unix_nano, s.service_name,
-            dict(s.attributes), [(e.name, e.time_unix_nano, dict(e.attributes)) for e in s.events],
-            s.status_code, s.status_message, s.kind)
+    return (
+        s.trace_id,
+        s.span_id,
+        s.parent_span_id,
+        s.name,
+        s.start_unix_nano,
+        s.end_unix_nano,
+        s.service_name,
+        dict(s.attributes),
+        [(e.name, e.time_unix_nano, dict(e.attributes)) for e in s.events],
+        s.status_code,
+        s.status_message,
+        s.kind,
+    )
 
 
 @SETTINGS
@@ -272,8 +360,15 @@ def test_valid_spans_round_trip_through_json_and_protobuf(spans: list[Span]) -> 
 # ---------------------------------------------------------------- through the receiver
 
 
-_REASONS = ("undecodable", "span_name_too_long", "model_too_long", "version_too_long", "attribute_key_too_long",
-            "event_name_too_long", "service_name_too_long")
+_REASONS = (
+    "undecodable",
+    "span_name_too_long",
+    "model_too_long",
+    "version_too_long",
+    "attribute_key_too_long",
+    "event_name_too_long",
+    "service_name_too_long",
+)
 
 
 @pytest.fixture(scope="module")
@@ -294,8 +389,9 @@ def _counts(reg: CollectorRegistry, enc: str) -> tuple[float, float, float, floa
     )
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(doc=_doc, as_pb=st.booleans(), junk=st.binary(max_size=64))
 def test_the_receiver_never_answers_5xx_and_counts_every_refusal(receiver, doc: Any, as_pb: bool, junk: bytes) -> None:
     c, reg = receiver
@@ -320,9 +416,14 @@ def test_the_receiver_never_answers_5xx_and_counts_every_refusal(receiver, doc: 
 
 
 @SETTINGS
-@given(st.lists(_spans(), min_size=1, max_size=3),
-       st.lists(st.tuples(st.integers(min_value=0, max_value=1 << 16), st.integers(min_value=0, max_value=255)),
-                min_size=1, max_size=6))
+@given(
+    st.lists(_spans(), min_size=1, max_size=3),
+    st.lists(
+        st.tuples(st.integers(min_value=0, max_value=1 << 16), st.integers(min_value=0, max_value=255)),
+        min_size=1,
+        max_size=6,
+    ),
+)
 def test_a_valid_protobuf_body_with_bytes_changed_decodes_to_usable_records_or_a_parse_error(
     spans: list[Span], changes: list[tuple[int, int]]
 ) -> None:
@@ -450,8 +551,12 @@ def test_an_integer_beyond_int64_is_read_as_the_walk_reads_it(field: str) -> Non
     # Found by fuzz_otlp_json: msgspec reads 44444444444444444444444442 exactly, orjson as a float, so the two
     # JSON paths stored different kinds.
     big = 44444444444444444444444442
-    span: dict[str, Any] = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
-                            "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
+    span: dict[str, Any] = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2",
+    }
     if field == "kind":
         span["kind"] = big
     elif field == "code":

@@ -138,9 +138,7 @@ def test_partial_success_protobuf(client):
         (b"{}", "", None, 415),
     ],
 )
-def test_refusals_get_the_right_status_and_the_sidecar_keeps_serving(
-    client, registry, body, ctype, encoding, status
-):
+def test_refusals_get_the_right_status_and_the_sidecar_keeps_serving(client, registry, body, ctype, encoding, status):
     headers = {"content-type": ctype} if ctype else {}
     if encoding:
         headers["content-encoding"] = encoding
@@ -188,9 +186,7 @@ def test_push_token_required(registry):
     with TestClient(create_app(svc)) as c:
         r = c.post("/v1/traces", content=_python_pb(), headers={"content-type": PB})
         assert r.status_code == 401
-        r = c.post(
-            "/v1/traces", content=_python_pb(), headers={"content-type": PB, "authorization": "Bearer s3cret"}
-        )
+        r = c.post("/v1/traces", content=_python_pb(), headers={"content-type": PB, "authorization": "Bearer s3cret"})
         assert r.status_code == 200
 
 
