@@ -18,8 +18,8 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sidecar.checks.canary import CanaryCheck
-from sidecar.checks.canary_config import CanaryConfig
+from sidecar.checks.canary.check import CanaryCheck
+from sidecar.checks.canary.config import CanaryConfig
 from sidecar.clock import FakeClock
 from sidecar.model import Batch, Event, SeriesSnapshot
 from sidecar.promtext import parse_exposition

@@ -36,9 +36,9 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sidecar.checks.drift_config import DriftConfig
-from sidecar.checks.sketch import kll_to_ecdf, kll_update, new_kll
-from sidecar.checks.stats import Ecdf, KsResult, benjamini_hochberg, ks_many
+from sidecar.checks.drift.config import DriftConfig
+from sidecar.checks.stats.core import Ecdf, KsResult, benjamini_hochberg, ks_many
+from sidecar.checks.stats.sketch import kll_to_ecdf, kll_update, new_kll
 
 SHIFTED = (3, 11, 19, 27, 35)  # features whose current mean moves by 0.1 sd
 
@@ -118,7 +118,7 @@ def _peer_worker(method: str, n_features: int, n_ref: int, n_cur: int, seed: int
         t_eval = time.perf_counter() - t0
         d[:] = [o.d for o in ours]
         p[:] = [o.p for o in ours]
-        version = "sidecar.checks.stats.ks_many, 1 thread"
+        version = "sidecar.checks.stats.core.ks_many, 1 thread"
     elif method == "alibi":
         import alibi_detect
         from alibi_detect.cd import KSDrift

@@ -37,11 +37,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sidecar.checks.batching import BatchingAdvisor
-from sidecar.checks.canary import CanaryCheck
-from sidecar.checks.cold_start import ColdStartWatch
-from sidecar.checks.output_sanity import OutputSanityCheck
-from sidecar.checks.tracing_governor import TracingGovernor
+from sidecar.checks.batching.check import BatchingAdvisor
+from sidecar.checks.canary.check import CanaryCheck
+from sidecar.checks.cold_start.check import ColdStartWatch
+from sidecar.checks.output_sanity.check import OutputSanityCheck
+from sidecar.checks.tracing_governor.check import TracingGovernor
 from sidecar.clock import FakeClock
 from sidecar.component import Bus
 from sidecar.config import parse_config

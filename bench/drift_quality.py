@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpe
 
 from drift_testutil import make_ctx
 
-from sidecar.checks.drift import DriftCheck
+from sidecar.checks.drift.check import DriftCheck
+from sidecar.checks.drift.config import DriftConfig
 from sidecar.checks.drift.multiscale import look_level
-from sidecar.checks.drift_config import DriftConfig
 from sidecar.clock import FakeClock
 
 EVAL_SECS = 60.0

@@ -15,9 +15,9 @@ from typing import Any, TextIO
 
 import orjson
 
-from sidecar.checks.datafile import DataFileError, hours_covered, load_columns
-from sidecar.checks.references import Reference
-from sidecar.checks.stats import Ecdf, benjamini_hochberg, chi_square, ks_many, psi_numeric
+from sidecar.checks.drift.datafile import DataFileError, hours_covered, load_columns
+from sidecar.checks.drift.references import Reference
+from sidecar.checks.stats.core import Ecdf, benjamini_hochberg, chi_square, ks_many, psi_numeric
 
 __all__ = ["compare", "main"]
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from sidecar.checks.business_config import BusinessConfig
-from sidecar.checks.canary_config import CanaryConfig
-from sidecar.checks.drift_config import DriftConfig
-from sidecar.checks.output_sanity_config import OutputSanityConfig
-from sidecar.checks.verdicts_config import BatchingConfig, ColdStartConfig, GovernorConfig, ModelApiConfig
+from sidecar.checks.batching.config import BatchingConfig
+from sidecar.checks.business.config import BusinessConfig
+from sidecar.checks.canary.config import CanaryConfig
+from sidecar.checks.cold_start.config import ColdStartConfig
+from sidecar.checks.drift.config import DriftConfig
+from sidecar.checks.model_api_config import ModelApiConfig
+from sidecar.checks.output_sanity.config import OutputSanityConfig
+from sidecar.checks.tracing_governor.config import GovernorConfig
 from sidecar.configbase import StrictModel
 
 __all__ = ["ChecksConfig"]

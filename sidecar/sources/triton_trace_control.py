@@ -1,6 +1,6 @@
 """Reads and changes Triton's trace settings at run time (``/v2/trace/setting``, ``/v2/models/{m}/trace/setting``).
 
-The HTTP side of the tracing governor (``sidecar/checks/tracing_governor.py`` decides; this only talks to
+The HTTP side of the tracing governor (``sidecar/checks/tracing_governor/check.py`` decides; this only talks to
 Triton, through the injected client). Every call answers the settings Triton reports after it, so the caller
 records what took effect, not what it asked for.
 """

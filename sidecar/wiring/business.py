@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecar.checks.business import BusinessChecks
+from sidecar.checks.business.check import BusinessChecks
 from sidecar.component import Context
 
 __all__ = ["build"]

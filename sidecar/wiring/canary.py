@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecar.checks.canary import CanaryCheck
-from sidecar.checks.output_sanity import OutputSanityCheck
+from sidecar.checks.canary.check import CanaryCheck
+from sidecar.checks.output_sanity.check import OutputSanityCheck
 from sidecar.component import Context
 from sidecar.sources.triton_metrics import TritonMetricsSource
 

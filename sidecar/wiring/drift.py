@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecar.checks.drift import DriftCheck
+from sidecar.checks.drift.check import DriftCheck
 from sidecar.component import Context
 
 __all__ = ["build"]

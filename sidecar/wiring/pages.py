@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sidecar.checks.drift import DriftCheck
+from sidecar.checks.drift.check import DriftCheck
 from sidecar.checks.drift.view import DriftView
 from sidecar.component import Context
 from sidecar.pages.audit import AuditPage

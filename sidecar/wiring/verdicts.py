@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecar.checks.batching import BatchingAdvisor
-from sidecar.checks.cold_start import ColdStartWatch
-from sidecar.checks.tracing_governor import TracingGovernor
+from sidecar.checks.batching.check import BatchingAdvisor
+from sidecar.checks.cold_start.check import ColdStartWatch
+from sidecar.checks.tracing_governor.check import TracingGovernor
 from sidecar.component import Context
 from sidecar.sources.triton_model_api import TritonModelApiSource
 from sidecar.sources.triton_trace_control import TritonTraceControl

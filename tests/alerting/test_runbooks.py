@@ -17,15 +17,15 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.book import AlertBook
 from sidecar.alerting.config import AlertingConfig
-from sidecar.checks.business_config import BusinessCheckConfig
-from sidecar.checks.business_eval import Result, to_finding
-from sidecar.checks.business_examples import EXAMPLE_BUSINESS_CHECKS
-from sidecar.checks.business_series import CheckState
-from sidecar.checks.canary import CanaryCheck
-from sidecar.checks.canary_config import CanaryConfig
-from sidecar.checks.drift import DriftCheck
-from sidecar.checks.output_sanity import TESTS, OutputSanityCheck
-from sidecar.checks.output_sanity_config import OutputSanityConfig
+from sidecar.checks.business.config import BusinessCheckConfig
+from sidecar.checks.business.eval import Result, to_finding
+from sidecar.checks.business.examples import EXAMPLE_BUSINESS_CHECKS
+from sidecar.checks.business.series import CheckState
+from sidecar.checks.canary.check import CanaryCheck
+from sidecar.checks.canary.config import CanaryConfig
+from sidecar.checks.drift.check import DriftCheck
+from sidecar.checks.output_sanity.check import TESTS, OutputSanityCheck
+from sidecar.checks.output_sanity.config import OutputSanityConfig
 from sidecar.clock import FakeClock
 from sidecar.model import Batch, Event, Finding
 
@@ -138,8 +138,8 @@ def _verdict_findings() -> list[Finding]:
 
 
 def _cold_start_findings() -> list[Finding]:
-    from sidecar.checks.cold_start import ColdStartWatch
-    from sidecar.checks.verdicts_config import ColdStartConfig
+    from sidecar.checks.cold_start.check import ColdStartWatch
+    from sidecar.checks.cold_start.config import ColdStartConfig
     from sidecar.model import Batch, Sample
 
     watch = ColdStartWatch(
@@ -171,8 +171,8 @@ def _cold_start_findings() -> list[Finding]:
 
 
 def _batching_findings() -> list[Finding]:
-    from sidecar.checks.batching import BatchingAdvisor
-    from sidecar.checks.verdicts_config import BatchingConfig
+    from sidecar.checks.batching.check import BatchingAdvisor
+    from sidecar.checks.batching.config import BatchingConfig
     from sidecar.model import Batch, Sample
 
     adv = BatchingAdvisor(BatchingConfig(enabled=True, min_requests=1), registry=CollectorRegistry())

@@ -9,8 +9,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.render import finding_text
-from sidecar.checks.batching import BatchingAdvisor, advise
-from sidecar.checks.verdicts_config import BatchingConfig
+from sidecar.checks.batching.check import BatchingAdvisor, advise
+from sidecar.checks.batching.config import BatchingConfig
 from sidecar.clock import FakeClock
 from sidecar.model import Batch, Sample
 from sidecar.sources.triton_model_api import config_samples

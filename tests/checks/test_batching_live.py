@@ -9,8 +9,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.render import finding_text
-from sidecar.checks.batching import BatchingAdvisor
-from sidecar.checks.verdicts_config import BatchingConfig
+from sidecar.checks.batching.check import BatchingAdvisor
+from sidecar.checks.batching.config import BatchingConfig
 from sidecar.clock import FakeClock
 from sidecar.component import Bus
 from sidecar.demo.tritonserver import TritonServer

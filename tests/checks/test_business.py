@@ -10,9 +10,9 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.render import finding_text
 from sidecar.alerting.render.business import agg_short
-from sidecar.checks.business import BusinessChecks
-from sidecar.checks.business_config import BusinessConfig
-from sidecar.checks.business_examples import EXAMPLE_BUSINESS_CHECKS
+from sidecar.checks.business.check import BusinessChecks
+from sidecar.checks.business.config import BusinessConfig
+from sidecar.checks.business.examples import EXAMPLE_BUSINESS_CHECKS
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
 from sidecar.errors import ConfigError

@@ -9,9 +9,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from sidecar.checks.business import BusinessChecks
-from sidecar.checks.business_config import BusinessConfig
-from sidecar.checks.business_store import TABLE
+from sidecar.checks.business.check import BusinessChecks
+from sidecar.checks.business.config import BusinessConfig
+from sidecar.checks.business.store import TABLE
 from sidecar.clock import FakeClock
 from sidecar.model import Batch, Event
 from sidecar.store import Store

@@ -10,8 +10,8 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.book import AlertBook
 from sidecar.alerting.config import AlertingConfig
-from sidecar.checks.business import BusinessChecks
-from sidecar.checks.business_config import BusinessConfig
+from sidecar.checks.business.check import BusinessChecks
+from sidecar.checks.business.config import BusinessConfig
 from sidecar.clock import FakeClock
 from sidecar.model import Batch, Event, Finding
 from sidecar.store import Store

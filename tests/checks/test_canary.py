@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.render import finding_text
-from sidecar.checks.canary import CanaryCheck
-from sidecar.checks.canary_config import CanaryConfig
+from sidecar.checks.canary.check import CanaryCheck
+from sidecar.checks.canary.config import CanaryConfig
 from sidecar.clock import FakeClock
 from sidecar.model import Batch, Event, Finding, Span
 from sidecar.records import from_span

@@ -18,7 +18,7 @@ from waiting import wait_until
 from sidecar.alerting.book import AlertBook
 from sidecar.alerting.config import AlertingConfig
 from sidecar.app import create_app
-from sidecar.checks.canary import CanaryCheck
+from sidecar.checks.canary.check import CanaryCheck
 from sidecar.clock import FakeClock, SystemClock
 from sidecar.component import Bus
 from sidecar.config import parse_config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sidecar.checks.canary_stats import _quantile_dist, quantile_tests
+from sidecar.checks.canary.stats import _quantile_dist, quantile_tests
 
 
 @pytest.mark.parametrize(("n", "q"), [(200, 0.5), (200, 0.99), (2000, 0.5), (2000, 0.99)])

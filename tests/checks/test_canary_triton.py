@@ -12,8 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.render import finding_text
-from sidecar.checks.canary import CanaryCheck
-from sidecar.checks.canary_config import CanaryConfig
+from sidecar.checks.canary.check import CanaryCheck
+from sidecar.checks.canary.config import CanaryConfig
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
 from sidecar.model import Batch, Finding, SeriesSnapshot

@@ -6,8 +6,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.render import finding_text
-from sidecar.checks.cold_start import ColdStartWatch
-from sidecar.checks.verdicts_config import ColdStartConfig
+from sidecar.checks.cold_start.check import ColdStartWatch
+from sidecar.checks.cold_start.config import ColdStartConfig
 from sidecar.clock import FakeClock
 from sidecar.model import Batch, Sample
 

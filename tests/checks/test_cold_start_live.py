@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry
 from triton_verdicts_live import infer, start_server
 
 from sidecar.alerting.render import finding_text
-from sidecar.checks.cold_start import ColdStartWatch
-from sidecar.checks.verdicts_config import ColdStartConfig
+from sidecar.checks.cold_start.check import ColdStartWatch
+from sidecar.checks.cold_start.config import ColdStartConfig
 from sidecar.clock import SystemClock
 from sidecar.component import Bus
 from sidecar.demo.tritonserver import TritonServer

@@ -11,7 +11,7 @@ from drift_testutil import feed, make_ctx, metric, normal_rows
 from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.render import finding_text
-from sidecar.checks.drift import DriftCheck
+from sidecar.checks.drift.check import DriftCheck
 from sidecar.clock import FakeClock
 from sidecar.model import Change
 

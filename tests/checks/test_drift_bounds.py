@@ -6,7 +6,7 @@ from pathlib import Path
 
 from drift_testutil import events, make_ctx, metric
 
-from sidecar.checks.drift import DriftCheck
+from sidecar.checks.drift.check import DriftCheck
 from sidecar.clock import FakeClock
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from drift_testutil import feed, make_ctx, metric, normal_rows
 from prometheus_client import generate_latest
 
-from sidecar.checks.drift import DriftCheck
+from sidecar.checks.drift.check import DriftCheck
 from sidecar.clock import FakeClock
 
 _NUMBERS = (

@@ -11,9 +11,9 @@ import pytest
 from drift_testutil import events, make_ctx, normal_rows
 
 from sidecar.alerting.render import finding_text
-from sidecar.checks.drift import DriftCheck
+from sidecar.checks.drift.check import DriftCheck
+from sidecar.checks.drift.config import DriftConfig
 from sidecar.checks.drift.multiscale import look_level
-from sidecar.checks.drift_config import DriftConfig
 from sidecar.clock import FakeClock
 from sidecar.errors import ConfigError
 from sidecar.model import Event

@@ -9,8 +9,8 @@ import numpy as np
 from drift_testutil import feed, make_ctx, normal_rows
 
 from sidecar.alerting.render import finding_text
-from sidecar.checks.drift import DriftCheck
-from sidecar.checks.references import Reference
+from sidecar.checks.drift.check import DriftCheck
+from sidecar.checks.drift.references import Reference
 from sidecar.clock import FakeClock
 
 WEEK = 7 * 86400.0

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 from datasketches import kll_doubles_sketch
 
-from sidecar.checks.drift_config import DriftConfig
-from sidecar.checks.sketch import kll_to_ecdf, kll_update, new_kll
-from sidecar.checks.stats import Ecdf, ks_many
-from sidecar.checks.windows import FeatureWindow, pack, unpack
+from sidecar.checks.drift.config import DriftConfig
+from sidecar.checks.stats.core import Ecdf, ks_many
+from sidecar.checks.stats.sketch import kll_to_ecdf, kll_update, new_kll
+from sidecar.checks.stats.windows import FeatureWindow, pack, unpack
 
 
 def test_sketch_d_is_within_001_of_exact_at_the_default_k() -> None:

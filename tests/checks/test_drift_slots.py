@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from drift_testutil import events, feed, make_ctx, metric, normal_rows
 
-from sidecar.checks.drift import DriftCheck
+from sidecar.checks.drift.check import DriftCheck
 from sidecar.clock import FakeClock
 
 

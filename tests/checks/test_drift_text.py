@@ -14,7 +14,7 @@ from sidecar.alerting.book import AlertBook
 from sidecar.alerting.config import AlertingConfig
 from sidecar.alerting.render import finding_text
 from sidecar.alerting.render.drift import version_text
-from sidecar.checks.drift import DriftCheck
+from sidecar.checks.drift.check import DriftCheck
 from sidecar.clock import FakeClock
 from sidecar.model import Finding
 

@@ -10,8 +10,8 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from sidecar.alerting.render import finding_text
-from sidecar.checks.output_sanity import OutputSanityCheck
-from sidecar.checks.output_sanity_config import OutputSanityConfig
+from sidecar.checks.output_sanity.check import OutputSanityCheck
+from sidecar.checks.output_sanity.config import OutputSanityConfig
 from sidecar.clock import FakeClock
 from sidecar.model import Batch, Event, Finding
 from sidecar.sources.events.config import TensorMapping

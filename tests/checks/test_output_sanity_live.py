@@ -12,8 +12,8 @@ from drift_testutil import make_ctx
 from prometheus_client import CollectorRegistry
 from waiting import wait_until
 
-from sidecar.checks.output_sanity import OutputSanityCheck
-from sidecar.checks.output_sanity_config import OutputSanityConfig
+from sidecar.checks.output_sanity.check import OutputSanityCheck
+from sidecar.checks.output_sanity.config import OutputSanityConfig
 from sidecar.clock import FakeClock
 from sidecar.demo.tritonserver import TritonServer
 from sidecar.model import Batch, Event

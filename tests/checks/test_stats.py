@@ -9,8 +9,7 @@ import pytest
 from datasketches import kll_doubles_sketch
 from scipy import stats as sps
 
-from sidecar.checks.sketch import kll_to_ecdf
-from sidecar.checks.stats import (
+from sidecar.checks.stats.core import (
     Ecdf,
     benjamini_hochberg,
     chi_square,
@@ -20,6 +19,7 @@ from sidecar.checks.stats import (
     psi_categorical,
     psi_numeric,
 )
+from sidecar.checks.stats.sketch import kll_to_ecdf
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sidecar.checks.tracing_governor import TracingGovernor
-from sidecar.checks.verdicts_config import GovernorConfig
+from sidecar.checks.tracing_governor.check import TracingGovernor
+from sidecar.checks.tracing_governor.config import GovernorConfig
 from sidecar.clock import FakeClock
 from sidecar.component import Bus
 from sidecar.model import Batch, Change, Finding

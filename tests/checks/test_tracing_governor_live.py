@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from waiting import wait_until
 
-from sidecar.checks.tracing_governor import TracingGovernor
-from sidecar.checks.verdicts_config import GovernorConfig
+from sidecar.checks.tracing_governor.check import TracingGovernor
+from sidecar.checks.tracing_governor.config import GovernorConfig
 from sidecar.clock import FakeClock
 from sidecar.component import Bus
 from sidecar.demo.tritonserver import TritonServer, demo_model_repository

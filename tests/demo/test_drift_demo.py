@@ -7,7 +7,7 @@ from pathlib import Path
 
 from drift_testutil import events, make_ctx
 
-from sidecar.checks.drift import DriftCheck
+from sidecar.checks.drift.check import DriftCheck
 from sidecar.clock import FakeClock
 from sidecar.demo.drift_demo import DEMO_DRIFT_CONFIG, SHIFT_AFTER_SECS, features_for
 

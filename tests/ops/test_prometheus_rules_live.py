@@ -11,7 +11,7 @@ import pytest
 from alerting_helpers import events, make_service
 from prometheus_client import generate_latest
 
-from sidecar.checks.business_examples import EXAMPLE_BUSINESS_CHECKS
+from sidecar.checks.business.examples import EXAMPLE_BUSINESS_CHECKS
 from sidecar.clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from test_drift_page import PINNED, drift_service, drifted, gauge, post
 
 from sidecar.app import create_app
 from sidecar.checks.drift.view import ks_location
-from sidecar.checks.stats import Ecdf, ks_2samp_fast
+from sidecar.checks.stats.core import Ecdf, ks_2samp_fast
 from sidecar.clock import FakeClock
 from sidecar.pages.drift_detail import LEFT, PLOT_H, PLOT_W, TOP
 

@@ -1,4 +1,4 @@
-"""The words of a batching-advisor finding (kind ``advice``), from its ``facts`` (``sidecar/checks/batching.py``).
+"""The words of a batching-advisor finding (kind ``advice``), from its ``facts`` (``sidecar/checks/batching/check.py``).
 
 Summary: ``ctr v2: max_queue_delay_microseconds 100 too short, try 2700`` with the evidence in the
 description (rate, fill, queue time, the config), so the advice can be checked before it is followed.

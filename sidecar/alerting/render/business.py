@@ -1,4 +1,4 @@
-"""The words of a business-check finding, from its ``facts`` (see ``sidecar/checks/business_eval.py``).
+"""The words of a business-check finding, from its ``facts`` (see ``sidecar/checks/business/eval.py``).
 
 Summary: ``CTR mean down 18.2% (7d avg 0.042 -> 24h avg 0.0344)`` against a baseline, ``WER 0.0912 above
 0.08 over 5m`` against a fixed threshold, ``CTR mean: insufficient data`` when the check cannot decide. The

@@ -1,4 +1,4 @@
-"""The words of a canary finding, from its ``facts`` (see ``sidecar/checks/canary.py``).
+"""The words of a canary finding, from its ``facts`` (see ``sidecar/checks/canary/check.py``).
 
 Worse: ``ctr v2 worse on p99 by 18% (v2 41 ms vs v1 35 ms, spans, n=412/398): consider reverting to version 1``;
 from Triton's metrics the source says so: ``worse on p99 by 18% (v2 41 ms vs v1 35 ms, Triton summaries, n=...

@@ -1,4 +1,4 @@
-"""The words of a cold-start finding, from its ``facts`` (see ``sidecar/checks/cold_start.py``).
+"""The words of a cold-start finding, from its ``facts`` (see ``sidecar/checks/cold_start/check.py``).
 
 Summaries: ``ctr v3 took 95s to load (bound 60s)``, ``ctr v3 still loading after 75s (bound 60s)``,
 ``ctr v3 first 10 requests 6.2x slower than steady p99 (310 ms vs 50 ms)``.

@@ -1,4 +1,4 @@
-"""The words of an output sanity finding, from its ``facts`` (see ``sidecar/checks/output_sanity.py``).
+"""The words of an output sanity finding, from its ``facts`` (see ``sidecar/checks/output_sanity/check.py``).
 
 ``ctr v2 outputs NaN or inf: 12 of 340 (3.5%) over 5m, e.g. request req-17``; ``ctr v2 outputs outside
 [0, 1]: ...``; ``ctr v2 outputs collapsed: 0.5 is 98% of 300 outputs over 5m``.

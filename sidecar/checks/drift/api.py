@@ -8,7 +8,7 @@ import orjson
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import ValidationError
 
-from sidecar.checks.drift_config import ReferenceConfig
+from sidecar.checks.drift.config import ReferenceConfig
 from sidecar.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -18,15 +18,15 @@ from fastapi import APIRouter
 from pydantic import ValidationError
 
 from sidecar.checks.drift.api import drift_router
+from sidecar.checks.drift.config import DriftConfig, ReferenceConfig
 from sidecar.checks.drift.evaluator import Evaluator, FeatureResult, ks_job
 from sidecar.checks.drift.metrics import DriftMetrics
 from sidecar.checks.drift.multiscale import MultiScale
 from sidecar.checks.drift.persistence import DriftStore
+from sidecar.checks.drift.references import Reference
 from sidecar.checks.drift.refs import NoReference, Pinned, References
 from sidecar.checks.drift.registry import CLASS, SCORE, SeriesKey, WindowRegistry
-from sidecar.checks.drift_config import DriftConfig, ReferenceConfig
-from sidecar.checks.references import Reference
-from sidecar.checks.windows import FeatureWindow, WindowSnapshot
+from sidecar.checks.stats.windows import FeatureWindow, WindowSnapshot
 from sidecar.component import Context, Readiness
 from sidecar.model import Batch, Change, Event, Finding
 

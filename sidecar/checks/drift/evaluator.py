@@ -19,12 +19,12 @@ from typing import TypeVar
 
 from prometheus_client import Counter
 
+from sidecar.checks.drift.config import DriftConfig
 from sidecar.checks.drift.persistence import DriftStore, key
+from sidecar.checks.drift.references import Reference
 from sidecar.checks.drift.refs import NoReference
-from sidecar.checks.drift_config import DriftConfig
-from sidecar.checks.references import Reference
-from sidecar.checks.stats import KsResult, benjamini_hochberg, chi_square, ks_2samp_fast, psi_numeric
-from sidecar.checks.windows import WindowSnapshot
+from sidecar.checks.stats.core import KsResult, benjamini_hochberg, chi_square, ks_2samp_fast, psi_numeric
+from sidecar.checks.stats.windows import WindowSnapshot
 from sidecar.model import Finding
 
 __all__ = ["Evaluator", "Facts", "FeatureResult", "SinceKey", "ks_job"]

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import orjson
 
+from sidecar.checks.drift.config import DriftConfig
 from sidecar.checks.drift.evaluator import Facts, FeatureResult, SinceKey
 from sidecar.checks.drift.persistence import DriftStore, key
 from sidecar.checks.drift.registry import SeriesKey
-from sidecar.checks.drift_config import DriftConfig
-from sidecar.checks.stats import benjamini_hochberg
+from sidecar.checks.stats.core import benjamini_hochberg
 from sidecar.model import Finding
 
 __all__ = ["MultiScale", "look_level"]

@@ -10,11 +10,11 @@ import logging
 import math
 from dataclasses import dataclass, field
 
+from sidecar.checks.drift.config import DriftConfig, ReferenceConfig
 from sidecar.checks.drift.persistence import DriftStore, key
+from sidecar.checks.drift.references import Reference, load_reference_file
 from sidecar.checks.drift.registry import ModelKey, SeriesKey
-from sidecar.checks.drift_config import DriftConfig, ReferenceConfig
-from sidecar.checks.references import Reference, load_reference_file
-from sidecar.checks.windows import FeatureKind, FeatureWindow, pack, unpack
+from sidecar.checks.stats.windows import FeatureKind, FeatureWindow, pack, unpack
 from sidecar.errors import ConfigError
 
 __all__ = ["NoReference", "Pinned", "References"]

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from prometheus_client import Counter
 
+from sidecar.checks.drift.config import DriftConfig
 from sidecar.checks.drift.persistence import DriftStore, key
-from sidecar.checks.drift_config import DriftConfig
-from sidecar.checks.windows import FeatureKind, FeatureWindow
+from sidecar.checks.stats.windows import FeatureKind, FeatureWindow
 
 __all__ = ["CLASS", "SCORE", "ModelKey", "SeriesKey", "WindowRegistry"]
 

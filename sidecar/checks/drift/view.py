@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sidecar.checks.drift.references import Reference
 from sidecar.checks.drift.refs import NoReference
-from sidecar.checks.references import Reference
-from sidecar.checks.stats import Ecdf
-from sidecar.checks.windows import OTHER
+from sidecar.checks.stats.core import Ecdf
+from sidecar.checks.stats.windows import OTHER
 from sidecar.model import Finding
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def ks_location(ref: Ecdf, cur: Ecdf) -> tuple[float, float, float, float]:
     """(D, x, F_ref(x), F_cur(x)) at an x where |F_ref - F_cur| (both right-continuous) is largest.
 
     The supremum is reached at a current point, as the right values there or as the left limits just before
-    it (see sidecar/checks/stats.py), so both are evaluated at every current point. A left limit is the right
+    it (see sidecar/checks/stats/core.py), so both are evaluated at every current point. A left limit is the right
     value at the largest point of either sample below that current point, which is the x reported then."""
     c = cur.values
     if c.size == 0 or _total(ref) == 0:

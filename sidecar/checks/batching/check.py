@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from sidecar.checks.verdicts_config import BatchingConfig
+from sidecar.checks.batching.config import BatchingConfig
 from sidecar.component import Passive
 from sidecar.model import Batch, Finding, Sample
 

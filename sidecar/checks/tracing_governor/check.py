@@ -20,7 +20,7 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from sidecar.checks.verdicts_config import GovernorConfig
+from sidecar.checks.tracing_governor.config import GovernorConfig
 from sidecar.clock import Clock
 from sidecar.component import Bus, Readiness
 from sidecar.model import Batch, Change, Finding

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from datasketches import kll_doubles_sketch, kll_floats_sketch
 
-from sidecar.checks.stats import Ecdf
+from sidecar.checks.stats.core import Ecdf
 
 __all__ = ["kll_error", "kll_from_bytes", "kll_to_ecdf", "kll_update", "new_kll"]
 

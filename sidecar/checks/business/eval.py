@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from datasketches import kll_floats_sketch
 
-from sidecar.checks.business_series import KLL_K, Bucket, CheckState, Series
+from sidecar.checks.business.series import KLL_K, Bucket, CheckState, Series
 from sidecar.model import Finding
 from sidecar.naming import camel_alertname
 

@@ -17,7 +17,7 @@ from typing import Any
 from datasketches import kll_floats_sketch
 from prometheus_client import Counter
 
-from sidecar.checks.business_series import Bucket, CheckState, Series
+from sidecar.checks.business.series import Bucket, CheckState, Series
 from sidecar.store import Store
 
 __all__ = ["TABLE", "BucketStore"]

@@ -18,17 +18,16 @@ import contextlib
 import logging
 import math
 import threading
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from sidecar.checks.canary_config import CanaryConfig
-from sidecar.checks.canary_stats import AspectResult, error_test, quantile_tests, score_test
-from sidecar.checks.canary_triton import Interval, TritonIntake, triton_tests, window_counts
-from sidecar.checks.stats import benjamini_hochberg
+from sidecar.checks.canary.config import CanaryConfig
+from sidecar.checks.canary.stats import error_test, quantile_tests, score_test
+from sidecar.checks.canary.triton import Interval, TritonIntake, triton_tests, window_counts
+from sidecar.checks.canary.windows import PairResult, VersionWindows, version_key
+from sidecar.checks.stats.core import benjamini_hochberg
 from sidecar.clock import Clock
 from sidecar.component import Passive
 from sidecar.model import Batch, Event, Finding
@@ -38,81 +37,6 @@ __all__ = ["ALERTNAME", "SIGNALS", "CanaryCheck", "PairResult"]
 
 ALERTNAME = "CanaryVersionWorse"
 SIGNALS = ("latency_events", "latency_spans", "errors", "scores")
-
-
-class _Ring:
-    """The newest ``cap`` (timestamp, value) pairs."""
-
-    __slots__ = ("count", "pos", "ts", "vals")
-
-    def __init__(self, cap: int) -> None:
-        self.ts = np.zeros(cap)
-        self.vals = np.zeros(cap)
-        self.pos = 0
-        self.count = 0
-
-    def add(self, ts: float, v: float) -> None:
-        i = self.pos
-        self.ts[i] = ts
-        self.vals[i] = v
-        self.pos = (i + 1) % self.ts.size
-        if self.count < self.ts.size:
-            self.count += 1
-
-    def since(self, t0: float) -> np.ndarray:
-        n = self.count
-        return self.vals[:n][self.ts[:n] >= t0].copy()
-
-
-@dataclass
-class _Version:
-    cap: int
-    last_seen: float = 0.0
-    rings: dict[str, _Ring] = field(default_factory=dict)
-    triton: deque[Interval] | None = None
-
-    def add(self, signal: str, ts: float, v: float) -> None:
-        r = self.rings.get(signal)
-        if r is None:
-            r = self.rings[signal] = _Ring(self.cap)
-        r.add(ts, v)
-        self.last_seen = max(self.last_seen, ts)
-
-    def add_interval(self, iv: Interval) -> None:
-        if self.triton is None:
-            self.triton = deque(maxlen=self.cap)
-        self.triton.append(iv)
-        self.last_seen = max(self.last_seen, iv.t)
-
-    def intervals(self, t0: float) -> list[Interval]:
-        if self.triton is None:
-            return []
-        while self.triton and self.triton[0].t < t0:  # in arrival order: what left the window goes first
-            self.triton.popleft()
-        return list(self.triton)
-
-    def values(self, signal: str, t0: float) -> np.ndarray:
-        r = self.rings.get(signal)
-        return r.since(t0) if r is not None else np.empty(0)
-
-
-@dataclass
-class PairResult:
-    model: str
-    baseline: str
-    candidate: str
-    latency_source: str
-    aspects: list[AspectResult]
-
-    @property
-    def verdict(self) -> str:
-        if any(a.worse for a in self.aspects):
-            return "worse"
-        return "healthy" if any(a.tested for a in self.aspects) else "insufficient"
-
-
-def _version_key(v: str) -> tuple[int, int, str]:
-    return (0, int(v), "") if v.isdigit() else (1, 0, v)
 
 
 class CanaryCheck(Passive):
@@ -140,7 +64,7 @@ class CanaryCheck(Passive):
         self.clock = clock
         self.log = logger or logging.getLogger("sidecar.canary")
         self._lock = threading.Lock()
-        self.models: dict[str, dict[str, _Version]] = {}
+        self.models: dict[str, dict[str, VersionWindows]] = {}
         self.results: list[PairResult] = []
         self._taken = Counter(
             "sidecar_canary_values",
@@ -223,7 +147,7 @@ class CanaryCheck(Passive):
                     v.add_interval(iv)
                     self._taken.labels("triton").inc()
 
-    def _version(self, model: str, version: str, ts: float, now: float) -> _Version | None:
+    def _version(self, model: str, version: str, ts: float, now: float) -> VersionWindows | None:
         if ts < now - self.cfg.window_secs:
             self._dropped.labels("too_old").inc()
             return None
@@ -238,7 +162,7 @@ class CanaryCheck(Passive):
             if len(versions) >= self.cfg.max_versions_per_model:
                 self._dropped.labels("version_limit").inc()
                 return None
-            v = versions[version] = _Version(self.cfg.max_samples)
+            v = versions[version] = VersionWindows(self.cfg.max_samples)
         return v
 
     def _take_events(self, items: Sequence[object]) -> None:
@@ -286,7 +210,7 @@ class CanaryCheck(Passive):
         p = self.cfg.pairs.get(model)
         if p is not None:
             return [(p.baseline, p.candidate)] if {p.baseline, p.candidate} <= set(versions) else []
-        order = sorted(versions, key=_version_key)
+        order = sorted(versions, key=version_key)
         return [(order[0], v) for v in order[1:]]
 
     def evaluate(self, now: float) -> Sequence[Finding]:

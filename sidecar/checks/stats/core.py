@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from sidecar.checks.kstwo import asymp_en, kstwo_sf
+from sidecar.checks.stats.kstwo import asymp_en, kstwo_sf
 
 __all__ = [
     "MAX_EXACT_N",

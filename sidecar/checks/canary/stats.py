@@ -8,7 +8,7 @@
   same data always gives the same verdict), continuous (a resampling count would floor p at 1/resamples,
   which Benjamini-Hochberg over four aspects then inflates), and O(n) per quantile.
 - error ratio: Fisher's exact test on the 2x2 table (errors, successes) x (candidate, baseline).
-- scores: two-sample Kolmogorov-Smirnov (``sidecar.checks.stats.ks_2samp_fast``, the drift check's test);
+- scores: two-sample Kolmogorov-Smirnov (``sidecar.checks.stats.core.ks_2samp_fast``, the drift check's test);
   two-sided, since a score distribution that moved either way is a behaviour change.
 
 Each aspect also has a floor on the size of the difference (config), so a large sample cannot call a 1%
@@ -24,7 +24,7 @@ import numpy as np
 import scipy.special as sps_special
 import scipy.stats as sps
 
-from sidecar.checks.stats import Ecdf, ks_2samp_fast
+from sidecar.checks.stats.core import Ecdf, ks_2samp_fast
 
 __all__ = ["ASPECTS", "AspectResult", "error_test", "quantile_tests", "score_test"]
 

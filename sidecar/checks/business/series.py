@@ -19,7 +19,7 @@ from typing import Any
 
 from datasketches import kll_floats_sketch
 
-from sidecar.checks.business_config import BusinessCheckConfig, parse_field_ref
+from sidecar.checks.business.config import BusinessCheckConfig, parse_field_ref
 from sidecar.model import Event
 
 __all__ = ["ALL_VERSIONS", "KLL_K", "Bucket", "CheckState", "Series", "extract"]

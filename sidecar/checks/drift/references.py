@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sidecar.checks.stats import Ecdf
-from sidecar.checks.windows import FeatureKind, WindowSnapshot, pack, unpack
+from sidecar.checks.stats.core import Ecdf
+from sidecar.checks.stats.windows import FeatureKind, WindowSnapshot, pack, unpack
 
 __all__ = ["Reference", "load_reference_file"]
 
@@ -87,7 +87,7 @@ def load_reference_file(
     kinds: dict[str, FeatureKind] | None = None,
     columns: list[str] | None = None,
 ) -> dict[str, Reference]:
-    """One reference per column of a Parquet, CSV or JSON Lines file (see ``sidecar.checks.datafile``)."""
-    from sidecar.checks.datafile import load_columns  # the reader imports Reference from here
+    """One reference per column of a Parquet, CSV or JSON Lines file (see ``sidecar.checks.drift.datafile``)."""
+    from sidecar.checks.drift.datafile import load_columns  # the reader imports Reference from here
 
     return load_columns(path, created_at=created_at, max_rows=max_rows, seed=seed, kinds=kinds, columns=columns)

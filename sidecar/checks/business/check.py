@@ -17,10 +17,10 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from sidecar.checks.business_config import BusinessConfig
-from sidecar.checks.business_eval import Result, evaluate_series, to_finding
-from sidecar.checks.business_series import CheckState, Series, extract
-from sidecar.checks.business_store import BucketStore
+from sidecar.checks.business.config import BusinessConfig
+from sidecar.checks.business.eval import Result, evaluate_series, to_finding
+from sidecar.checks.business.series import CheckState, Series, extract
+from sidecar.checks.business.store import BucketStore
 from sidecar.clock import Clock
 from sidecar.component import Readiness
 from sidecar.model import Batch, Event, Finding

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from sidecar.checks.references import Reference
-from sidecar.checks.stats import Ecdf
-from sidecar.checks.windows import FeatureKind
+from sidecar.checks.drift.references import Reference
+from sidecar.checks.stats.core import Ecdf
+from sidecar.checks.stats.windows import FeatureKind
 
 __all__ = ["DataFileError", "hours_covered", "load_columns"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from sidecar.checks.verdicts_config import ColdStartConfig
+from sidecar.checks.cold_start.config import ColdStartConfig
 from sidecar.component import Passive
 from sidecar.model import Batch, Finding, Sample
 

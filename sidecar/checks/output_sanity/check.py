@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from sidecar.checks.output_sanity_config import ModelOutputsConfig, OutputSanityConfig
+from sidecar.checks.output_sanity.config import ModelOutputsConfig, OutputSanityConfig
 from sidecar.clock import Clock
 from sidecar.component import Passive
 from sidecar.model import Batch, Event, Finding

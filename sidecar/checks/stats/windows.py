@@ -22,8 +22,8 @@ from typing import Any, Literal
 import numpy as np
 import orjson
 
-from sidecar.checks.sketch import ITEMS, kll_from_bytes, kll_to_ecdf, kll_update, new_kll
-from sidecar.checks.stats import Ecdf
+from sidecar.checks.stats.core import Ecdf
+from sidecar.checks.stats.sketch import ITEMS, kll_from_bytes, kll_to_ecdf, kll_update, new_kll
 
 __all__ = ["OTHER", "FeatureKind", "FeatureWindow", "WindowSnapshot", "pack", "unpack"]
 

@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.stats as sps
 
-from sidecar.checks.canary_stats import AspectResult
+from sidecar.checks.canary.stats import AspectResult
 from sidecar.model import Batch, SeriesSnapshot
 from sidecar.processors.derive import Deriver
 from sidecar.processors.triton_snapshot import Key, snapshot_models

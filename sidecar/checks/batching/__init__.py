@@ -1,0 +1,1 @@
+"""The batching advisor: dynamic batching settings against the batch sizes and queue time Triton reports."""

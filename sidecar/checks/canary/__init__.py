@@ -1,0 +1,1 @@
+"""The canary verdict: a new version against the one it replaces, from Triton's statistics and from events."""
