@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
-import yaml
-from pydantic import AfterValidator, BaseModel, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from exporters.config import WebhookConfig
 from sidecar.alerting.config import AlertingConfig
 from sidecar.checks.config import ChecksConfig
-from sidecar.configbase import StrictModel
+from sidecar.configbase import StrictModel, Token
+from sidecar.configyaml import load_yaml
 from sidecar.diagnose.config import DiagnoseConfig
 from sidecar.errors import ConfigError
 from sidecar.sources.events.config import EventsConfig
@@ -39,11 +39,11 @@ class ServerConfig(StrictModel):
     max_body_bytes: int = Field(
         4 * 1024 * 1024, gt=0, description="Largest request body accepted, checked after decompression (413 above)."
     )
-    push_token: SecretStr | None = Field(
+    push_token: Token | None = Field(
         None, description="Bearer token required on push endpoints (/v1/traces, /v1/events, /v1/changes)."
     )
-    admin_token: SecretStr | None = Field(None, description="Bearer token required on admin endpoints (/admin/*).")
-    read_token: SecretStr | None = Field(
+    admin_token: Token | None = Field(None, description="Bearer token required on admin endpoints (/admin/*).")
+    read_token: Token | None = Field(
         None,
         description="Token required to read pages, /metrics, /docs and the GET APIs (Bearer, or HTTP Basic "
         "with any user name and this as the password, so a browser can sign in). /healthz and /readyz stay open "
@@ -62,7 +62,20 @@ class ServerConfig(StrictModel):
         64 * 1024, ge=1024, le=16 * 1024 * 1024, description="Largest request head (request line + headers)."
     )
     max_connections: int = Field(
-        1024, gt=0, description="Open connections at once; more are answered 503 by the server."
+        1024,
+        gt=0,
+        description="Open connections that may carry any request. Beyond them a connection takes a probe-reserve "
+        "slot (only /healthz and /readyz are served; other requests get 503 + Retry-After); when those are held "
+        "too, the connection idle longest is closed to make room, or the new one is answered 503. Lowered at "
+        "start to fit the file-descriptor limit (RLIMIT_NOFILE, whose soft limit is raised toward the hard one, "
+        "minus 256 kept for files and clients); the log says so.",
+    )
+    probe_reserve_connections: int = Field(
+        16,
+        ge=1,
+        le=1024,
+        description="Connections kept beyond max_connections for /healthz and /readyz, so a flood of connections "
+        "never fails a liveness probe.",
     )
     max_inflight_requests: int = Field(64, gt=0, description="Push requests handled at once; more get 429.")
     memory_limit_mib: int | None = Field(
@@ -188,61 +201,6 @@ def parse_config(data: Mapping[str, Any] | None) -> SidecarConfig:
         raise ConfigError(path, f"{msg}{more}") from None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML keeps the last of two equal keys without a word: a second ``server:`` block would silently drop
-    the first one's tokens. This loader refuses any duplicate, at any depth, naming both lines."""
-
-
-def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        line = key_node.start_mark.line + 1
-        if not isinstance(key_node, yaml.ScalarNode):
-            # YAML allows `? {a: 1}` or `? [a, b]` as a key; no config key is one, and it cannot be hashed
-            # for the duplicate check, so it is refused here with its line rather than raising TypeError.
-            raise ConfigError(
-                ".".join(_mapping_path(loader, node)), f"a key must be a plain name, not a {key_node.id} (line {line})"
-            )
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            path = ".".join([*_mapping_path(loader, node), str(key)])
-            raise ConfigError(path, f"duplicate key (line {seen[key]} and line {line}); keep one")
-        seen[key] = line
-    return loader.construct_mapping(node, deep=deep)
-
-
-def _mapping_path(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> list[str]:
-    """The dotted path of ``node`` inside the document (found from the root: nodes do not know parents)."""
-
-    def walk(cur: yaml.Node, trail: list[str]) -> list[str] | None:
-        if cur is node:
-            return trail
-        if isinstance(cur, yaml.MappingNode):
-            for k, v in cur.value:
-                found = walk(v, [*trail, str(k.value)])
-                if found is not None:
-                    return found
-        elif isinstance(cur, yaml.SequenceNode):
-            for i, v in enumerate(cur.value):
-                found = walk(v, [*trail, str(i)])
-                if found is not None:
-                    return found
-        return None
-
-    root = getattr(loader, "_sidecar_root", None)
-    return (walk(root, []) if root is not None else None) or []
-
-
-def _compose_with_root(loader: _UniqueKeyLoader) -> Any:
-    root = yaml.SafeLoader.compose_document(loader)
-    loader._sidecar_root = root  # type: ignore[attr-defined]
-    return root
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
-_UniqueKeyLoader.compose_document = _compose_with_root  # type: ignore[method-assign,assignment]
-
-
 def load_config(path: str | Path) -> SidecarConfig:
     p = Path(path)
     try:
@@ -256,12 +214,4 @@ def load_config(path: str | Path) -> SidecarConfig:
 
 def load_config_text(text: str, source: str = "the config") -> SidecarConfig:
     """Parse and validate YAML text; every problem is a ``ConfigError`` (``source`` names it in messages)."""
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError("", f"{source} is not valid YAML{where}") from None
-    except RecursionError:
-        raise ConfigError("", f"{source} nests too deeply") from None
-    return parse_config(data)
+    return parse_config(load_yaml(text, source))
