@@ -14,7 +14,7 @@ import pytest
 from drift_testutil import feed, make_ctx, normal_rows
 
 from sidecar.checks.drift.check import DriftCheck
-from sidecar.checks.drift.references import load_reference_file
+from sidecar.checks.drift.datafile import load_reference_file
 from sidecar.clock import FakeClock
 from sidecar.drift_report import main
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import orjson
 from fastapi import APIRouter, HTTPException, Request
@@ -11,13 +11,22 @@ from pydantic import ValidationError
 from sidecar.checks.drift.config import ReferenceConfig
 from sidecar.errors import ConfigError
 
-if TYPE_CHECKING:
-    from sidecar.checks.drift.check import DriftCheck
-
-__all__ = ["drift_router"]
+__all__ = ["DriftAdmin", "drift_router"]
 
 
-def drift_router(check: DriftCheck) -> APIRouter:
+class DriftAdmin(Protocol):
+    """What the admin API needs of the drift check (a protocol, so this module does not import the check)."""
+
+    ctx: Any
+
+    def describe_references(self) -> Any: ...
+
+    def describe_specs(self) -> Any: ...
+
+    def set_reference(self, model: str, spec: ReferenceConfig, *, who: str) -> Any: ...
+
+
+def drift_router(check: DriftAdmin) -> APIRouter:
     router = APIRouter()
     guard = check.ctx.guard
     ep = "/admin/drift/references"

@@ -23,7 +23,7 @@ from sidecar.checks.drift.references import Reference
 from sidecar.checks.stats.core import Ecdf
 from sidecar.checks.stats.windows import FeatureKind
 
-__all__ = ["DataFileError", "hours_covered", "load_columns"]
+__all__ = ["DataFileError", "hours_covered", "load_columns", "load_reference_file"]
 
 _SNIFF_BYTES = 64 * 1024
 
@@ -315,3 +315,16 @@ def load_columns(
         else:
             out[name] = Reference("categorical", col.total, col.missing, source, created_at, counts=col.counts)
     return out
+
+
+def load_reference_file(
+    path: str | Path,
+    *,
+    created_at: float,
+    max_rows: int,
+    seed: int = 0,
+    kinds: dict[str, FeatureKind] | None = None,
+    columns: list[str] | None = None,
+) -> dict[str, Reference]:
+    """One reference per column of a Parquet, CSV or JSON Lines file."""
+    return load_columns(path, created_at=created_at, max_rows=max_rows, seed=seed, kinds=kinds, columns=columns)

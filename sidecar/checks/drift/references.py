@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from sidecar.checks.stats.core import Ecdf
 from sidecar.checks.stats.windows import FeatureKind, WindowSnapshot, pack, unpack
 
-__all__ = ["Reference", "load_reference_file"]
+__all__ = ["Reference"]
 
 
 @dataclass(frozen=True)
@@ -76,18 +75,3 @@ class Reference:
             ecdf,
             {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else None,
         )
-
-
-def load_reference_file(
-    path: str | Path,
-    *,
-    created_at: float,
-    max_rows: int,
-    seed: int = 0,
-    kinds: dict[str, FeatureKind] | None = None,
-    columns: list[str] | None = None,
-) -> dict[str, Reference]:
-    """One reference per column of a Parquet, CSV or JSON Lines file (see ``sidecar.checks.drift.datafile``)."""
-    from sidecar.checks.drift.datafile import load_columns  # the reader imports Reference from here
-
-    return load_columns(path, created_at=created_at, max_rows=max_rows, seed=seed, kinds=kinds, columns=columns)

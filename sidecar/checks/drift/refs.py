@@ -11,8 +11,9 @@ import math
 from dataclasses import dataclass, field
 
 from sidecar.checks.drift.config import DriftConfig, ReferenceConfig
+from sidecar.checks.drift.datafile import load_reference_file
 from sidecar.checks.drift.persistence import DriftStore, key
-from sidecar.checks.drift.references import Reference, load_reference_file
+from sidecar.checks.drift.references import Reference
 from sidecar.checks.drift.registry import ModelKey, SeriesKey
 from sidecar.checks.stats.windows import FeatureKind, FeatureWindow, pack, unpack
 from sidecar.errors import ConfigError

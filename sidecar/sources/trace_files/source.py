@@ -24,13 +24,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import sidecar.sources.trace_files.state as state
 from sidecar.clock import Clock
 from sidecar.component import Bus, Readiness
 from sidecar.model import Batch, Event, Span
 from sidecar.periodic import Periodic
 from sidecar.records import from_span
 from sidecar.sources.events.metrics import EventsMetrics
-from sidecar.sources.trace_files import state
 from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.records import scan
 from sidecar.sources.trace_files.requests import Assembler, Request
