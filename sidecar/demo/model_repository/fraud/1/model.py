@@ -3,7 +3,12 @@
 It raises rather than returning an error response because Triton 2.51 counts an error response from the Python
 backend as a success; a raised exception is counted in nv_inference_request_failure{reason="BACKEND"}. The
 model has no dynamic batching, so one bad request never fails its neighbours.
+
+About 1% of requests (risk above SLOW_RISK_Z standard deviations) take SLOW_SECS longer: the slow traces the
+sidecar's /traces page lists.
 """
+
+import time
 
 import numpy as np
 
