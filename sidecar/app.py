@@ -33,8 +33,8 @@ def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
             if manage_lifecycle:
                 await service.shutdown()
 
-    # The stock /docs loads Swagger UI from a CDN and is blank offline; its files are served from the
-    # swagger-ui-bundle wheel instead.
+    # The stock /docs loads Swagger UI from a CDN and is blank offline; Swagger UI 5 (it reads the OpenAPI 3.1
+    # FastAPI writes) is served from the fastapi-offline wheel instead.
     app = FastAPI(title="Triton sidecar", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     if service.guard.requires("read"):
@@ -86,10 +86,12 @@ def _masked(value: object) -> object:
 
 def _mount_docs(app: FastAPI) -> None:
     try:
-        from swagger_ui_bundle import swagger_ui_path
-    except ImportError:  # without the bundle there is no offline UI; the schema at /openapi.json still works
+        from importlib import resources
+
+        assets = resources.files("fastapi_offline") / "static"
+    except ImportError:  # without the package there is no offline UI; the schema at /openapi.json still works
         return
-    app.mount("/static/swagger-ui", StaticFiles(directory=swagger_ui_path), name="swagger-ui")
+    app.mount("/static/swagger-ui", StaticFiles(directory=str(assets)), name="swagger-ui")
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
@@ -98,7 +100,7 @@ def _mount_docs(app: FastAPI) -> None:
             title="Triton sidecar API",
             swagger_js_url="/static/swagger-ui/swagger-ui-bundle.js",
             swagger_css_url="/static/swagger-ui/swagger-ui.css",
-            swagger_favicon_url="/static/swagger-ui/favicon-32x32.png",
+            swagger_favicon_url="/static/swagger-ui/favicon.png",
         )
 
 
