@@ -11,6 +11,7 @@ from exporters.elasticsearch import ClientFactory, client_from_config
 from sidecar.alerting.book import AlertBook
 from sidecar.alerting.runbook_pages import RunbookPages
 from sidecar.component import Context
+from sidecar.pages.render import render
 from sidecar.wiring.alert_audit import delivery_recorder, transition_recorder
 from sidecar.wiring.audit import build as build_audit
 from sidecar.wiring.audit import build_requests
@@ -49,7 +50,7 @@ def build(ctx: Context, *, es_client: ClientFactory = client_from_config) -> lis
     )
     srv = ctx.config.server
     sidecar_url = (srv.public_url or f"http://{srv.host}:{srv.port}").rstrip("/")
-    out.append(RunbookPages(registry=ctx.registry))
+    out.append(RunbookPages(ctx.config, registry=ctx.registry, render=render))
     book = AlertBook(
         cfg,
         registry=ctx.registry,

@@ -1,5 +1,5 @@
-"""By default an alert's runbook link points at the sidecar itself, which serves docs/runbooks, so the link
-works with no internet; a configured base URL replaces it."""
+"""By default an alert's runbook link points at the sidecar itself, which serves docs/runbooks as pages, so the
+link works with no internet; a configured base URL replaces it."""
 
 from __future__ import annotations
 
@@ -42,10 +42,10 @@ async def test_the_default_runbook_link_is_served_by_the_sidecar(tmp_path: Path)
     app = create_app(svc, manage_lifecycle=False)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sc") as c:
         r = await c.get(url)
-        assert r.status_code == 200 and r.text.startswith("# CtrMeanDown")
-        assert r.headers["content-type"].startswith("text/markdown")
-        index = await c.get("/runbooks/")
-        assert index.status_code == 200 and "[FeatureDrifting](FeatureDrifting.md)" in index.text
+        assert r.status_code == 200 and '<h1 id="title">CtrMeanDown</h1>' in r.text
+        assert r.headers["content-type"].startswith("text/html")
+        index = await c.get("/runbooks", follow_redirects=True)  # the status page's link, without the slash
+        assert index.status_code == 200 and '<a href="/runbooks/FeatureDrifting.md">FeatureDrifting</a>' in index.text
     await svc.shutdown()
 
 
