@@ -194,7 +194,7 @@ def _serve(port: int) -> None:
     )
     svc = Service(cfg, registry=CollectorRegistry(), factories=[build])
     sock = bind_listener("127.0.0.1", port)
-    server = uvicorn_server(create_app(svc), cfg.server, lambda: None)
+    server = uvicorn_server(create_app(svc), cfg.server, registry=svc.registry)
     if os.environ.get("SIDECAR_BENCH_DEFAULT_GC") != "1":
         tune_gc()  # as `sidecar run` does
     if os.environ.get("SIDECAR_BENCH_LOOP") == "asyncio":

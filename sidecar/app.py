@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sidecar import __version__
 from sidecar.exposition import render_metrics
+from sidecar.httphead import HeadAsGet
 from sidecar.redact import mask_text
 from sidecar.service import Service
 
@@ -39,6 +40,7 @@ def create_app(service: Service, *, manage_lifecycle: bool = True) -> FastAPI:
     app.state.service = service
     if service.guard.requires("read"):
         app.add_middleware(_ReadGate, service=service)
+    app.add_middleware(HeadAsGet)  # outermost: HEAD is a GET whose body is dropped, wherever GET works
     _mount_docs(app)
 
     @app.exception_handler(RequestValidationError)

@@ -75,8 +75,7 @@ async def _serve(cfg_path: str) -> None:
     try:
         lock.acquire()
         service = Service(cfg)
-        too_slow = service.guard.refused.labels("*", "header_timeout").inc
-        server = uvicorn_server(create_app(service), cfg.server, too_slow)
+        server = uvicorn_server(create_app(service), cfg.server, registry=service.registry)
         tune_gc()
         host, port = sock.getsockname()[:2]
         logging.getLogger("sidecar").info("sidecar %s listening on http://%s:%d", __version__, host, port)
