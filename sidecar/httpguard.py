@@ -83,12 +83,30 @@ class RequestGuard:
         self.refused.labels(endpoint, reason).inc()
         return HTTPException(status_code=status, detail=message, headers=headers)
 
+    def accepted(self, scope: Scope) -> tuple[SecretStr, ...]:
+        """The tokens that open ``scope``; empty means the scope is open.
+
+        - push: the push token only (Triton's exporter and CI hold it; it opens nothing else).
+        - read: the read token or the admin token (whoever may change the sidecar may look at it); open when no
+          read token is set.
+        - admin: the admin token; without one, the read token (so a sidecar that asks for a token to read never
+          leaves its admin routes open); open when neither is set.
+        """
+        push, admin, read = self._tokens["push"], self._tokens["admin"], self._tokens["read"]
+        if scope == "push":
+            return (push,) if push is not None else ()
+        if scope == "read":
+            return (read, *((admin,) if admin is not None else ())) if read is not None else ()
+        if admin is not None:
+            return (admin,)
+        return (read,) if read is not None else ()
+
     def requires(self, scope: Scope) -> bool:
-        return self._tokens[scope] is not None
+        return bool(self.accepted(scope))
 
     def authorize(self, request: Request, scope: Scope, endpoint: str) -> None:
-        token = self._tokens[scope]
-        if token is None:
+        tokens = self.accepted(scope)
+        if not tokens:
             return
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
@@ -98,7 +116,10 @@ class RequestGuard:
             given = _basic_password(given)
         elif scheme != "bearer":
             given = ""
-        if not given.strip() or not hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode()):
+        raw = given.strip().encode()
+        # Every accepted token is compared (no early exit), each in constant time.
+        matched = [hmac.compare_digest(raw, t.get_secret_value().encode()) for t in tokens]
+        if not raw or not any(matched):
             challenge = 'Basic realm="sidecar", charset="UTF-8"' if scope == "read" else "Bearer"
             raise self.refuse(endpoint, "unauthorized", 401, "missing or wrong token", {"WWW-Authenticate": challenge})
 

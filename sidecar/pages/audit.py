@@ -30,7 +30,7 @@ class AuditPage(Passive):
         params: dict[str, str | int] = {
             k: request.query_params[k][:600] for k in _PASSED if request.query_params.get(k)
         }
-        raw, why = await self.api.get(request.app, "/v1/audit", params)
+        raw, why = await self.api.get(request, "/v1/audit", params)
         events = [e for e in raw.get("events", []) if isinstance(e, dict)] if isinstance(raw, dict) else []
         cursor = raw.get("next_cursor") if isinstance(raw, dict) else None
         nxt = None

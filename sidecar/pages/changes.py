@@ -48,8 +48,8 @@ class ChangesPage(Passive):
         params: dict[str, str | int] = {"limit": limit}
         if model:
             params["model"] = model
-        raw, why = await self.api.get(request.app, "/v1/changes", params)
-        alerts_raw, alerts_why = await self.api.get(request.app, "/v1/alerts")
+        raw, why = await self.api.get(request, "/v1/changes", params)
+        alerts_raw, alerts_why = await self.api.get(request, "/v1/alerts")
         alerts = alert_views(alerts_raw)
         changes = [c for c in raw if isinstance(c, dict)] if isinstance(raw, list) else []
         rows = [

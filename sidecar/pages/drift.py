@@ -71,7 +71,7 @@ class DriftPage(Passive):
     async def page(self, request: Request, model: str = "") -> HTMLResponse:
         now = self.clock.now()
         src = self.source
-        raw, alerts_why = await self.api.get(request.app, "/v1/alerts")
+        raw, alerts_why = await self.api.get(request, "/v1/alerts")
         rows = list(src.series(model)) if src is not None else []
         at = src.evaluated_at if src is not None else None
         return HTMLResponse(

@@ -2,9 +2,11 @@
 
 - The metrics registry (``sidecar_triton_*``, ``sidecar_drift_*``, ``sidecar_gpu_*``,
   ``sidecar_alertmanager_*``): every component already exports its state there.
-- The sidecar's read-only JSON API (``/readyz``, ``/v1/alerts``, ``/v1/changes``), called in-process through
-  the ASGI app that serves the page: the page shows exactly what an API client would see, whichever
-  component serves the route.
+- The sidecar's read-only JSON API (``/readyz``, ``/v1/alerts``, ``/v1/changes``, ``/v1/audit``), called
+  in-process through the ASGI app that serves the page: the page shows exactly what an API client would see,
+  whichever component serves the route. The call carries the page request's own ``Authorization`` header, so
+  it passes the same token gate the page request passed (a page never reads with more rights than its
+  reader, and never with fewer).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter
-from starlette.types import ASGIApp
+from starlette.requests import Request
 
 __all__ = ["Api", "Delivery", "GpuRow", "Metrics", "read_metrics"]
 
@@ -148,10 +150,13 @@ class Api:
             registry=registry,
         )
 
-    async def get(self, app: ASGIApp, path: str, params: Mapping[str, str | int] | None = None) -> tuple[Any, str]:
-        """(JSON body or None, why it is missing)."""
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://sidecar") as client:
+    async def get(self, request: Request, path: str, params: Mapping[str, str | int] | None = None) -> tuple[Any, str]:
+        """(JSON body or None, why it is missing), read as the page's own caller: through ``request.app``, with
+        the caller's ``Authorization`` header (and nothing else of theirs)."""
+        transport = httpx.ASGITransport(app=request.app)
+        auth = request.headers.get("authorization")
+        headers = {"authorization": auth} if auth else None
+        async with httpx.AsyncClient(transport=transport, base_url="http://sidecar", headers=headers) as client:
             try:
                 r = await client.get(path, params=dict(params or {}))
             except Exception as exc:

@@ -147,13 +147,13 @@ class StatusPages(Passive):
         self.log = logger or logging.getLogger("sidecar.pages")
 
     async def _alerts(self, request: Request) -> tuple[list[AlertView], str]:
-        raw, why = await self.api.get(request.app, "/v1/alerts")
+        raw, why = await self.api.get(request, "/v1/alerts")
         return alert_views(raw), why
 
     async def index(self, request: Request) -> HTMLResponse:
         alerts, alerts_why = await self._alerts(request)
-        ready, ready_why = await self.api.get(request.app, "/readyz")
-        changes, changes_why = await self.api.get(request.app, "/v1/changes", {"limit": 10})
+        ready, ready_why = await self.api.get(request, "/readyz")
+        changes, changes_why = await self.api.get(request, "/v1/changes", {"limit": 10})
         m = read_metrics(self.registry)
         return HTMLResponse(
             render(
