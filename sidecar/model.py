@@ -3,8 +3,9 @@
 Sources publish ``Batch`` objects on the ``Bus``; checks observe them and produce ``Finding`` objects; the alert
 book turns findings into ``Alert`` lifecycles; ``Change`` records annotate alerts.
 
-This module depends on nothing of ours (``tests/test_import_rules.py`` holds it to that): every other layer may
-import it, and it stays the one vocabulary they share.
+This module depends on nothing of ours but ``sidecar.facts`` (the typed evidence a finding carries;
+``tests/test_import_rules.py`` holds it to that): every other layer may import it, and it stays the one
+vocabulary they share.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
+
+from sidecar.facts import NO_FACTS, Facts, FactValue
 
 __all__ = [
     "Batch",
@@ -223,9 +226,10 @@ class Finding:
     for_secs: float | None = None
     trace_id: str | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
-    # Numbers and short tokens (test name, reason code) the text renderers in sidecar/alerting/render/ turn
-    # into sentences; a check writes no prose.
-    facts: Mapping[str, float | int | str | None] = field(default_factory=dict)
+    # The evidence, typed per kind (``sidecar.facts``): numbers and short tokens the one renderer
+    # (sidecar/alerting/render/) turns into every sentence a person reads; a check writes no prose. A plain
+    # mapping is accepted from code that builds findings by hand (tests, an external check).
+    facts: Facts | Mapping[str, FactValue] = field(default_factory=lambda: NO_FACTS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from sidecar.alerting.render.drift import evidence_text, now_text
 from sidecar.clock import Clock
 from sidecar.component import Passive
 from sidecar.model import Finding
@@ -87,6 +88,8 @@ class DriftPage(Passive):
                 alerts=drift_alerts(raw),
                 alerts_why=alerts_why,
                 detail_url=detail_url,
+                evidence_text=evidence_text,
+                now_text=now_text,
             )
         )
 

@@ -15,6 +15,7 @@ from urllib.parse import unquote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from sidecar.alerting.render.drift import evidence_text, now_text
 from sidecar.clock import Clock
 from sidecar.component import Passive
 from sidecar.pages.drift import DriftSource, detail_url
@@ -157,6 +158,8 @@ class DriftDetailPage(Passive):
                 bars_h=bars_h,
                 bars_top=bars_top,
                 self_url=detail_url(model, version, feature),
+                evidence_text=evidence_text,
+                now_text=now_text,
                 geo={
                     "W": WIDTH,
                     "H": HEIGHT,

@@ -112,9 +112,18 @@ def read_metrics(registry: CollectorRegistry) -> Metrics:
                 # the unseen ratio without the test label.
                 key = tuple(s.labels.get(k, "") for k in ("model", "version", "feature"))
                 row = drift.setdefault(key, dict(zip(("model", "version", "feature"), key, strict=True)))
+                field_ = _DRIFT[s.name] + (f"_{s.labels['window']}" if "window" in s.labels else "")
+                if s.labels.get("test") == "missing":
+                    # The missing-values test of the same feature: its own fields, never over the KS/chi2 row's;
+                    # it marks the row drifting (or holding) too.
+                    row[f"missing_test_{field_}"] = None if math.isnan(v) else v
+                    if field_ in ("drifting", "condition") and v == 1:
+                        row[field_] = 1.0
+                    continue
                 if "test" in s.labels:
                     row["test"] = s.labels["test"]
-                field_ = _DRIFT[s.name] + (f"_{s.labels['window']}" if "window" in s.labels else "")
+                if field_ in ("drifting", "condition") and row.get(field_) == 1:
+                    continue  # the missing-values test already marks it
                 row[field_] = None if math.isnan(v) else v
             elif s.name == "sidecar_gpu_up":
                 g = gpus.setdefault(s.labels.get("uuid") or s.labels.get("gpu", ""), GpuRow(dict(s.labels), v))

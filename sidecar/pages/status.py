@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from prometheus_client import CollectorRegistry
 
+from sidecar.alerting.render.drift import figures_text
 from sidecar.clock import Clock
 from sidecar.component import Passive
 from sidecar.pages.readers import MAX_ROWS, Api, read_metrics
@@ -187,6 +188,7 @@ class StatusPages(Passive):
                 why=why,
                 deliveries=m.deliveries,
                 drift=drift,
+                figures_text=lambda *a: "now: " + figures_text(*a),
                 groups=[(s, [a for a in alerts if a.state == s]) for s in ("firing", "pending", "resolved")],
             )
         )

@@ -153,14 +153,14 @@ def test_drift_page_lists_every_feature_with_the_checks_numbers_worst_first(tmp_
     for feature, test, floor in (("x", "ks", cfg.ks_effect_floor), ("country", "chi2", cfg.psi_effect_floor)):
         r, lab = rows[f"ctr/{feature}"], {"model": "ctr", "version": "2", "feature": feature, "test": test}
         assert r["test"].text().startswith(test)
-        assert r["statistic"].text() == f"{gauge(svc, 'sidecar_drift_statistic', **lab):.4g}"
-        assert r["p (BH)"].text() == f"{gauge(svc, 'sidecar_drift_p_value', **lab):.3g}"
-        assert r["effect / floor"].text() == f"{gauge(svc, 'sidecar_drift_effect_size', **lab):.3f} / {floor:g}"
+        assert r["statistic now"].text() == f"{gauge(svc, 'sidecar_drift_statistic', **lab):.4g}"
+        assert r["p (BH) now"].text() == f"{gauge(svc, 'sidecar_drift_p_value', **lab):.3g}"
+        assert r["effect / floor now"].text() == f"{gauge(svc, 'sidecar_drift_effect_size', **lab):.3f} / {floor:g}"
         n = {
             w: int(gauge(svc, "sidecar_drift_samples", model="ctr", version="2", feature=feature, window=w))
             for w in ("current", "reference")
         }
-        assert r["n cur / ref"].text() == f"{n['current']} / {n['reference']}"
+        assert r["n cur / ref now"].text() == f"{n['current']} / {n['reference']}"
         # The condition began at the first evaluation and has held the 600 s the check needs.
         assert r["held / needed"].text() == "10m / 10m"
         # Pinned to version 2's first events; its age counts from the moment it froze (the 500th event).

@@ -1,15 +1,24 @@
-"""The text of drift findings, from the numbers the drift check puts in ``Finding.facts``."""
+"""The text of drift findings, from the facts the drift check puts in ``Finding.facts`` (``DriftFacts``).
+
+A finding's summary quotes the evidence that made it active (the drifting blocks of the scale that met the
+sustained rule, or the window while its condition held), never a later look that happens to be quieter; the
+latest look is quoted as "now", beside it. The pages call the same functions (``evidence_text``,
+``now_text``, ``figures_text``), so every screen says the same thing in the same words.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
+from typing import Any
 
 from sidecar.alerting.render import FindingText
+from sidecar.facts import DriftBlock, DriftReference
 from sidecar.model import Finding
 
-__all__ = ["render", "version_text"]
+__all__ = ["evidence_text", "figures_text", "now_text", "render", "state_text", "version_text"]
 
-Facts = Mapping[str, float | int | str | None]
+Facts = Mapping[str, Any]
 # Versions that mean "no version was given": the events source's default, or nothing at all.
 _ALL_VERSIONS = frozenset({"", "unversioned", "*"})
 
@@ -44,6 +53,10 @@ def _reason(facts: Facts) -> str:
     return str(code)
 
 
+def _hms(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%H:%M:%SZ")
+
+
 def _held(facts: Facts) -> str:
     if facts.get("decision") == "multiscale":
         return (
@@ -57,16 +70,109 @@ def _held(facts: Facts) -> str:
     return f"; condition held {held:.0f}s of {_num(facts, 'sustained_secs'):.0f}s"
 
 
-def _test_detail(facts: Facts) -> str:
-    if facts.get("test") == "ks":
-        return f"KS D={_num(facts, 'statistic'):.4f} ({facts.get('method')})"
+def _f(v: float | None, spec: str) -> str:
+    return "-" if v is None or v != v else format(v, spec)
+
+
+def figures_text(
+    test: str,
+    statistic: float | None,
+    q: float | None,
+    n_cur: int | None,
+    n_ref: int | None,
+    *,
+    method: object = None,
+    dof: object = None,
+    psi: float | None = None,
+    new: str = "",
+    ref_missing: float | None = None,
+) -> str:
+    """One look's figures: ``KS D=0.3230 (asymp), p(BH)=3e-24, n=400 vs 1000`` (the same words on every screen)."""
+    if test == "missing":
+        return f"missing {_f(statistic, '.1%')} vs {_f(ref_missing, '.1%')}"
+    if test == "ks":
+        detail = f"KS D={_f(statistic, '.4f')}" + (f" ({method})" if method else "")
+    else:
+        detail = f"chi2={_f(statistic, '.1f')} dof={dof} PSI={_f(psi, '.3f')}{new}"
+    return f"{detail}, p(BH)={_f(q, '.3g')}, n={n_cur} vs {n_ref}"
+
+
+def _new(facts: Facts) -> str:
     unseen = facts.get("unseen")
-    new = (
-        f"; new categories {unseen} ({_num(facts, 'unseen_ratio'):.1%})"
-        if unseen and isinstance(facts.get("unseen_count"), int) and facts.get("unseen_count")
-        else ""
+    if unseen and isinstance(facts.get("unseen_count"), int) and facts.get("unseen_count"):
+        return f"; new categories {unseen} ({_num(facts, 'unseen_ratio'):.1%})"
+    return ""
+
+
+def _block_figures(facts: Facts, b: DriftBlock) -> str:
+    test = str(facts.get("test"))
+    return figures_text(
+        test,
+        b.statistic,
+        b.q,
+        b.n_cur,
+        b.n_ref,
+        method=facts.get("method"),
+        dof=facts.get("dof"),
+        psi=b.effect if test == "chi2" else None,
+        new=_new(facts) if test == "chi2" else "",
+        ref_missing=facts.get("ref_missing_ratio"),
     )
-    return f"chi2={_num(facts, 'statistic'):.1f} dof={facts.get('dof')} PSI={_num(facts, 'psi'):.3f}{new}"
+
+
+def _flat_figures(facts: Facts) -> str:
+    test = str(facts.get("test"))
+    return figures_text(
+        test,
+        facts.get("missing_ratio") if test == "missing" else facts.get("statistic"),
+        facts.get("q"),
+        facts.get("n_cur"),
+        facts.get("n_ref"),
+        method=facts.get("method"),
+        dof=facts.get("dof"),
+        psi=facts.get("psi"),
+        new=_new(facts),
+        ref_missing=facts.get("ref_missing_ratio"),
+    )
+
+
+def _where(facts: Facts, b: DriftBlock) -> str:
+    if facts.get("decision") == "multiscale":
+        return f" in the {_num(facts, 'scale_secs'):.0f}s block to {_hms(b.end)}"
+    return ""
+
+
+def _evidence(facts: Facts) -> tuple[DriftBlock, ...]:
+    ev = facts.get("evidence")
+    return tuple(b for b in ev if isinstance(b, DriftBlock)) if isinstance(ev, tuple) else ()
+
+
+def evidence_text(facts: Facts) -> str:
+    """What made the finding active: the latest drifting look's figures and the rule it met; "" when not
+    active (nothing fired)."""
+    ev = _evidence(facts)
+    if not ev:
+        return ""
+    b = ev[-1]
+    return _block_figures(facts, b) + _where(facts, b) + _held(facts)
+
+
+def now_text(facts: Facts) -> str:
+    """The latest look, labelled ``now``: ``now: KS D=0.0375, p(BH)=0.66, n=380 vs 300 (60s block to ...)``."""
+    b = facts.get("now")
+    if not isinstance(b, DriftBlock):
+        return "now: " + _flat_figures(facts) if facts.get("test") else ""
+    return "now: " + _block_figures(facts, b) + _where(facts, b)
+
+
+def state_text(facts: Facts, active: bool) -> str:
+    """``drifting``, ``condition holds`` (the latest look drifted; not enough evidence yet), ``ok``, or
+    ``insufficient data``: the same state words on every screen."""
+    if facts.get("insufficient"):
+        return "insufficient data"
+    if active:
+        return "drifting"
+    return "condition holds" if facts.get("condition") is True else "ok"
 
 
 def render(f: Finding) -> FindingText:
@@ -75,20 +181,26 @@ def render(f: Finding) -> FindingText:
         return f.summary or f.check, f.description
     where = f"{f.labels.get('model', '')} {version_text(f.labels.get('version'))} {f.labels.get('feature', '')}"
     test = facts.get("test")
+    word = "missing values" if test == "missing" else "drift"
+    evidence = _evidence(facts)
     if facts.get("insufficient"):
         summary = f"drift {where}: insufficient data ({_reason(facts)})"
-    elif test == "missing":
-        summary = (
-            f"missing values {where}: missing {_num(facts, 'missing_ratio'):.1%} vs "
-            f"{_num(facts, 'ref_missing_ratio'):.1%}{_held(facts)}"
-        )
+    elif f.active and evidence:
+        summary = f"{word} {where}: {evidence_text(facts)}"
     else:
-        summary = (
-            f"drift {where}: {_test_detail(facts)}, p(BH)={_num(facts, 'q'):.3g}, "
-            f"n={facts.get('n_cur')} vs {facts.get('n_ref')}{_held(facts)}"
+        summary = f"{word} {where}: {_flat_figures(facts)}{_held(facts)}"
+    parts = []
+    if f.active and len(evidence) > 1:
+        parts.append(
+            "Drifting looks: " + "; ".join(_block_figures(facts, b) + _where(facts, b) for b in evidence) + "."
         )
-    description = (
+    if f.active and evidence and isinstance(facts.get("now"), DriftBlock) and facts["now"] != evidence[-1]:
+        parts.append(now_text(facts)[0].upper() + now_text(facts)[1:] + ".")
+    ref = facts.get("reference")
+    if isinstance(ref, DriftReference):
+        parts.append(f"Reference {ref.id} ({ref.size} values).")
+    parts.append(
         f"Effect floor {facts.get('floor')}; missing ratio {_num(facts, 'missing_ratio'):.3f} "
         f"(reference {_num(facts, 'ref_missing_ratio'):.3f})."
     )
-    return summary, description
+    return summary, " ".join(parts)

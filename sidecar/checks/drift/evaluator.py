@@ -25,9 +25,10 @@ from sidecar.checks.drift.references import Reference
 from sidecar.checks.drift.refs import NoReference
 from sidecar.checks.stats.core import KsResult, benjamini_hochberg, chi_square, ks_2samp_fast, psi_numeric
 from sidecar.checks.stats.windows import WindowSnapshot
+from sidecar.facts import DriftBlock, DriftFacts, DriftReference
 from sidecar.model import Finding
 
-__all__ = ["Evaluator", "Facts", "FeatureResult", "SinceKey", "ks_job"]
+__all__ = ["Evaluator", "Facts", "FeatureResult", "SinceKey", "drift_facts", "ks_job", "look_block", "reference_facts"]
 
 SinceKey = tuple[str, str, str, str]
 _T = TypeVar("_T")
@@ -54,6 +55,51 @@ class FeatureResult:
     extra: Facts = field(default_factory=dict)
     insufficient: str = ""  # a reason code (too_few_samples, collecting, ...); empty when the test ran
     insufficient_facts: Facts = field(default_factory=dict)
+    reference: DriftReference | None = None
+
+
+def reference_facts(ref: Reference) -> DriftReference:
+    """Which reference a test compared against: its source and when it froze name it."""
+    return DriftReference(f"{ref.source}@{ref.created_at:.0f}", ref.n, ref.source, ref.created_at)
+
+
+def _num(v: float) -> float | None:
+    return None if math.isnan(v) else v
+
+
+def look_block(r: FeatureResult, q: float, start: float | None, end: float, level: float, drifted: bool) -> DriftBlock:
+    """One look's figures as a finding carries them (NaN, not computed, becomes None)."""
+    return DriftBlock(
+        start, end, r.n_cur, r.n_ref, _num(r.statistic), _num(r.effect), _num(r.p), _num(q), level, drifted
+    )
+
+
+def drift_facts(r: FeatureResult, q: float, floor: float, condition: bool, **kw: object) -> DriftFacts:
+    """The facts of one drift finding: the latest look's figures flat, the rest (evidence, decision) from ``kw``."""
+    extra = dict(r.insufficient_facts)
+    return DriftFacts(
+        test=r.test,
+        floor=floor,
+        condition=condition,
+        statistic=_num(r.statistic),
+        p_raw=_num(r.p),
+        q=_num(q),
+        effect=_num(r.effect),
+        psi=_num(r.psi),
+        unseen_ratio=_num(r.unseen_ratio),
+        n_cur=r.n_cur,
+        n_ref=r.n_ref,
+        missing_ratio=_num(r.missing_ratio),
+        ref_missing_ratio=_num(r.ref_missing_ratio),
+        reference=r.reference,
+        method=str(r.extra["method"]) if "method" in r.extra else None,
+        dof=int(d) if isinstance(d := r.extra.get("dof"), int | float) else None,
+        unseen_count=int(u) if isinstance(u := r.extra.get("unseen_count"), int | float) else None,
+        unseen=str(r.extra["unseen"]) if "unseen" in r.extra else None,
+        insufficient=r.insufficient or None,
+        extra=extra,
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 def ks_job(job: tuple[Reference, WindowSnapshot]) -> tuple[KsResult, float]:
@@ -121,9 +167,14 @@ class Evaluator:
                 )
             ]
         out: list[FeatureResult] = []
+        rf = reference_facts(ref)
         if cur.total >= self.cfg.min_samples and not math.isnan(ref.missing_ratio):
             inc = miss - ref.missing_ratio
-            out.append(FeatureResult(feature, "missing", miss, math.nan, inc, cur.n, ref.n, miss, ref.missing_ratio))
+            out.append(
+                FeatureResult(
+                    feature, "missing", miss, math.nan, inc, cur.n, ref.n, miss, ref.missing_ratio, reference=rf
+                )
+            )
         if cur.n < self.cfg.min_samples or ref.n < self.cfg.min_samples:
             test = "ks" if cur.kind == "numeric" else "chi2"
             out.append(
@@ -139,6 +190,7 @@ class Evaluator:
                     ref.missing_ratio,
                     insufficient="too_few_samples",
                     insufficient_facts={"min_samples": self.cfg.min_samples},
+                    reference=rf,
                 )
             )
             return out
@@ -157,6 +209,7 @@ class Evaluator:
                     ref.missing_ratio,
                     psi=psi,
                     extra={"method": ks.method},
+                    reference=rf,
                 )
             )
         elif cur.counts is not None and ref.counts is not None:
@@ -179,6 +232,7 @@ class Evaluator:
                         "unseen_count": cs.unseen_count,
                         "unseen": ", ".join(cs.unseen_categories[:_MAX_UNSEEN_NAMED]),
                     },
+                    reference=rf,
                 )
             )
         else:
@@ -224,7 +278,18 @@ class Evaluator:
                     window_secs=cfg.window_secs,
                     evaluated_at=now,
                     insufficient_data=bool(r.insufficient),
-                    facts=self._facts(r, q, floor, None if since_v is None else now - since_v),
+                    facts=drift_facts(
+                        r,
+                        q,
+                        floor,
+                        condition,
+                        decision="window",
+                        now=(look := look_block(r, q, now - cfg.window_secs, now, cfg.p_threshold, condition)),
+                        evidence=(look,) if active else (),
+                        held_secs=None if since_v is None else now - since_v,
+                        sustained_secs=cfg.sustained_secs,
+                        condition_since=since_v,
+                    ),
                     # The same runbooks the Prometheus rules link to (docs/runbooks/).
                     annotations={
                         "runbook": "FeatureMissingValuesHigh.md" if r.test == "missing" else "FeatureDrifting.md",
@@ -234,33 +299,6 @@ class Evaluator:
                 )
             )
         return out
-
-    def _facts(self, r: FeatureResult, q: float, floor: float, held: float | None) -> Facts:
-        """The numbers a person needs to judge the finding; NaN (not computed) becomes None."""
-
-        def num(v: float) -> float | None:
-            return None if math.isnan(v) else v
-
-        facts: Facts = {
-            "test": r.test,
-            "statistic": num(r.statistic),
-            "p_raw": num(r.p),
-            "q": num(q),
-            "effect": num(r.effect),
-            "floor": floor,
-            "psi": num(r.psi),
-            "unseen_ratio": num(r.unseen_ratio),
-            "n_cur": r.n_cur,
-            "n_ref": r.n_ref,
-            "missing_ratio": num(r.missing_ratio),
-            "ref_missing_ratio": num(r.ref_missing_ratio),
-            "held_secs": held,
-            "sustained_secs": self.cfg.sustained_secs,
-            "insufficient": r.insufficient or None,
-            **r.extra,
-        }
-        facts.update(r.insufficient_facts)
-        return facts
 
     def _hold(self, skey: SinceKey, condition: bool, now: float) -> float | None:
         """Starts, keeps or clears the since-time of one series' condition; returns it."""

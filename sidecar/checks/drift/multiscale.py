@@ -27,10 +27,11 @@ from dataclasses import dataclass
 import orjson
 
 from sidecar.checks.drift.config import DriftConfig
-from sidecar.checks.drift.evaluator import Facts, FeatureResult, SinceKey
+from sidecar.checks.drift.evaluator import FeatureResult, SinceKey, drift_facts, look_block
 from sidecar.checks.drift.persistence import DriftStore, key
 from sidecar.checks.drift.registry import SeriesKey
 from sidecar.checks.stats.core import benjamini_hochberg
+from sidecar.facts import DriftBlock
 from sidecar.model import Finding
 
 __all__ = ["MultiScale", "look_level"]
@@ -48,9 +49,11 @@ def look_level(cfg: DriftConfig, scale: float) -> float:
 
 @dataclass
 class _Look:
-    """The recent verdicts of one series' test at one scale (oldest first) and its latest result."""
+    """The recent verdicts of one series' test at one scale (oldest first), the figures of each (None when
+    restored from a store row that kept only the verdict) and its latest result."""
 
     bits: deque[bool]
+    blocks: deque[DriftBlock | None]
     end: float = -math.inf
     result: FeatureResult | None = None
     q: float = math.nan
@@ -82,7 +85,8 @@ class MultiScale:
     def _look(self, skey: SinceKey, scale: float) -> _Look:
         lk = self.looks.get((skey, scale))
         if lk is None:
-            lk = self.looks[(skey, scale)] = _Look(deque(maxlen=self.cfg.sustained_of))
+            n = self.cfg.sustained_of
+            lk = self.looks[(skey, scale)] = _Look(deque(maxlen=n), deque(maxlen=n))
         return lk
 
     def record(self, model: str, version: str, scale: float, end: float, results: list[FeatureResult]) -> None:
@@ -103,6 +107,7 @@ class MultiScale:
             lk.end, lk.result, lk.q, lk.condition = end, r, q, cond
             if not r.insufficient:  # no data is no evidence either way: it does not take a place in the n
                 lk.bits.append(cond)
+                lk.blocks.append(look_block(r, q, end - scale, end, level, cond))
                 self._dirty.add(skey)
 
     def _confirmed(self, lk: _Look) -> bool:
@@ -145,7 +150,25 @@ class MultiScale:
                     window_secs=scale,
                     evaluated_at=now,
                     insufficient_data=bool(r.insufficient),
-                    facts=self._facts(r, lk, scale, floor),
+                    facts=drift_facts(
+                        r,
+                        lk.q,
+                        floor,
+                        lk.condition,
+                        decision="multiscale",
+                        now=lk.blocks[-1]
+                        if lk.blocks and lk.blocks[-1] is not None and lk.blocks[-1].end == lk.end
+                        else look_block(r, lk.q, lk.end - scale, lk.end, self.levels[scale], lk.condition),
+                        # What makes it active: the drifting blocks among the last sustained_of, oldest first.
+                        evidence=tuple(b for b in lk.blocks if b is not None and b.drifted) if active else (),
+                        scale_secs=scale,
+                        block_end=lk.end,
+                        level=self.levels[scale],
+                        looks_drifting=int(sum(lk.bits)),
+                        looks=len(lk.bits),
+                        sustained_looks=self.cfg.sustained_looks,
+                        sustained_of=self.cfg.sustained_of,
+                    ),
                     annotations={
                         "runbook": "FeatureMissingValuesHigh.md" if r.test == "missing" else "FeatureDrifting.md",
                         "condition": str(lk.condition).lower(),
@@ -162,56 +185,31 @@ class MultiScale:
         with_data = [s for s, lk in sorted(per_scale.items()) if lk.result is not None and not lk.result.insufficient]
         return with_data[-1] if with_data else min(per_scale)
 
-    def _facts(self, r: FeatureResult, lk: _Look, scale: float, floor: float) -> Facts:
-        def num(v: float) -> float | None:
-            return None if math.isnan(v) else v
-
-        facts: Facts = {
-            "test": r.test,
-            "statistic": num(r.statistic),
-            "p_raw": num(r.p),
-            "q": num(lk.q),
-            "effect": num(r.effect),
-            "floor": floor,
-            "psi": num(r.psi),
-            "unseen_ratio": num(r.unseen_ratio),
-            "n_cur": r.n_cur,
-            "n_ref": r.n_ref,
-            "missing_ratio": num(r.missing_ratio),
-            "ref_missing_ratio": num(r.ref_missing_ratio),
-            "held_secs": None,
-            "decision": "multiscale",
-            "scale_secs": scale,
-            "block_end": lk.end,
-            "level": self.levels[scale],
-            "looks_drifting": int(sum(lk.bits)),
-            "looks": len(lk.bits),
-            "sustained_looks": self.cfg.sustained_looks,
-            "sustained_of": self.cfg.sustained_of,
-            "insufficient": r.insufficient or None,
-            **r.extra,
-        }
-        facts.update(r.insufficient_facts)
-        return facts
-
     # ---- state -----------------------------------------------------------------------------------
     def persist_rows(self) -> list[tuple[str, str, bytes]]:
         """The verdict bits of the series that took a look since the last save (a restart keeps the count)."""
         rows: list[tuple[str, str, bytes]] = []
         for skey in sorted(self._dirty):
-            per = {repr(s): [lk.end, [int(b) for b in lk.bits]] for (k, s), lk in self.looks.items() if k == skey}
+            per = {
+                repr(s): [lk.end, [int(b) for b in lk.bits], [_block_row(b) for b in lk.blocks]]
+                for (k, s), lk in self.looks.items()
+                if k == skey
+            }
             rows.append((_NS, key(*skey), orjson.dumps(per)))
         self._dirty.clear()
         return rows
 
     def load(self, skey: SinceKey, blob: bytes) -> None:
-        for s, (end, bits) in orjson.loads(blob).items():
+        for s, row in orjson.loads(blob).items():
             scale = float(s)
             if scale not in self.levels:
                 continue  # the scales changed in config: that scale's evidence no longer applies
+            end, bits = row[0], row[1]
+            blocks = row[2] if len(row) > 2 and len(row[2]) == len(bits) else [None] * len(bits)
             lk = self._look(skey, scale)
             lk.end = float(end)
             lk.bits.extend(bool(b) for b in bits)
+            lk.blocks.extend(_block(b) for b in blocks)
             series = (skey[0], skey[1], skey[2])
             self._scheduled[(series, scale)] = max(self._scheduled.get((series, scale), -math.inf), lk.end)
 
@@ -222,3 +220,19 @@ class MultiScale:
             self._dirty.discard(k[0])
         for sk in [sk for sk in self._scheduled if match((*sk[0], ""))]:
             del self._scheduled[sk]
+
+
+def _block_row(b: DriftBlock | None) -> list[object] | None:
+    if b is None:
+        return None
+    return [b.start, b.end, b.n_cur, b.n_ref, b.statistic, b.effect, b.p_raw, b.q, b.level, b.drifted]
+
+
+def _block(row: object) -> DriftBlock | None:
+    """A stored block's figures; None for a row this version cannot read (an older sidecar kept only bits)."""
+    if not isinstance(row, list) or len(row) != 10:
+        return None
+    try:
+        return DriftBlock(*row)
+    except TypeError:
+        return None

@@ -91,6 +91,12 @@ class SeriesRow:
     ref_created_at: float | None
     ref_offset_secs: float | None  # rolling: how far back the reference lies
     evaluated_at: float
+    # The findings' own facts (sidecar.facts.DriftFacts): the pages render the evidence and the "now" figures
+    # from them with the alerts' renderer, so a page and an alert never tell two stories.
+    facts: Mapping[str, object] = field(default_factory=dict)
+    missing_facts: Mapping[str, object] = field(default_factory=dict)
+    active: bool = False
+    missing_active: bool = False
 
     @property
     def worst(self) -> tuple[int, float, float]:
@@ -368,6 +374,10 @@ class DriftView:
             ref_created_at=ref_created,
             ref_offset_secs=spec.rolling_offset_secs if spec.mode == "rolling" else None,
             evaluated_at=f.evaluated_at,
+            facts=facts,
+            missing_facts=mf,
+            active=main is not None and main.active,
+            missing_active=miss is not None and miss.active,
         )
 
 
