@@ -4,7 +4,9 @@
 Sending follows Prometheus too: a firing alert is (re-)sent when it starts firing and then every
 ``resend_delay_secs`` with ``endsAt = now + 4 x max(eval interval, resend delay)``, so Alertmanager resolves
 it by itself if the sidecar dies; a resolved alert is sent with ``endsAt`` = when it resolved (in the past)
-and re-sent on the same interval while it is kept (``resolved_retention_secs``). Notices go to the outbox of
+and re-sent on the same interval for ``resolved_retention_secs``; it stays in the book, shown as resolved, for
+``keep_resolved_secs`` (at most ``max_resolved_alerts`` of them, the longest-resolved dropped first, counted).
+A firing alert of the same labels replaces it. Notices go to the outbox of
 the Alertmanager exporter, which persists them. ``on_transition`` hears "fired", "resolved" and "resent" (a
 firing alert's notice queued again after one was already queued, a restored one included; once queued).
 
@@ -118,6 +120,12 @@ class AlertBook(Passive):
         )
         for s in ("pending", "firing", "resolved"):
             self._gauge.labels(s).set(0)
+        self._resolved_evicted = Counter(
+            "sidecar_alerts_resolved_evicted",
+            "Resolved alerts dropped from the book before keep_resolved_secs, because more than "
+            "max_resolved_alerts were resolved.",
+            registry=registry,
+        )
         self._store_errors = Counter(
             "sidecar_alert_book_store_errors",
             "Failures reading or writing the alert book's state in the embedded store, by op (read, write, "
@@ -256,12 +264,9 @@ class AlertBook(Passive):
             for fp, a in list(self.alerts.items()):
                 if fp not in seen and a.state != "inactive":
                     self._deactivate(fp, a, now)  # the series vanished: Prometheus resolves it too
-                if (
-                    a.state == "inactive"
-                    and a.resolved_at is not None
-                    and now - a.resolved_at > self.cfg.resolved_retention_secs
-                ):
+                if a.state == "inactive" and a.resolved_at is not None and now - a.resolved_at > self._keep_secs:
                     del self.alerts[fp]
+            self._bound_resolved()
             notices = self._due(now, mono)
             counts = {"pending": 0, "firing": 0, "resolved": 0}
             for a in self.alerts.values():
@@ -294,6 +299,19 @@ class AlertBook(Passive):
             if resend and a is not None:
                 self._transition("resent", a, now)
 
+    @property
+    def _keep_secs(self) -> float:
+        return max(self.cfg.keep_resolved_secs, self.cfg.resolved_retention_secs)
+
+    def _bound_resolved(self) -> None:
+        """At most ``max_resolved_alerts`` resolved alerts: the longest-resolved go first, counted."""
+        resolved = [(a.resolved_at or 0.0, fp) for fp, a in self.alerts.items() if a.state == "inactive"]
+        over = len(resolved) - self.cfg.max_resolved_alerts
+        if over > 0:
+            for _, fp in sorted(resolved)[:over]:
+                del self.alerts[fp]
+            self._resolved_evicted.inc(over)
+
     def _count_active(self) -> int:
         return sum(1 for a in self.alerts.values() if a.state != "inactive")
 
@@ -320,6 +338,8 @@ class AlertBook(Passive):
         for fp, a in self.alerts.items():
             if a.state == "pending":
                 continue
+            if a.resolved_at is not None and now - a.resolved_at > self.cfg.resolved_retention_secs:
+                continue  # kept to be shown, no longer re-sent (a restart does not send it again either)
             due = (
                 a.last_sent_at is None
                 or a.sent_mono is None

@@ -106,7 +106,19 @@ class AlertingConfig(StrictModel):
     enabled: bool = Field(default=False, description="Run the alert book, the change log and alert delivery.")
     resend_delay_secs: float = Field(default=60.0, gt=0, description="A firing alert is re-sent at most this often.")
     resolved_retention_secs: float = Field(
-        default=900.0, ge=0, description="A resolved alert is kept, and re-sent, for this long."
+        default=900.0, ge=0, description="A resolved alert is re-sent to Alertmanager for this long."
+    )
+    keep_resolved_secs: float = Field(
+        default=86400.0,
+        ge=0,
+        description="A resolved alert stays in the book (GET /v1/alerts, the /alerts page: resolved, with when) "
+        "for this long after it resolved; never less than resolved_retention_secs, the time it is re-sent.",
+    )
+    max_resolved_alerts: int = Field(
+        default=500,
+        gt=0,
+        description="Resolved alerts kept at once; above it the longest-resolved go first (counted in "
+        "sidecar_alerts_resolved_evicted_total).",
     )
     max_active_alerts: int = Field(
         default=1_000, gt=0, description="Alerts held at once; new ones above it are refused."

@@ -3,6 +3,7 @@ where from, and which of the alert book's alerts cite each change."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -10,13 +11,39 @@ from fastapi.responses import HTMLResponse
 
 from sidecar.clock import Clock
 from sidecar.component import Passive
+from sidecar.pages.audit_rows import subject
 from sidecar.pages.readers import MAX_ROWS, Api
 from sidecar.pages.render import render
 from sidecar.pages.status import AlertView, alert_views
 
-__all__ = ["ChangesPage", "citing"]
+__all__ = ["ChangesPage", "Cited", "cited_by", "citing"]
 
 _SOURCES = {"api": "POST /v1/changes", "triton_repository": "Triton repository poll", "config": "config"}
+
+
+_RANK = {"firing": 0, "pending": 1, "resolved": 2}
+
+
+@dataclass(frozen=True)
+class Cited:
+    """One alert citing a change, named so two alerts of one name tell apart: ``FeatureDrifting · fraud v2 ·
+    amount`` (name, model and version, feature)."""
+
+    text: str
+    state: str
+
+
+def cited_by(alerts: list[AlertView]) -> list[Cited]:
+    """The citing alerts by name, model, version and feature, each once (the most pressing state where the
+    same text is in the book twice, firing first), in the order given."""
+    out: dict[str, Cited] = {}
+    for a in alerts:
+        parts = [a.name, subject(a.labels.get("model", ""), a.labels.get("version", "")), a.labels.get("feature", "")]
+        text = " · ".join(p for p in parts if p)
+        seen = out.get(text)
+        if seen is None or _RANK.get(a.state, 3) < _RANK.get(seen.state, 3):
+            out[text] = Cited(text, a.state)
+    return list(out.values())
 
 
 def citing(change: dict[str, Any], alerts: list[AlertView]) -> list[AlertView]:
@@ -53,7 +80,13 @@ class ChangesPage(Passive):
         alerts = alert_views(alerts_raw)
         changes = [c for c in raw if isinstance(c, dict)] if isinstance(raw, list) else []
         rows = [
-            (c, _SOURCES.get(str(c.get("source", "")), str(c.get("source", ""))), citing(c, alerts)) for c in changes
+            (
+                c,
+                _SOURCES.get(str(c.get("source", "")), str(c.get("source", ""))),
+                cited_by(citing(c, alerts)),
+                subject(str(c.get("model") or "all models"), str(c.get("version") or "")),
+            )
+            for c in changes
         ]
         return HTMLResponse(
             render(

@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse
 
 from sidecar.component import Passive
 from sidecar.pages.render import render, static_routes
-from sidecar.pages.waterfall import ERROR_COLOR, PALETTE, layout, order_spans, stage_rows, trace_state
+from sidecar.pages.waterfall import ERROR_COLOR, PALETTE, layout, one_line, order_spans, stage_rows, trace_state
 from sidecar.processors.stages import STAGES
 from sidecar.state.trace_hub import TraceHub
 from sidecar.state.traces import TraceEntry, TraceSummary
@@ -37,6 +37,7 @@ def render_trace(e: TraceEntry) -> str:
         stage_names=STAGES,
         error_color=ERROR_COLOR,
         palette=PALETTE,
+        one_line=one_line,
     )
 
 
@@ -45,21 +46,30 @@ class _Listed:
     t: TraceSummary
     state: str
     css: str
-    why: str
+    why: str  # one line (wrapped by the page's CSS), at most WHY_CHARS
+    why_all: str = ""  # the whole of it, for the tooltip, when ``why`` is cut
+
+    @classmethod
+    def of(cls, t: TraceSummary, state: str, css: str, reasons: list[str]) -> _Listed:
+        if not reasons:
+            return cls(t, state, css, "")
+        more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+        first = one_line(reasons[0], 2000)
+        why = one_line(first, WHY_CHARS) + more
+        return cls(t, state, css, why, first + more if len(first) > WHY_CHARS else "")
+
+
+WHY_CHARS = 240
 
 
 def _listed(hub: TraceHub, t: TraceSummary) -> _Listed:
     e = hub.store.get(t.trace_id)
     if e is None:  # evicted between the summary and now: say what the summary knew
         state = "failed" if t.error else ("possibly failed" if t.failure_note else "ok")
-        return _Listed(t, state, {"failed": "err", "possibly failed": "maybe"}.get(state, ""), t.failure_note)
+        css = {"failed": "err", "possibly failed": "maybe"}.get(state, "")
+        return _Listed.of(t, state, css, [t.failure_note] if t.failure_note else [])
     st = trace_state(e)
-    return _Listed(
-        t,
-        st.state,
-        st.css,
-        st.reasons[0] + (f" (+{len(st.reasons) - 1} more)" if len(st.reasons) > 1 else "") if st.reasons else "",
-    )
+    return _Listed.of(t, st.state, st.css, st.reasons)
 
 
 def render_list(hub: TraceHub, model: str | None, version: str | None, show_all: bool) -> str:

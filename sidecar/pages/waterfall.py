@@ -7,6 +7,7 @@ ticks on their span's bar; error spans are red and marked with a cross.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ __all__ = [
     "TraceState",
     "Waterfall",
     "layout",
+    "one_line",
     "order_spans",
     "stage_rows",
     "trace_state",
@@ -32,6 +34,24 @@ LABEL_W = 330
 BAR_W = 820
 ROW_H = 24
 TOP = 34
+
+
+# Escape sequences a client wrote literally (a message JSON-encoded twice): backslash-n, -r, -t.
+_ESCAPES = re.compile(r"\\[nrt]")
+# A server's file path: absolute (POSIX or Windows), its last part a file name with an extension, as in a
+# Python backend's "At:" traceback (``/models/fraud/1/model.py(42)``) or a C++ source location; not a URL's.
+_PATH = re.compile(r"(?<![\w.:/\\-])(?:[A-Za-z]:)?[/\\](?:[\w.@+~-]+[/\\])*([\w@+~-]+\.[A-Za-z0-9]{1,8})\b")
+_SPACE = re.compile(r"\s+")
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """A reason as one line for a list: literal escape sequences and line breaks become spaces, file paths
+    their last part (a server's directory layout is no reason; ``/models/fraud/1/model.py(42)`` reads
+    ``model.py(42)``), runs of spaces one space, and at most ``limit`` characters."""
+    flat = _SPACE.sub(" ", _ESCAPES.sub(" ", text))
+    flat = _PATH.sub(r"\1", flat)
+    flat = flat.strip()
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "\u2026"
 
 
 def order_spans(spans: Sequence[Span]) -> list[tuple[Span, int]]:
@@ -152,9 +172,13 @@ class TraceState:
 
 def trace_state(e: TraceEntry) -> TraceState:
     errors = [s for s in e.spans if s.is_error]
+    # One line each, without server paths: the span's panel has its whole message as sent.
     reasons = [
-        f"span {s.name!r} ended with an error status"
-        + (f": {s.status_message}" if s.status_message else " (no message)")
+        one_line(
+            f"span {s.name!r} ended with an error status"
+            + (f": {s.status_message}" if s.status_message else " (no message)"),
+            1000,
+        )
         for s in errors
     ]
     if errors or e.error:

@@ -33,7 +33,7 @@ def build(ctx: Context, drift: DriftCheck | None = None) -> list[Any]:
     return [
         StatusPages(ctx.registry, ctx.clock, api, runbook_url=ctx.config.runbook_url or "/runbooks", logger=log),
         ChangesPage(ctx.clock, api),
-        AuditPage(ctx.clock, api),
+        AuditPage(ctx.clock, api, requests=ctx.config.alerting.audit.requests),
         DriftPage(ctx.clock, api, view, eval_interval_secs=ctx.config.checks.eval_interval_secs),
         DriftDetailPage(ctx.clock, view),
     ]

@@ -132,7 +132,9 @@ def test_pending_then_firing_after_the_hold_then_resolved_like_prometheus() -> N
     assert len(sink.notices) == 4 and _ts(sink.notices[-1]["endsAt"]) == pytest.approx(resolved_at)
     clock.advance(900)
     book.on_findings([], clock.now())
-    assert book.alerts == {}  # dropped after resolved_retention_secs
+    # Not re-sent after resolved_retention_secs; kept (and shown) for keep_resolved_secs (tests/alerting/
+    # test_book_resolved.py).
+    assert len(sink.notices) == 4 and a.state == "inactive" and list(book.alerts.values()) == [a]
 
 
 def test_condition_gone_while_pending_drops_the_alert_unsent() -> None:
