@@ -125,3 +125,57 @@ async def test_slots_on_both_protocols_probe_reserve_and_keep_alive_eviction(bas
         server.should_exit = True
         with contextlib.suppress(Exception):
             await asyncio.wait_for(task, 5)
+
+
+async def test_when_every_slot_is_mid_request_a_new_connection_gets_503_at_once() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from sidecar.httpconns import ConnectionTable
+
+    registry = CollectorRegistry()
+    table = ConnectionTable(max_connections=1, probe_reserve=1, registry=registry)
+    release = asyncio.Event()
+    entered: list[str] = []
+    app = FastAPI()
+
+    @app.get("/healthz")  # a probe that hangs, so the probe slot is busy too
+    async def healthz() -> dict[str, str]:
+        entered.append("healthz")
+        await release.wait()
+        return {"status": "ok"}
+
+    @app.get("/hold")
+    async def hold() -> dict[str, bool]:
+        entered.append("hold")
+        await release.wait()
+        return {"ok": True}
+
+    sock = bind_listener("127.0.0.1", 0)
+    cls = protocol_class(60, lambda: None, logging.getLogger("test.http"), connections=table)
+    server = uvicorn.Server(uvicorn.Config(app, http=cls, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    port = sock.getsockname()[1]
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        held = []
+        for path in ("/hold", "/healthz"):
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            await w.drain()
+            held.append((r, w))
+        while len(entered) < 2:  # both requests are in their handlers: nothing is idle, nothing evictable
+            await asyncio.sleep(0.01)
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        answer = await asyncio.wait_for(r.read(), timeout=5)  # written at accept, then closed
+        assert answer.startswith(b"HTTP/1.1 503") and b"retry-after: 1" in answer
+        assert registry.get_sample_value("sidecar_http_connections_refused_total", {"reason": "full"}) == 1
+        release.set()
+        for r, w in held:  # the held requests finish normally
+            assert (await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), timeout=5)).startswith(b"HTTP/1.1 200")
+            w.close()
+        w.close()
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 5)
