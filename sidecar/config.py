@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 
 from exporters.config import WebhookConfig
 from sidecar.alerting.config import AlertingConfig
@@ -77,13 +77,37 @@ class ServerConfig(StrictModel):
         description="Connections kept beyond max_connections for /healthz and /readyz, so a flood of connections "
         "never fails a liveness probe.",
     )
-    max_inflight_requests: int = Field(64, gt=0, description="Push requests handled at once; more get 429.")
+    max_inflight_requests: int = Field(
+        64, gt=0, description="Push requests handled at once on each push endpoint; more get 429."
+    )
+    max_inflight_bytes_mib: float | None = Field(
+        None,
+        gt=0,
+        description="Request body bytes in flight on each push endpoint (after decompression); more get 429. "
+        "Unset: 8 x max_body_bytes. At least max_body_bytes.",
+    )
     memory_limit_mib: int | None = Field(
-        None, gt=0, description="Resident memory above which push endpoints answer 503 with Retry-After."
+        None,
+        gt=0,
+        description="Resident memory above which the stores are asked to evict (traces.store."
+        "pressure_keep_fraction) and each push endpoint is cut to one request in flight (503 + Retry-After "
+        "beyond it); no endpoint is refused outright. Unset: no limit.",
+    )
+    memory_relief_interval_secs: float = Field(
+        5.0, gt=0, le=3600, description="Over memory_limit_mib, the stores are asked to evict at most this often."
     )
     public_url: str | None = Field(
         None, description="URL operators reach the sidecar at; used for links in alerts. Defaults to host:port."
     )
+
+    @model_validator(mode="after")
+    def _inflight_bytes(self) -> ServerConfig:
+        if self.max_inflight_bytes_mib is not None and self.max_inflight_bytes_mib * 1048576 < self.max_body_bytes:
+            raise ValueError(
+                f"max_inflight_bytes_mib ({self.max_inflight_bytes_mib:g}) must hold at least one body of "
+                f"max_body_bytes ({self.max_body_bytes})"
+            )
+        return self
 
 
 class StoreConfig(StrictModel):

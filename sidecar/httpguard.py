@@ -11,29 +11,22 @@ import base64
 import binascii
 import hmac
 import logging
-import os
+import time
 import zlib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Literal
 
 from fastapi import HTTPException, Request
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter
 from pydantic import SecretStr
 from starlette.requests import ClientDisconnect
+
+from sidecar.admission import Admission, rss_bytes
 
 __all__ = ["RequestGuard", "rss_bytes"]
 
 Scope = Literal["push", "admin", "read"]
-
-
-def rss_bytes() -> int:
-    """Resident set size of this process (Linux /proc; 0 where unknown)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _set(token: SecretStr | None) -> SecretStr | None:
@@ -50,7 +43,11 @@ class RequestGuard:
         admin_token: SecretStr | None = None,
         read_token: SecretStr | None = None,
         max_inflight: int = 64,
+        max_inflight_bytes: int | None = None,
         memory_limit_bytes: int | None = None,
+        memory_relief_interval_secs: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        rss: Callable[[], int] = rss_bytes,
         body_timeout_secs: float = 30.0,
         logger: logging.Logger | None = None,
     ) -> None:
@@ -64,17 +61,23 @@ class RequestGuard:
             "admin": _set(admin_token),
             "read": _set(read_token),
         }
-        self.max_inflight = max_inflight
-        self.memory_limit_bytes = memory_limit_bytes
-        self._inflight = 0
         self.refused = Counter(
             "sidecar_http_refused",
             "Requests refused, by endpoint and reason.",
             ["endpoint", "reason"],
             registry=registry,
         )
-        self._inflight_g = Gauge(
-            "sidecar_http_inflight_requests", "Push requests being handled now.", registry=registry
+        # Per push endpoint: in-flight requests and body bytes, and the memory limiter (sidecar.admission).
+        self.admission = Admission(
+            registry,
+            self.refuse,
+            max_inflight=max_inflight,
+            max_inflight_bytes=max_inflight_bytes or 8 * max_body_bytes,
+            memory_limit_bytes=memory_limit_bytes,
+            relief_interval_secs=memory_relief_interval_secs,
+            clock=clock,
+            rss=rss,
+            logger=self._log,
         )
 
     def refuse(
@@ -123,24 +126,10 @@ class RequestGuard:
             challenge = 'Basic realm="sidecar", charset="UTF-8"' if scope == "read" else "Bearer"
             raise self.refuse(endpoint, "unauthorized", 401, "missing or wrong token", {"WWW-Authenticate": challenge})
 
-    @asynccontextmanager
-    async def admit(self, endpoint: str) -> AsyncIterator[None]:
-        """Refuse with 429 when too many pushes are in flight, 503 when memory is over the limit."""
-        if self._inflight >= self.max_inflight:
-            raise self.refuse(
-                endpoint, "overloaded", 429, "too many requests in flight; retry later", {"Retry-After": "1"}
-            )
-        if self.memory_limit_bytes is not None and rss_bytes() > self.memory_limit_bytes:
-            raise self.refuse(
-                endpoint, "memory_limit", 503, "the sidecar is over its memory limit; retry later", {"Retry-After": "5"}
-            )
-        self._inflight += 1
-        self._inflight_g.set(self._inflight)
-        try:
-            yield
-        finally:
-            self._inflight -= 1
-            self._inflight_g.set(self._inflight)
+    def admit(self, endpoint: str) -> AbstractAsyncContextManager[None]:
+        """One of ``endpoint``'s in-flight slots: 429 over its own budgets, 503 beyond one request while over the
+        memory limit (``sidecar.admission``)."""
+        return self.admission.admit(endpoint)
 
     async def read_body(self, request: Request, endpoint: str) -> bytes:
         """The request body, decompressed, never more than ``max_body_bytes`` before or after decompression."""
@@ -159,6 +148,7 @@ class RequestGuard:
                         raise self.refuse(
                             endpoint, "too_large", 413, f"body is over the limit of {self.max_body_bytes} bytes"
                         )
+                    self.admission.reserve(endpoint, len(chunk))
                     chunks.append(chunk)
         except TimeoutError:
             # A slow upload holds an in-flight slot; without this a few trickling clients starve every push.
@@ -185,7 +175,9 @@ class RequestGuard:
         if encoding in ("", "identity"):
             return raw
         if encoding in ("gzip", "x-gzip", "deflate"):
-            return self._inflate(raw, encoding, endpoint)
+            out = self._inflate(raw, encoding, endpoint)
+            self.admission.reserve(endpoint, len(out) - len(raw))
+            return out
         raise self.refuse(endpoint, "bad_encoding", 415, f"unsupported Content-Encoding {encoding!r}")
 
     def _inflate(self, raw: bytes, encoding: str, endpoint: str) -> bytes:

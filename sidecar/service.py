@@ -103,7 +103,10 @@ class Service:
             admin_token=srv.admin_token,
             read_token=srv.read_token,
             max_inflight=srv.max_inflight_requests,
+            max_inflight_bytes=int(srv.max_inflight_bytes_mib * 1048576) if srv.max_inflight_bytes_mib else None,
             memory_limit_bytes=srv.memory_limit_mib * 1024 * 1024 if srv.memory_limit_mib else None,
+            memory_relief_interval_secs=srv.memory_relief_interval_secs,
+            clock=self.clock.now,
             body_timeout_secs=srv.body_timeout_secs,
             logger=self.logger.getChild("http"),
         )

@@ -247,7 +247,7 @@ async def test_a_slow_body_gets_408_and_frees_its_slot() -> None:
     await app(scope, receive, send)
     assert out[0]["status"] == 408
     assert refused(svc, "body_timeout") == 1
-    assert svc.guard._inflight == 0  # the slot is free again for the next push
+    assert svc.guard.admission.inflight("echo") == 0  # the slot is free again for the next push
 
 
 def test_docs_list_every_route_of_the_full_service(tmp_path: Any) -> None:

@@ -9,7 +9,14 @@ from pydantic import Field, field_validator, model_validator
 
 from sidecar.configbase import StrictModel
 
-__all__ = ["FailureJoinConfig", "ForwardConfig", "SpanLimitsConfig", "TraceFileConfig", "TracesConfig"]
+__all__ = [
+    "FailureJoinConfig",
+    "ForwardConfig",
+    "SpanLimitsConfig",
+    "TraceFileConfig",
+    "TraceStoreConfig",
+    "TracesConfig",
+]
 
 _DEFAULT_BUCKETS = (
     0.00005,
@@ -140,6 +147,47 @@ class SpanLimitsConfig(StrictModel):
         return self
 
 
+class TraceStoreConfig(StrictModel):
+    max_bytes_mib: float = Field(
+        default=128.0,
+        gt=0,
+        le=65536,
+        description="Estimated memory the in-memory trace store may hold; above it the oldest traces go (plain "
+        'before slow or failed ones), counted in sidecar_traces_evicted_total{reason="bytes_plain|bytes_kept"}. '
+        "Estimated from the spans' text and raw bytes at ingest (sidecar_traces_stored_bytes).",
+    )
+    max_trace_bytes_mib: float = Field(
+        default=4.0,
+        gt=0,
+        description="Estimated memory one trace may hold; its spans beyond it are dropped and counted "
+        '(sidecar_traces_spans_dropped_total{reason="trace_bytes"}). At most a quarter of max_bytes_mib.',
+    )
+    pressure_keep_fraction: float = Field(
+        default=0.5,
+        ge=0,
+        lt=1,
+        description="When the process is over server.memory_limit_mib, the share of the store's bytes kept: the "
+        "oldest traces beyond it are evicted (reason memory_pressure) before any push is refused.",
+    )
+
+    @model_validator(mode="after")
+    def _order(self) -> TraceStoreConfig:
+        if self.max_trace_bytes_mib > self.max_bytes_mib / 4:
+            raise ValueError(
+                f"max_trace_bytes_mib ({self.max_trace_bytes_mib:g}) must be at most a quarter of max_bytes_mib "
+                f"({self.max_bytes_mib:g}), so that one trace cannot empty the store"
+            )
+        return self
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self.max_bytes_mib * 1024 * 1024)
+
+    @property
+    def max_trace_bytes(self) -> int:
+        return int(self.max_trace_bytes_mib * 1024 * 1024)
+
+
 class TracesConfig(StrictModel):
     enabled: bool = Field(default=False, description="Turn the span side on (receiver, trace files, store, pages).")
     receiver_enabled: bool = Field(default=True, description="Serve OTLP/HTTP POST /v1/traces.")
@@ -164,6 +212,9 @@ class TracesConfig(StrictModel):
     )
     limits: SpanLimitsConfig = Field(
         default_factory=SpanLimitsConfig, description="Bounds on the names and text a span may carry."
+    )
+    store: TraceStoreConfig = Field(
+        default_factory=TraceStoreConfig, description="Memory budgets of the in-memory trace store."
     )
     list_limit: int = Field(default=200, gt=0, description="Most traces the /traces page lists.")
     file: TraceFileConfig = Field(default_factory=TraceFileConfig, description="Triton mode=triton trace files.")

@@ -43,6 +43,8 @@ class TraceHub:
             max_age_secs=cfg.max_age_secs,
             max_spans_per_trace=cfg.max_spans_per_trace,
             slow_threshold_ns=int(cfg.slow_threshold_ms * 1e6),
+            max_bytes=cfg.store.max_bytes,
+            max_trace_bytes=cfg.store.max_trace_bytes,
         )
         self.stages = StageHistograms(
             registry, buckets=cfg.stage_buckets_secs, max_model_versions=cfg.max_model_versions
@@ -87,6 +89,18 @@ class TraceHub:
     def _taken(self, records: Sequence[Record], source: str, now: float) -> None:
         if records:
             self._ingested.labels(source).inc(len(records))
+
+    def relieve(self) -> int:
+        """The memory limiter's relief (``Admission.on_memory_pressure``): evict the oldest traces down to
+        ``traces.store.pressure_keep_fraction`` of the bytes held; returns the estimated bytes freed."""
+        freed = self.store.shed(self.cfg.store.pressure_keep_fraction)
+        if freed:
+            self.log.warning(
+                "over the memory limit: evicted %.1f MiB of traces (%.1f MiB left)",
+                freed / 1048576,
+                self.store.nbytes / 1048576,
+            )
+        return freed
 
     async def start(self) -> None:
         # Age eviction also happens on ingest; this loop covers a sidecar that stopped receiving.

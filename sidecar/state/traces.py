@@ -1,130 +1,29 @@
-"""A bounded in-memory trace store: spans assembled into traces, bounded by count, age and spans per trace.
+"""A bounded in-memory trace store: spans assembled into traces, bounded by count, age, spans and bytes.
 
 Eviction keeps what on-call needs: traces are held in two insertion-ordered maps, *plain* and *kept* (slow or
-failed). Over ``max_traces`` the oldest plain trace goes first; kept traces go only when no plain one is left.
-Age eviction applies to both. Every eviction and every refused span moves a counter.
+failed). Over ``max_traces`` or ``max_bytes`` the oldest plain trace goes first; kept traces go only when no
+plain one is left. Age eviction applies to both. A span that would take its trace over ``max_spans_per_trace``
+or ``max_trace_bytes`` is not stored. ``shed`` evicts the same way down to a fraction of the bytes held, for
+the memory limiter (``sidecar.admission``). Bytes are estimated per record at ingest (``record_bytes``).
+Every eviction and every refused span moves a counter.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.model import Span
-from sidecar.records import (
-    END,
-    MODEL,
-    MODEL_ATTR,
-    NAME,
-    PARENT,
-    SPAN,
-    START,
-    STATUS,
-    TRACE,
-    VERSION_ATTR,
-    Record,
-    to_span,
-)
+from sidecar.records import END, MODEL, MODEL_ATTR, NAME, SPAN, START, STATUS, TRACE, VERSION_ATTR, Record
+from sidecar.state.trace_entry import ENTRY_BYTES, TraceEntry, TraceSummary, record_bytes, trace_key
 
 __all__ = ["MODEL_ATTR", "VERSION_ATTR", "TraceEntry", "TraceStore", "TraceSummary"]
 
-
-class TraceEntry:
-    """One trace in the store.
-
-    A plain class with ``__slots__`` rather than a dataclass: one is built for every new trace (a third of
-    the spans in Triton's traffic), and a slotted ``__init__`` costs a fraction of a dataclass with default
-    factories; it is also smaller, and thousands are held.
-    """
-
-    __slots__ = (
-        "_spans",
-        "by_id",
-        "end_ns",
-        "error",
-        "failure_note",
-        "first_seen",
-        "key",
-        "model",
-        "stage_compute",
-        "stage_times",
-        "stage_waiting",
-        "start_ns",
-        "trace_id",
-        "version",
-    )
-
-    def __init__(
-        self, trace_id: str, first_seen: float, key: bytes = b"", *, start_ns: int = 0, end_ns: int = 0
-    ) -> None:
-        self.trace_id = trace_id
-        self.first_seen = first_seen
-        self.key = key
-        # Span records by span id, in arrival order; a span id seen again (a re-sent export) is not stored
-        # twice.
-        self.by_id: dict[bytes, Record] = {}
-        self.start_ns = start_ns
-        self.end_ns = end_ns
-        self.model = ""
-        self.version = ""
-        self.error = False
-        # Set by the failure join (Triton's counters), never by Triton's spans, which carry no error status.
-        self.failure_note = ""
-        # Stage derivation's pairing state (sidecar.processors.stages), None until it needs any: compute spans by
-        # parent span id, and model spans waiting for their parent by the parent's span id.
-        self.stage_compute: dict[bytes, Record] | None = None
-        self.stage_waiting: dict[bytes, list[Record]] | None = None
-        # Event times of model spans still waiting for their compute span, by span id.
-        self.stage_times: dict[bytes, Mapping[str, int]] | None = None
-        self._spans: list[Span] | None = None
-
-    def __repr__(self) -> str:
-        return f"TraceEntry({self.trace_id!r}, spans={len(self.by_id)}, model={self.model!r})"
-
-    @property
-    def spans(self) -> list[Span]:
-        """The spans as frozen ``Span`` objects, built on first read (pages, forwarding), not at ingest."""
-        spans = self._spans
-        if spans is None or len(spans) != len(self.by_id):
-            spans = self._spans = [to_span(r) for r in list(self.by_id.values())]
-        return spans
-
-    @property
-    def duration_ns(self) -> int:
-        return max(0, self.end_ns - self.start_ns)
-
-    def root(self) -> Span | None:
-        recs = list(self.by_id.values())
-        roots = [r for r in recs if r[PARENT] is None or r[PARENT] not in self.by_id]
-        if not roots:
-            return None
-        return to_span(min(roots, key=lambda r: r[START]))
-
-
-@dataclass(frozen=True)
-class TraceSummary:
-    trace_id: str
-    start_ns: int
-    duration_ns: int
-    span_count: int
-    model: str
-    version: str
-    error: bool
-    slow: bool
-    failure_note: str
-    root_name: str
-
-
-def _key(trace_id: str) -> bytes | None:
-    try:
-        key = bytes.fromhex(trace_id)
-    except ValueError:
-        return None
-    return key if len(key) == 16 else None
+# Eviction reasons (the label values of sidecar_traces_evicted_total): a fixed set.
+EVICTION_REASONS = ("age", "count_plain", "count_kept", "bytes_plain", "bytes_kept", "memory_pressure")
 
 
 class TraceStore:
@@ -136,8 +35,14 @@ class TraceStore:
         max_age_secs: float,
         max_spans_per_trace: int,
         slow_threshold_ns: int,
+        max_bytes: int = 128 * 1024 * 1024,
+        max_trace_bytes: int = 4 * 1024 * 1024,
     ) -> None:
         self.max_traces = max_traces
+        self.max_bytes = max_bytes
+        self.max_trace_bytes = max_trace_bytes
+        # Estimated bytes of every stored trace (``TraceEntry.nbytes`` summed); changed under the lock only.
+        self._bytes = 0
         self.max_age_secs = max_age_secs
         self.max_spans_per_trace = max_spans_per_trace
         self.slow_threshold_ns = slow_threshold_ns
@@ -152,18 +57,17 @@ class TraceStore:
             ["reason"],
             registry=registry,
         )
-        self._evicted_age = self._evicted.labels("age")
-        self._evicted_plain = self._evicted.labels("count_plain")
-        self._evicted_kept = self._evicted.labels("count_kept")
+        self._evicted_by = {r: self._evicted.labels(r) for r in EVICTION_REASONS}
         self._span_drops = Counter(
             "sidecar_traces_spans_dropped",
-            "Spans not stored, by reason (trace_full: over max_spans_per_trace; duplicate: a span id the "
-            "trace already holds, e.g. a re-sent export).",
+            "Spans not stored, by reason (trace_full: over max_spans_per_trace; trace_bytes: over "
+            "traces.store.max_trace_bytes_mib; duplicate: a span id the trace already holds, e.g. a re-sent export).",
             ["reason"],
             registry=registry,
         )
         self._dup_drops = self._span_drops.labels("duplicate")
         self._full_drops = self._span_drops.labels("trace_full")
+        self._bytes_drops = self._span_drops.labels("trace_bytes")
         g = Gauge(
             "sidecar_traces_stored",
             "Traces held in the in-memory store, by class.",
@@ -172,6 +76,16 @@ class TraceStore:
         )
         g.labels("plain").set_function(lambda: len(self._plain))
         g.labels("kept").set_function(lambda: len(self._kept))
+        Gauge(
+            "sidecar_traces_stored_bytes",
+            "Estimated bytes the in-memory trace store holds (at most traces.store.max_bytes_mib).",
+            registry=registry,
+        ).set_function(lambda: self._bytes)
+
+    @property
+    def nbytes(self) -> int:
+        """Estimated bytes held now."""
+        return self._bytes
 
     def __len__(self) -> int:
         return len(self._plain) + len(self._kept)
@@ -206,9 +120,10 @@ class TraceStore:
         if len(by_trace) > 1:
             records = [r for g in by_trace.values() for r in g]
         with self._lock:
-            stored, dups, full = self._add_locked(records, now, on_stored)
-            self._evict_locked(now)
-        self._count_drops(dups, full)
+            stored, dups, full, too_big = self._add_locked(records, now, on_stored)
+            evicted = self._evict_locked(now)
+        self._count_drops(dups, full, too_big)
+        self._count_evictions(evicted)
         return stored
 
     def _add_locked(
@@ -216,17 +131,21 @@ class TraceStore:
         records: Iterable[Record],
         now: float,
         on_stored: Callable[[TraceEntry, Record], None] | None,
-    ) -> tuple[int, int, int]:
-        """(stored, duplicates, over the per-trace limit); the caller holds the lock and counts the drops."""
-        stored = dups = full = 0
+    ) -> tuple[int, int, int, int]:
+        """(stored, duplicates, over the per-trace span limit, over the per-trace byte limit); the caller holds
+        the lock and counts the drops."""
+        stored = dups = full = too_big = 0
+        added = 0
         touched: dict[bytes, TraceEntry] = {}
         limit = self.max_spans_per_trace
+        byte_limit = self.max_trace_bytes
         plain, kept = self._plain, self._kept
         for r in records:
             key = r[TRACE]
             e = touched.get(key) or plain.get(key) or kept.get(key)
             if e is None:
                 e = plain[key] = TraceEntry(key.hex(), now, key, start_ns=r[START], end_ns=r[END])
+                added += ENTRY_BYTES
             by_id = e.by_id
             sid = r[SPAN]
             if sid in by_id:
@@ -235,6 +154,12 @@ class TraceStore:
             if len(by_id) >= limit:
                 full += 1
                 continue
+            size = record_bytes(r)
+            if e.nbytes + size > byte_limit:
+                too_big += 1
+                continue
+            e.nbytes += size
+            added += size
             by_id[sid] = r
             stored += 1
             if r[START] < e.start_ns:
@@ -255,50 +180,74 @@ class TraceStore:
             if key in plain and self._is_kept(e):
                 del plain[key]
                 kept[key] = e
-        return stored, dups, full
+        self._bytes += added
+        return stored, dups, full, too_big
 
-    def _count_drops(self, dups: int, full: int) -> None:
+    def _count_drops(self, dups: int, full: int, too_big: int) -> None:
         # Outside the lock: a labelled inc() takes a lock of its own.
         if dups:
             self._dup_drops.inc(dups)
         if full:
             self._full_drops.inc(full)
+        if too_big:
+            self._bytes_drops.inc(too_big)
 
-    def _evict_locked(self, now: float) -> None:
+    def _count_evictions(self, evicted: dict[str, int]) -> None:
+        for reason, n in evicted.items():
+            if n:
+                self._evicted_by[reason].inc(n)
+
+    def _pop_oldest(self) -> str:
+        """Remove the oldest plain trace, else the oldest kept one; the caller holds the lock and the store is
+        not empty. Returns which class went."""
+        od, cls = (self._plain, "plain") if self._plain else (self._kept, "kept")
+        _, e = od.popitem(last=False)
+        self._bytes -= e.nbytes
+        return cls
+
+    def _evict_locked(self, now: float) -> dict[str, int]:
+        """Evict by age, count and bytes; the evictions by reason (counted by the caller, outside the lock: at
+        full store every new trace evicts one, and a labelled inc() per eviction cost more than storing it)."""
         horizon = now - self.max_age_secs
-        aged = 0
+        out = {"age": 0, "count_plain": 0, "count_kept": 0, "bytes_plain": 0, "bytes_kept": 0}
         for od in (self._plain, self._kept):
             while od:
                 e = next(iter(od.values()))
                 if e.first_seen >= horizon:
                     break
                 del od[e.key]
-                aged += 1
-        plain_n = kept_n = 0
+                self._bytes -= e.nbytes
+                out["age"] += 1
         over = len(self._plain) + len(self._kept) - self.max_traces
         while over > 0:
-            # Counted once per batch: at full store every new trace evicts one, and a labelled inc() per
-            # eviction cost more than storing the trace.
-            if self._plain:
-                self._plain.popitem(last=False)
-                plain_n += 1
-            else:
-                self._kept.popitem(last=False)
-                kept_n += 1
+            out["count_" + self._pop_oldest()] += 1
             over -= 1
-        if aged:
-            self._evicted_age.inc(aged)
-        if plain_n:
-            self._evicted_plain.inc(plain_n)
-        if kept_n:
-            self._evicted_kept.inc(kept_n)
+        while self._bytes > self.max_bytes and (self._plain or self._kept):
+            out["bytes_" + self._pop_oldest()] += 1
+        return out
+
+    def shed(self, keep_fraction: float) -> int:
+        """Evict oldest-plain-first until at most ``keep_fraction`` of the bytes held now remain (the memory
+        limiter's relief when the process is over ``server.memory_limit_mib``); returns the bytes freed."""
+        with self._lock:
+            before = self._bytes
+            target = int(before * keep_fraction)
+            n = 0
+            while self._bytes > target and (self._plain or self._kept):
+                self._pop_oldest()
+                n += 1
+            freed = before - self._bytes
+        if n:
+            self._evicted_by["memory_pressure"].inc(n)
+        return freed
 
     def expire(self, now: float) -> None:
         with self._lock:
-            self._evict_locked(now)
+            evicted = self._evict_locked(now)
+        self._count_evictions(evicted)
 
     def get(self, trace_id: str) -> TraceEntry | None:
-        key = _key(trace_id)
+        key = trace_key(trace_id)
         if key is None:
             return None
         with self._lock:

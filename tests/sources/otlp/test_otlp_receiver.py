@@ -172,12 +172,12 @@ def test_truncated_protobuf_is_400(client):
 def test_overload_answers_429_with_retry_after(registry):
     svc = make_service(server={"max_inflight_requests": 1}, registry=registry)
     with TestClient(create_app(svc)) as c:
-        svc.guard._inflight = 1  # as if one push were in flight
+        svc.guard.admission._inflight["otlp_traces"] = 1  # as if one push were in flight
         r = c.post("/v1/traces", content=_triton_json(), headers={"content-type": JS})
         assert r.status_code == 429
         assert r.headers["retry-after"] == "1"
         assert r.json()["code"] == 8
-        svc.guard._inflight = 0
+        svc.guard.admission._inflight["otlp_traces"] = 0
         assert c.post("/v1/traces", content=_triton_json(), headers={"content-type": JS}).status_code == 200
 
 
