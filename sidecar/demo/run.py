@@ -14,6 +14,7 @@ import copy
 import logging
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,11 +81,29 @@ def _quiet_server_class() -> type:
     return QuietServer
 
 
-def _banner(base: str, triton: Any, am_url: str | None) -> str:
-    from sidecar.demo.scenario import DemoScenario
-    from sidecar.demo.story import EXPECTED
+def write_config(raw: dict[str, Any], workdir: Path) -> Path:
+    """The demo's config as a file in its work folder, so ``sidecar doctor --config`` (or ``validate``) has a
+    target; the demo itself runs from this file."""
+    import yaml
 
-    timeline = "\n".join(f"  +{int(t // 60)} min  {what}" for t, what in DemoScenario.timeline())
+    path = workdir / "sidecar.yaml"
+    text = "# Written by `sidecar demo`: the config the running demo's sidecar uses.\n" + yaml.safe_dump(
+        raw, sort_keys=False
+    )
+    path.write_text(text)
+    return path
+
+
+def _sidecar_command() -> str:
+    exe = Path(sys.executable).parent / "sidecar"
+    return str(exe) if exe.exists() else "sidecar"
+
+
+def _banner(base: str, triton: Any, am_url: str | None, config_path: Path) -> str:
+    from sidecar.demo.scenario import DemoScenario
+    from sidecar.demo.story import EXPECTED, clock_text
+
+    timeline = "\n".join(f"  {clock_text(t)}  {what}" for t, what in DemoScenario.timeline())
     alerts = "\n".join(f"  - {a.describe()}" for a in EXPECTED)
     # Debian's Alertmanager has no web UI: the sidecar's /alerts page is where a person reads alerts.
     am = (
@@ -100,11 +119,14 @@ Sidecar:  {base}/
   metrics   {base}/metrics   (sidecar_model_requests_per_second, sidecar_model_error_ratio, sidecar_drift_*)
   ready     {base}/readyz
 {am}
+Config:   {config_path}
+  diagnose this Triton from another terminal:  {_sidecar_command()} doctor --config {config_path}
 Traffic: ~20 requests/s to ctr v1, ctr v2 and fraud v1 (about 8% of fraud requests fail, about 1% are slow);
 each answer is reported to {base}/v1/events with its features and score.
-What happens (from now):
+What happens (each step is printed below when it happens; times since the start):
 {timeline}
-The alerts this causes (each transition is printed below, with its time, as it happens):
+The alerts this causes (drift alerts fire per version; each transition is printed below as it happens, and
+when the demo stops a table says, per promise, what the sidecar and Alertmanager saw):
 {alerts}
 Press Ctrl-C to stop."""
 
@@ -113,11 +135,12 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
     import httpx
 
     from sidecar.app import create_app
-    from sidecar.config import parse_config
+    from sidecar.config import load_config
     from sidecar.demo.alertmanager import DemoAlertmanager
+    from sidecar.demo.play import ScenarioRun
+    from sidecar.demo.timeline import LoopTicker
     from sidecar.demo.traffic import Traffic
     from sidecar.demo.tritonserver import TritonServer, demo_model_repository
-    from sidecar.demo.watch import AlertWatcher
     from sidecar.runtime import tune_gc
     from sidecar.service import Service
 
@@ -132,8 +155,8 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
         print(f"starting Triton (models ctr v1+v2, fraud v1) in {workdir / 'triton'} ...", flush=True)
         await asyncio.to_thread(triton.start)
         am_url = alertmanager.url if await asyncio.to_thread(alertmanager.start) else None
-        cfg = parse_config(demo_config(triton.http_url, triton.metrics_url, port, workdir, am_url))
-        service = Service(cfg)
+        config_path = write_config(demo_config(triton.http_url, triton.metrics_url, port, workdir, am_url), workdir)
+        service = Service(load_config(config_path))
         app = create_app(service)
         import uvicorn
 
@@ -149,20 +172,23 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
         tune_gc()
         base = f"http://127.0.0.1:{port}"
         traffic = Traffic(triton.http_url, sidecar_url=base)
-        traffic_task = asyncio.create_task(traffic.run(stop))
-        print(_banner(base, triton, am_url), flush=True)
-        watcher = AlertWatcher(base, am_url, out=lambda line: print(line, flush=True))
-        watch_client = httpx.AsyncClient()
-        watch_task = asyncio.create_task(watcher.run(stop, watch_client))
-        if duration_s is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=duration_s)
-        else:
-            await stop.wait()
-        stop.set()
-        await traffic_task
-        await watch_task
-        await watch_client.aclose()
+        print(_banner(base, triton, am_url, config_path), flush=True)
+        play = ScenarioRun(
+            traffic,
+            sidecar_url=base,
+            alertmanager_url=am_url,
+            ticker=LoopTicker(),
+            out=lambda line: print(line, flush=True),
+        )
+        async with httpx.AsyncClient() as client:
+            playing = asyncio.create_task(play.run(stop, client))
+            if duration_s is not None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=duration_s)
+            else:
+                await stop.wait()
+            stop.set()
+            await playing
         server.should_exit = True
         await serve
         print(
@@ -179,7 +205,7 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
 
 def run_demo(port: int = 9500, duration_s: float | None = None, workdir: str | None = None, keep: bool = False) -> int:
     """Run the demo; a temporary work directory is removed on exit unless ``keep`` (a given one never is)."""
-    wd = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sidecar-demo-"))
+    wd = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="sidecar-demo-"))
     wd.mkdir(parents=True, exist_ok=True)
     try:
         return asyncio.run(_run(port, duration_s, wd))
@@ -188,4 +214,4 @@ def run_demo(port: int = 9500, duration_s: float | None = None, workdir: str | N
             shutil.rmtree(wd, ignore_errors=True)
             print(f"removed {wd} (--keep keeps it)", flush=True)
         else:
-            print(f"kept {wd} (Triton's files, the sidecar's store)", flush=True)
+            print(f"kept {wd} (Triton's files, the sidecar's store and config)", flush=True)

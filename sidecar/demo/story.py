@@ -18,50 +18,94 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["EXPECTED", "DemoAlert", "Transition", "replay"]
+from sidecar.demo.business_demo import REGRESSION_END_SECS, REGRESSION_START_SECS
+from sidecar.demo.drift_demo import SHIFT_AFTER_SECS
+
+__all__ = ["EXPECTED", "DemoAlert", "Transition", "clock_text", "replay"]
+
+
+def clock_text(secs: float) -> str:
+    """``+4:40``: a time since the demo started, as every line the demo prints shows it."""
+    s = max(0, int(secs))
+    return f"+{s // 60}:{s % 60:02d}"
+
+
+def _mins(secs: float) -> str:
+    return f"{secs / 60:g}"
 
 
 @dataclass(frozen=True)
 class DemoAlert:
+    """One promise of the banner: an alert, the scenario step it follows, and how soon it fires (and resolves)."""
+
     check: str  # the check that raises it (drift or a business check's name)
     model: str
     feature: str | None  # drift alerts: the feature; business alerts: None
-    fires_after_secs: float  # about when it first fires
-    resolves_after_secs: float | None  # about when it resolves for good; None: still firing when the demo ends
+    alertname: str
+    step_secs: float  # the scenario step that causes it (seconds from the start)
+    fires_within_secs: float  # the promise: it fires at most this long after that step
+    fires_after_secs: float  # when the replay first fires it (seconds from the start)
     why: str
+    end_step_secs: float | None = None  # the step that ends its cause; None: the cause lasts to the end
+    resolves_within_secs: float | None = None  # the promise: resolved (every version) this long after end_step
+    resolves_after_secs: float | None = None  # when the replay resolves it for good
+    may_flap: bool = False  # a borderline signal: a version may clear and fire again (said in the banner)
+
+    def subject(self) -> str:
+        """``FeatureDrifting ctr clicks_7d`` (drift alerts fire per version)."""
+        return " ".join(p for p in (self.alertname, self.model, self.feature) if p)
+
+    def promise(self) -> str:
+        """What the banner says will happen, in one line (the promise table repeats it)."""
+        fires = f"fires within ~{_mins(self.fires_within_secs)} min of the {_step_name(self.step_secs)}"
+        if self.end_step_secs is not None and self.resolves_within_secs is not None:
+            end = f"resolves within ~{_mins(self.resolves_within_secs)} min of the {_step_name(self.end_step_secs)}"
+        elif self.may_flap:
+            end = "then mostly firing, but a version may clear and fire again"
+        else:
+            end = "stays firing"
+        return f"{self.subject()}: {fires}, {end}"
 
     def describe(self) -> str:
-        what = f"drift of {self.model} '{self.feature}'" if self.feature else f"{self.check} on {self.model}"
-        end = (
-            f"resolves ~+{self.resolves_after_secs / 60:.0f} min"
-            if self.resolves_after_secs is not None
-            else "stays firing"
-        )
-        return f"{what}: fires ~+{self.fires_after_secs / 60:.1f} min, {end} ({self.why})"
+        """The banner's line: the promise, the replay's times, and why."""
+        replay = f"fires {clock_text(self.fires_after_secs)}"
+        if self.resolves_after_secs is not None:
+            replay += f", resolves {clock_text(self.resolves_after_secs)}"
+        return f"{self.promise()} (replay: {replay}); {self.why}"
 
 
-# Times are the replay's (tests/demo/test_demo_story.py holds them to it within a tolerance).
+def _step_name(at_secs: float) -> str:
+    return f"{clock_text(at_secs)} step"
+
+
+_SHIFT = SHIFT_AFTER_SECS
+_INCOME_ON, _INCOME_OFF = REGRESSION_START_SECS, REGRESSION_END_SECS
+
+# Times are the replay's (tests/demo/test_demo_story.py holds the promises to it); the promised windows leave
+# room for the live demo's real time (block alignment, a scrape and an evaluation interval, the watcher's poll).
 EXPECTED: tuple[DemoAlert, ...] = (
-    DemoAlert("drift", "ctr", "clicks_7d", 280, None, "the input itself shifts by 1 sd at +3 min and stays shifted"),
     DemoAlert(
-        "drift",
-        "ctr",
-        "_score",
-        340,
-        None,
-        "the CTR score follows clicks_7d; on version 2 it clears while the income shift pulls scores "
-        "back down and drifts again once income recovers",
+        "drift", "ctr", "clicks_7d", "FeatureDrifting", _SHIFT, 240, 280,
+        "the input itself shifts by 1 sd at +3 min and stays shifted",
     ),
     DemoAlert(
-        "ctr_mean_down",
-        "ctr",
-        None,
-        415,
-        555,
+        "drift", "ctr", "_score", "FeatureDrifting", _SHIFT, 300, 340,
+        "a borderline signal, so flapping between versions is expected, not a fault: clicks_7d lifts the "
+        "score only slightly, and from +6 to +9 min the income shift pulls it back the other way, so a "
+        "one-minute block can look like the reference on one version and not the other",
+        may_flap=True,
+    ),
+    DemoAlert(
+        "ctr_mean_down", "ctr", None, "CtrMeanDown", _INCOME_ON, 150, 415,
         "the income shift (after the posted pipeline change) lowers predicted CTR by more than 15%",
+        end_step_secs=_INCOME_OFF, resolves_within_secs=150, resolves_after_secs=555,
     ),
-    DemoAlert("drift", "ctr", "income", 460, 700, "income shifts by 1.5 sd from +6 to +9 min, then returns"),
-)
+    DemoAlert(
+        "drift", "ctr", "income", "FeatureDrifting", _INCOME_ON, 240, 460,
+        "income shifts by 1.5 sd from +6 to +9 min, then returns",
+        end_step_secs=_INCOME_OFF, resolves_within_secs=210, resolves_after_secs=700,
+    ),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -82,7 +126,9 @@ def _load_model(path: Path) -> ModuleType:
     return module
 
 
-def replay(seconds: int = 720, rate_per_s: int = 20, seed: int = 7) -> list[Transition]:
+def replay(
+    seconds: int = 720, rate_per_s: int = 20, seed: int = 7, clock_start: float = 1_700_000_000.0
+) -> list[Transition]:
     """The demo's alert transitions, replayed on a fake clock through the real checks and alert book."""
     import numpy as np
 
@@ -104,7 +150,7 @@ def replay(seconds: int = 720, rate_per_s: int = 20, seed: int = 7) -> list[Tran
         raw["triton"]["enabled"] = False
         raw["traces"]["enabled"] = False
         raw["gpu"] = {"enabled": False}
-        clock = FakeClock()
+        clock = FakeClock(clock_start)
         store = Store(wd / "replay.sqlite")
         svc = Service(parse_config(raw), clock=clock, store=store)
         try:

@@ -10,12 +10,14 @@ import asyncio
 import contextlib
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from sidecar.demo.scenario import DemoScenario
+from sidecar.demo.timeline import LoopTicker, Ticker
 
 __all__ = ["Traffic", "TrafficStats"]
 
@@ -150,33 +152,57 @@ class Traffic:
         except httpx.HTTPError:
             self.stats.events_dropped += len(batch)
 
-    async def _flusher(self, client: httpx.AsyncClient, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=1.0)
-            await self.flush_events(client)
-            await self.flush_spans(client)
-
     async def post_change(self, client: httpx.AsyncClient, change: dict[str, Any]) -> None:
         """What a CI pipeline would post on a deploy; the sidecar annotates alerts with it."""
         if self.sidecar_url:
             with contextlib.suppress(httpx.HTTPError):
                 await client.post(f"{self.sidecar_url}/v1/changes", json=change, timeout=10)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        interval = 1.0 / self.rate
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
+    async def _send_second(
+        self, client: httpx.AsyncClient, at_secs: float, ticker: Ticker, stop: asyncio.Event
+    ) -> None:
+        """This second's requests, each in its own slot (``rate`` slots a second, on the scenario's clock)."""
+        n = max(1, round(self.rate))
+        for i in range(n):
+            slot = at_secs + i / n
+            await ticker.sleep_until(slot, stop)
+            if stop.is_set():
+                return
+            self.elapsed_s = slot
+            await self.send_one(client)
+
+    async def run(
+        self,
+        stop: asyncio.Event,
+        *,
+        ticker: Ticker | None = None,
+        client: httpx.AsyncClient | None = None,
+        on_tick: Callable[[float], Awaitable[None]] | None = None,
+    ) -> None:
+        """Send the scenario second by second until ``stop``: first ``on_tick`` (the demo prints the steps due and
+        reads the alerts), then the changes due, then the second's requests, then the events and spans they made.
+        ``ticker`` is real time unless a test gives a fake one; ``client`` reaches Triton and the sidecar."""
+        ticker = ticker or LoopTicker()
         changes = list(self.scenario.changes())
-        async with httpx.AsyncClient() as client:
-            flusher = asyncio.create_task(self._flusher(client, stop))
+        own = client is None
+        http = client or httpx.AsyncClient()
+        try:
+            second = 0
             while not stop.is_set():
-                started = loop.time()
-                self.elapsed_s = started - t0
+                await ticker.sleep_until(float(second), stop)
+                if stop.is_set():
+                    break
+                self.elapsed_s = float(second)
+                if on_tick is not None:
+                    await on_tick(self.elapsed_s)
                 while changes and changes[0][0] <= self.elapsed_s:
-                    await self.post_change(client, changes.pop(0)[1])
-                await self.send_one(client)
-                # Keep the rate steady: wait what is left of this request's slot.
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=max(0.0, interval - (loop.time() - started)))
-            await flusher
+                    await self.post_change(http, changes.pop(0)[1])
+                await self._send_second(http, self.elapsed_s, ticker, stop)
+                await self.flush_events(http)
+                await self.flush_spans(http)
+                second += 1
+        finally:
+            await self.flush_events(http)
+            await self.flush_spans(http)
+            if own:
+                await http.aclose()

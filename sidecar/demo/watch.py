@@ -1,20 +1,26 @@
-"""The demo's running commentary: one line per alert transition (pending, firing, resolved, delivered).
+"""The demo's running commentary: one line per alert transition (pending, firing, resolved) as the sidecar
+reports it, and one when Alertmanager starts or stops listing the alert as active.
 
 It reads only what an operator could: the sidecar's ``GET /v1/alerts`` and, when the demo started one,
-Alertmanager's ``GET /api/v2/alerts``; so the terminal tells the story the pages and Alertmanager show.
+Alertmanager's ``GET /api/v2/alerts``; so the terminal tells the story the pages and Alertmanager show. It keeps
+what it printed (``sidecar_seen``, ``am_seen``), bounded by the alerts the demo can raise, for the promise table.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
-__all__ = ["AlertWatcher", "describe"]
+from sidecar.demo.timeline import line
+
+__all__ = ["AM_ACTIVE", "AM_GONE", "AlertWatcher", "describe"]
+
+AM_ACTIVE = "active in Alertmanager"
+AM_GONE = "gone from Alertmanager"
+_MAX_ALERTS = 200  # far more than the demo raises; a runaway is ignored rather than grown without bound
 
 
 def _key(labels: dict[str, str]) -> tuple[str, ...]:
@@ -35,52 +41,70 @@ class AlertWatcher:
         sidecar_url: str,
         alertmanager_url: str | None,
         *,
-        interval_s: float = 2.0,
         out: Callable[[str], None] = print,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.sidecar_url = sidecar_url
         self.alertmanager_url = alertmanager_url
-        self.interval_s = interval_s
         self.out = out
         self.clock = clock
         self._t0 = clock()
         self._states: dict[tuple[str, ...], str] = {}
-        self._delivered: set[tuple[str, ...]] = set()
-        self._names: dict[tuple[str, ...], str] = {}
+        self._am_active: set[tuple[str, ...]] = set()
+        self.labels: dict[tuple[str, ...], dict[str, str]] = {}
+        # What was printed, per alert: (seconds since the start, what) in order.
+        self.sidecar_seen: dict[tuple[str, ...], list[tuple[float, str]]] = {}
+        self.am_seen: dict[tuple[str, ...], list[tuple[float, str]]] = {}
+        self.polls_failed = 0
 
-    def _say(self, what: str, key: tuple[str, ...]) -> None:
-        t = self.clock() - self._t0
-        self.out(f"  [+{int(t // 60)}:{int(t % 60):02d}] {what:<26} {self._names.get(key, '?')}")
+    def elapsed(self) -> float:
+        return self.clock() - self._t0
+
+    def _say(self, what: str, key: tuple[str, ...], log: dict[tuple[str, ...], list[tuple[float, str]]]) -> None:
+        t = self.elapsed()
+        log.setdefault(key, []).append((t, what))
+        self.out(line(t, what, describe(self.labels.get(key, {}))))
+
+    def _known(self, labels: dict[str, str]) -> tuple[str, ...] | None:
+        key = _key(labels)
+        if key not in self.labels:
+            if len(self.labels) >= _MAX_ALERTS:
+                return None
+            self.labels[key] = dict(labels)
+        return key
 
     def observe(self, sidecar_alerts: list[dict[str, Any]], am_alerts: list[dict[str, Any]] | None) -> None:
         """Print what changed since the last call."""
         for a in sidecar_alerts:
-            key = _key(a["labels"])
-            self._names[key] = describe(a["labels"])
-            state = "resolved" if a.get("state") == "inactive" else str(a.get("state"))
-            if self._states.get(key) != state and not (state == "resolved" and key not in self._states):
-                self._say(state.upper(), key)
-                if state != "firing":
-                    self._delivered.discard(key)
+            key = self._known(a["labels"])
+            if key is None:
+                continue
+            state = "RESOLVED" if a.get("state") == "inactive" else str(a.get("state")).upper()
+            if self._states.get(key) != state and not (state == "RESOLVED" and key not in self._states):
+                self._say(state, key, self.sidecar_seen)
             self._states[key] = state
         if am_alerts is None:
             return
+        active = set()
         for a in am_alerts:
-            key = _key(a.get("labels", {}))
-            if key in self._states and key not in self._delivered and a.get("status", {}).get("state") == "active":
-                self._delivered.add(key)
-                self._say("delivered to Alertmanager", key)
+            if a.get("status", {}).get("state") != "active":
+                continue
+            key = self._known(a.get("labels", {}))
+            if key is not None:
+                active.add(key)
+        for key in sorted(active - self._am_active):
+            self._say(AM_ACTIVE, key, self.am_seen)
+        for key in sorted(self._am_active - active):
+            self._say(AM_GONE, key, self.am_seen)
+        self._am_active = active
 
-    async def run(self, stop: asyncio.Event, client: httpx.AsyncClient) -> None:
-        while not stop.is_set():
-            try:
-                mine = (await client.get(f"{self.sidecar_url}/v1/alerts", timeout=5)).json()
-                am = None
-                if self.alertmanager_url:
-                    am = (await client.get(f"{self.alertmanager_url}/api/v2/alerts", timeout=5)).json()
-                self.observe(mine, am)
-            except (httpx.HTTPError, ValueError):
-                pass  # the next poll tries again; the demo's own status line says if the sidecar is down
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.interval_s)
+    async def poll(self, client: httpx.AsyncClient) -> None:
+        """One look at the sidecar and Alertmanager; a failed look is counted and the next one tries again."""
+        try:
+            mine = (await client.get(f"{self.sidecar_url}/v1/alerts", timeout=5)).json()
+            am = None
+            if self.alertmanager_url:
+                am = (await client.get(f"{self.alertmanager_url}/api/v2/alerts", timeout=5)).json()
+            self.observe(mine, am)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            self.polls_failed += 1

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from sidecar.demo.watch import AlertWatcher, describe
+from sidecar.demo.watch import AM_ACTIVE, AM_GONE, AlertWatcher, describe
 
 
 def _alert(state: str, **labels: str) -> dict[str, object]:
     return {"labels": {"alertname": "CtrMeanDown", "model": "ctr", "severity": "high", **labels}, "state": state}
+
+
+def _am(**labels: str) -> list[dict[str, object]]:
+    labels = {"alertname": "CtrMeanDown", "model": "ctr", "severity": "high", **labels}
+    return [{"labels": labels, "status": {"state": "active"}}]
 
 
 def test_each_transition_is_one_line_and_repeats_are_silent() -> None:
@@ -17,19 +22,17 @@ def test_each_transition_is_one_line_and_repeats_are_silent() -> None:
     now[0] = 20
     w.observe([_alert("firing", version="all")], [])
     w.observe([_alert("firing", version="all")], [])  # nothing new
-    am = [
-        {
-            "labels": {"alertname": "CtrMeanDown", "model": "ctr", "severity": "high", "version": "all"},
-            "status": {"state": "active"},
-        }
-    ]
-    w.observe([_alert("firing", version="all")], am)
-    w.observe([_alert("firing", version="all")], am)  # delivered once
+    now[0] = 22
+    w.observe([_alert("firing", version="all")], _am(version="all"))
+    w.observe([_alert("firing", version="all")], _am(version="all"))  # active once
     now[0] = 150
     w.observe([_alert("inactive", version="all")], [])
-    assert [ln.split("]", 1)[1].split()[0] for ln in lines] == ["PENDING", "FIRING", "delivered", "RESOLVED"]
+    assert [ln.split("]", 1)[1].split()[0] for ln in lines] == ["PENDING", "FIRING", "active", "RESOLVED", "gone"]
     assert lines[1].startswith("  [+0:20]") and lines[-1].startswith("  [+2:30]")
     assert all("CtrMeanDown ctr all versions" in ln for ln in lines)
+    [key] = w.labels
+    assert w.sidecar_seen[key] == [(0.0, "PENDING"), (20.0, "FIRING"), (150.0, "RESOLVED")]
+    assert w.am_seen[key] == [(22.0, AM_ACTIVE), (150.0, AM_GONE)]
 
 
 def test_a_resolved_alert_seen_first_is_not_announced() -> None:

@@ -1,0 +1,215 @@
+"""The whole demo scenario on an accelerated clock: the real traffic, steps, watcher and promise table code,
+the real sidecar (its app in-process, its checks and alert book) and a real Alertmanager; only Triton is a fake
+that scores with the demo models' own ``score`` functions, and the sidecar's evaluation ticker is driven by the
+fake ticker. Thirteen minutes of scenario run in well under a minute, with no sleeping.
+
+The fake clock runs behind real time (it starts 15 minutes in the past): Alertmanager judges ``endsAt`` by its own
+clock, so a resolved notice (``endsAt`` = when it resolved) must lie in its past, and a firing one in its future;
+the resend delay is raised so that a firing notice's ``endsAt`` (now + 4 x resend delay) does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from exporters.alertmanager import AlertmanagerExporter
+from sidecar.app import create_app
+from sidecar.clock import FakeClock
+from sidecar.config import load_config
+from sidecar.demo.alertmanager import DemoAlertmanager
+from sidecar.demo.play import ScenarioRun
+from sidecar.demo.run import demo_config, write_config
+from sidecar.demo.scenario import DemoScenario
+from sidecar.demo.story import EXPECTED, _load_model, clock_text
+from sidecar.demo.traffic import Traffic
+from sidecar.demo.tritonserver import demo_model_repository
+from sidecar.demo.watch import AM_ACTIVE, AM_GONE, describe
+from sidecar.service import Service
+from sidecar.store import Store
+
+pytestmark = pytest.mark.alertmanager
+
+RUN_SECS = 780  # past the last promise's deadline (income resolves within 3.5 min of +9 min)
+EVAL_SECS = 5.0
+
+
+class FakeTicker:
+    """Moves the fake clock instead of waiting; runs the sidecar's evaluation at each interval it passes."""
+
+    def __init__(self, clock: FakeClock, on_eval: Callable[[], Awaitable[None]], end_secs: float) -> None:
+        self.clock, self.on_eval, self.end = clock, on_eval, end_secs
+        self.t0 = clock.now()
+        self.next_eval = 0.0
+
+    def elapsed(self) -> float:
+        return self.clock.now() - self.t0
+
+    async def sleep_until(self, at_secs: float, stop: asyncio.Event) -> None:
+        if at_secs >= self.end:
+            stop.set()
+            return
+        while self.next_eval <= at_secs:
+            self.clock.advance(max(0.0, self.next_eval - self.elapsed()))
+            await self.on_eval()
+            self.next_eval += EVAL_SECS
+        self.clock.advance(max(0.0, at_secs - self.elapsed()))
+
+
+def fake_triton() -> Callable[[httpx.Request], httpx.Response]:
+    repo = demo_model_repository()
+    models = {(m, v): _load_model(repo / m / v / "model.py") for m, v in (("ctr", "1"), ("ctr", "2"), ("fraud", "1"))}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        parts = request.url.path.split("/")  # /v2/models/{m}/versions/{v}/infer
+        model, version = parts[3], parts[5]
+        x = np.array([json.loads(request.content)["inputs"][0]["data"]], dtype=np.float32)
+        if model == "fraud" and x[0, 0] < 0:
+            return httpx.Response(400, json={"error": "amount must not be negative"})
+        score = float(models[(model, version)].score(x).reshape(-1)[0])
+        return httpx.Response(200, json={"outputs": [{"name": "score", "datatype": "FP32", "data": [score]}]})
+
+    return handle
+
+
+class Routes(httpx.AsyncBaseTransport):
+    """triton.test -> the fake Triton, sidecar.test -> the sidecar's app in-process, anything else -> the network;
+    every answer of /v1/alerts and Alertmanager's /api/v2/alerts is recorded with the scenario's time."""
+
+    def __init__(self, app: Any, elapsed: Callable[[], float]) -> None:
+        self.triton = httpx.MockTransport(fake_triton())
+        self.sidecar = httpx.ASGITransport(app=app)
+        self.net = httpx.AsyncHTTPTransport()
+        self.elapsed = elapsed
+        self.answers: list[tuple[float, str, Any]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        transport = self.triton if host == "triton.test" else self.sidecar if host == "sidecar.test" else self.net
+        resp = await transport.handle_async_request(request)
+        if request.url.path in ("/v1/alerts", "/api/v2/alerts"):
+            await resp.aread()
+            self.answers.append((self.elapsed(), request.url.path, json.loads(resp.content)))
+        return resp
+
+    async def aclose(self) -> None:
+        await self.net.aclose()
+
+
+def _key(labels: dict[str, str]) -> tuple[str, ...]:
+    return tuple(sorted(f"{k}={v}" for k, v in labels.items() if k != "severity"))
+
+
+def lines_from_answers(answers: list[tuple[float, str, Any]]) -> list[str]:
+    """The alert lines the demo should print, derived straight from what the two APIs answered."""
+    out: list[str] = []
+    states: dict[tuple[str, ...], str] = {}
+    am_active: set[tuple[str, ...]] = set()
+    names: dict[tuple[str, ...], str] = {}
+    for t, path, body in answers:
+        if path == "/v1/alerts":
+            for a in body:
+                k = _key(a["labels"])
+                names.setdefault(k, describe(a["labels"]))
+                s = {"inactive": "RESOLVED"}.get(a["state"], a["state"].upper())
+                if states.get(k) != s and (s != "RESOLVED" or k in states):
+                    out.append(f"  [{clock_text(t)}] {s:<26} {names[k]}")
+                states[k] = s
+        else:
+            now = {_key(a["labels"]) for a in body if a["status"]["state"] == "active"}
+            for k in sorted(now - am_active):
+                names.setdefault(k, describe(dict(x.split("=", 1) for x in k)))
+                out.append(f"  [{clock_text(t)}] {AM_ACTIVE:<26} {names[k]}")
+            for k in sorted(am_active - now):
+                out.append(f"  [{clock_text(t)}] {AM_GONE:<26} {names[k]}")
+            am_active = now
+    return out
+
+
+@pytest.fixture
+def alertmanager(tmp_path: Path) -> Any:
+    am = DemoAlertmanager(tmp_path / "alertmanager")
+    if am.binary is None:
+        pytest.skip("prometheus-alertmanager is not installed (bash .ci/setup installs it)")
+    assert am.start(), (tmp_path / "alertmanager" / "alertmanager.log").read_text()
+    try:
+        yield am
+    finally:
+        am.stop()
+
+
+async def test_the_whole_scenario_prints_what_the_sidecar_and_alertmanager_saw(
+    tmp_path: Path, alertmanager: DemoAlertmanager
+) -> None:
+    raw = demo_config("http://triton.test", "http://triton.test/metrics", 0, tmp_path, alertmanager.url)
+    raw["server"]["public_url"] = "http://sidecar.test"
+    raw["triton"]["enabled"] = False
+    raw["traces"]["enabled"] = False
+    raw["gpu"] = {"enabled": False}
+    raw["alerting"]["resend_delay_secs"] = 900  # see the module docstring
+    cfg = load_config(write_config(raw, tmp_path))  # the file the demo writes is the config it runs
+    # 15 minutes in the past, on the replay's alignment to the drift check's 60 s blocks (a reproducible run).
+    clock = FakeClock((time.time() - 900) // 60 * 60 + 20)
+    store = Store(tmp_path / "state.sqlite")
+    svc = Service(cfg, clock=clock, store=store)
+    [am] = [c for c in svc.components if isinstance(c, AlertmanagerExporter)]
+    for check in svc.checks():
+        await check.start()  # type: ignore[attr-defined]
+
+    async def evaluate() -> None:
+        await asyncio.to_thread(svc.evaluate_once, clock.now())
+        assert set((await am.flush_all()).values()) <= {"empty", "sent"}
+
+    ticker = FakeTicker(clock, evaluate, RUN_SECS)
+    routes = Routes(create_app(svc, manage_lifecycle=False), ticker.elapsed)
+    printed: list[str] = []
+    traffic = Traffic("http://triton.test", sidecar_url="http://sidecar.test", scenario=DemoScenario(), clock=clock)
+    play = ScenarioRun(
+        traffic, sidecar_url="http://sidecar.test", alertmanager_url=alertmanager.url, ticker=ticker, out=printed.append
+    )
+    try:
+        async with httpx.AsyncClient(transport=routes) as client:
+            table = await play.run(asyncio.Event(), client)
+            final_am = (await client.get(f"{alertmanager.url}/api/v2/alerts")).json()
+            final_sidecar = (await client.get("http://sidecar.test/v1/alerts")).json()
+    finally:
+        await svc.shutdown()
+        store.close()
+    text = "\n".join(printed)
+
+    # Every scenario step is printed at the second it happens.
+    steps = [ln for ln in printed if "] SCENARIO " in ln]
+    assert [ln.split("]")[0] + "]" for ln in steps] == [f"  [{clock_text(t)}]" for t, _ in DemoScenario.timeline()]
+    assert all(what in ln for ln, (_, what) in zip(steps, DemoScenario.timeline(), strict=True))
+
+    # The printed alert lines are exactly what /v1/alerts and Alertmanager answered, when they answered it.
+    alert_lines = [ln for ln in printed if re.match(r"  \[\+\d+:\d\d\] ", ln) and "] SCENARIO " not in ln]
+    assert alert_lines == lines_from_answers(routes.answers[:-2]), text
+    assert traffic.stats.events_posted > 10_000 and traffic.stats.events_dropped == 0
+
+    # At the end, Alertmanager holds exactly the alerts the sidecar has firing, with the sidecar's startsAt.
+    firing = {_key(a["labels"]): a["startsAt"] for a in final_sidecar if a["state"] == "firing"}
+    in_am = {_key(a["labels"]): a["startsAt"] for a in final_am if a["status"]["state"] == "active"}
+    assert firing and in_am == firing
+    last_am_word = {k: seen[-1][1] for k, seen in play.watcher.am_seen.items()}
+    assert {k for k, w in last_am_word.items() if w == AM_ACTIVE} == set(firing)
+
+    # The promise table: one verdict per promise, each kept, and its sidecar column is the printed lines.
+    assert table[0].startswith("What the banner promised")
+    verdicts = [ln for ln in table if ln.startswith("  [")]
+    assert [ln.split("]")[0] for ln in verdicts] == ["  [kept"] * len(EXPECTED), "\n".join(table)
+    for p, ln in zip(EXPECTED, verdicts, strict=True):
+        assert p.promise() in ln
+    clicks_row = table[table.index(next(ln for ln in verdicts if "clicks_7d" in ln)) + 1]
+    fired = [ln.split("]")[0][3:] for ln in alert_lines if "FIRING" in ln and "clicks_7d" in ln]
+    assert clicks_row.split()[0] == "sidecar" and fired and all(f"FIRING {t}" in clicks_row for t in fired)
+    print(text)  # the sample shown by `pytest -s`: the timeline, then the promise table
