@@ -57,7 +57,9 @@ async def _get(svc: Service, *paths: str) -> list[httpx.Response]:
 
 def _params(html: str) -> dict[str, str]:
     """setting path -> the value cell's text, from the page's settings tables."""
-    rows = re.findall(r'<tr data-path="([^"]+)"><td>.*?</td><td class="value nowrap">(.*?)</td>', html)
+    rows = re.findall(
+        r'<tr data-path="([^"]+)"><td class="name"[^>]*>.*?</td><td class="value nowrap">(.*?)</td>', html
+    )
     return {path: re.sub(r"<[^>]+>", "", cell) for path, cell in rows}
 
 
