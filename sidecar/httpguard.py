@@ -23,6 +23,7 @@ from pydantic import SecretStr
 from starlette.requests import ClientDisconnect
 
 from sidecar.admission import Admission, rss_bytes
+from sidecar.pushfail import PushFailures
 
 __all__ = ["RequestGuard", "rss_bytes"]
 
@@ -79,6 +80,8 @@ class RequestGuard:
             rss=rss,
             logger=self._log,
         )
+        # What a push answers when a bus subscriber failed on its batch: one answer for every push endpoint.
+        self.push_failures = PushFailures(registry)
 
     def refuse(
         self, endpoint: str, reason: str, status: int, message: str, headers: dict[str, str] | None = None

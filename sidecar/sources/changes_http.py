@@ -8,9 +8,10 @@ with the first one's id and stores nothing; a key already used for a different c
 
 Answers 201 ``{"ids": [...]}`` once the change log has stored the request's new changes; 200 when all were
 already recorded; 400 naming the field for a body that is not one change object or a list of them; 413 for
-more than 1000; 415 for a Content-Type other than JSON (none is read as JSON); 422 for a reused key; 503 when
-the change log could not store them (nothing was stored: send it again); 401/429/503/415 from the request
-guard. A refused request stores nothing.
+more than 1000; 415 for a Content-Type other than JSON (none is read as JSON); 422 for a reused key; 500 naming
+the subscriber when one failed on them, the change log included (it then stored nothing: send it again;
+``sidecar.pushfail``); 503 when the store cannot be read; 401/429/503/415 from the request guard. A refused
+request stores nothing.
 """
 
 from __future__ import annotations
@@ -184,19 +185,12 @@ class ChangesEndpoint(Passive):
                     f"the store cannot be read ({exc}); nothing was stored; retry",
                     {"Retry-After": "5"},
                 ) from None
-            failed = new and self.ctx.bus.publish(
-                Batch(kind="changes", source=SOURCE, items=tuple(new), received_at=now)
-            )
-            if failed:
-                # A subscriber that fails stores nothing of the batch (the change log writes it in one
-                # transaction), and a retry never duplicates what others did store.
-                raise guard.refuse(
-                    ENDPOINT,
-                    "not_recorded",
-                    503,
-                    f"{', '.join(failed)} could not store the changes (nothing was stored there); retry",
-                    {"Retry-After": "5"},
-                )
+            batch = Batch(kind="changes", source=SOURCE, items=tuple(new), received_at=now)
+            failed = self.ctx.bus.publish(batch) if new else []
+            if (failure := guard.push_failures.check("/v1/changes", failed)) is not None:
+                # The change log stores nothing of a batch it fails on (one transaction), and a retry never
+                # duplicates what others did store (changes are matched by id): 500 naming it, counted.
+                return failure.response()
             if len(ids) > len(new):
                 self._duplicates.inc(len(ids) - len(new))
         return JSONResponse(status_code=201 if new else 200, content={"ids": ids})

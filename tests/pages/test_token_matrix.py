@@ -44,8 +44,13 @@ COLUMNS: dict[str, Request] = {
 def _table() -> dict[str, dict[str, set[str]]]:
     """{row: {column: the credentials that open it}} from the table under "Which token opens what"."""
     text = DOC.read_text()
-    section = text.split("### Which token opens what", 1)[1]
-    lines = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    section = text.split("### Which token opens what", 1)[1].splitlines()
+    start = next(i for i, ln in enumerate(section) if ln.startswith("| tokens set |"))
+    lines = []
+    for ln in section[start:]:  # the table ends at its first line that is not a row
+        if not ln.startswith("|"):
+            break
+        lines.append(ln)
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     assert head[0] == "tokens set" and head[1:] == list(COLUMNS), head
     out: dict[str, dict[str, set[str]]] = {}

@@ -82,11 +82,9 @@ async def test_a_failure_between_the_change_and_its_audit_row_leaves_neither(tmp
     )
     async with _client(svc) as c:
         r = await c.post("/v1/changes", json=[DEPLOY, {**DEPLOY, "what": "second"}])
-        assert r.status_code == 503 and "nothing was stored" in r.json()["detail"]
+        assert r.status_code == 500 and r.json()["failed_subscribers"] == ["changes"]
         assert (await c.get("/v1/changes")).json() == [] and _audit_rows(svc) == []
-        assert (
-            reg.get_sample_value("sidecar_http_refused_total", {"endpoint": "changes", "reason": "not_recorded"}) == 1
-        )
+        assert reg.get_sample_value("sidecar_push_subscriber_failures_total", {"endpoint": "/v1/changes"}) == 1
         svc.store.execute("DROP TRIGGER injected")
         r = await c.post("/v1/changes", json=[DEPLOY, {**DEPLOY, "what": "second"}])  # the client's retry
         assert r.status_code == 201

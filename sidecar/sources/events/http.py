@@ -4,7 +4,7 @@ Answers: 200 ``{"accepted": n, "rejected": [...]}`` when at least one event was 
 listed with their index and field, like OTLP's partial success, so a client never re-sends the good ones);
 400 with the same body when none was; 400 for a body that is not JSON; 413 for too many events or too many
 bytes; 415 for a Content-Type other than JSON or JSON Lines (none is read as JSON); 401/429/503/415 from the
-request guard.
+request guard; 500 naming the subscriber when one failed on the batch (``sidecar.pushfail``).
 """
 
 from __future__ import annotations
@@ -88,7 +88,9 @@ class EventsEndpoint(Passive):
             now = self.ctx.clock.now()
             events, rejected = parse_events(docs, self.cfg, now)
             if events:
-                self.ctx.bus.publish(Batch(kind="events", source="http", items=tuple(events), received_at=now))
+                failed = self.ctx.bus.publish(Batch(kind="events", source="http", items=tuple(events), received_at=now))
+                if (failure := guard.push_failures.check(ENDPOINT, failed)) is not None:
+                    return failure.response()  # 500 naming the subscribers, counted (sidecar.pushfail)
                 self.m.received.labels("http").inc(len(events))
             if rejected:
                 self.m.rejected.labels("http", "invalid").inc(len(rejected))

@@ -165,12 +165,11 @@ class OtlpReceiver(Passive):
                     failed = self.bus.publish(
                         Batch(kind="spans", source="otlp", items=tuple(result.records), received_at=self.clock.now())
                     )
-                    if failed:
-                        # Our bug, not the client's data: 500 so that the exporter retries, counted and logged.
+                    if (failure := self.guard.push_failures.check("/v1/traces", failed)) is not None:
+                        # Our fault, not the client's data: the push endpoints' one answer (sidecar.pushfail),
+                        # as a google.rpc.Status in the request's encoding; counted there and here, and logged.
                         self._errors.inc()
-                        return _status_answer(
-                            500, f"the sidecar failed to store this batch ({', '.join(failed)}); see its log", as_json
-                        )
+                        return _status_answer(failure.status, failure.message, as_json)
                 for fld, n in result.truncations.items():
                     self._truncated_by[fld].inc(n)
                 if result.rejected:

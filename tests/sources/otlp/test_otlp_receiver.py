@@ -211,8 +211,9 @@ def test_a_hub_failure_is_a_counted_500_so_the_exporter_retries(registry, monkey
         # The failure is in storing (the decoders are not involved).
         monkeypatch.setattr(hub.store, "add", broken)
         r = c.post("/v1/traces", content=_triton_json(), headers={"content-type": JS})
-        assert r.status_code == 500 and "failed to store" in r.json()["message"]
+        assert r.status_code == 500 and "subscriber traces failed on it" in r.json()["message"]
         assert sample(registry, "sidecar_otlp_ingest_errors_total") == 1
+        assert sample(registry, "sidecar_push_subscriber_failures_total", {"endpoint": "/v1/traces"}) == 1
         assert sample(registry, "sidecar_otlp_spans_received_total", {"encoding": "json"}) in (None, 0)
         monkeypatch.undo()
         r = c.post("/v1/traces", content=_triton_json(), headers={"content-type": JS})
