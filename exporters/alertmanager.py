@@ -43,7 +43,7 @@ from exporters.sender import (
 )
 from exporters.telemetry import ExportTelemetry
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Readiness, Role
 from sidecar.redact import mask_url
 from sidecar.store import Store
 
@@ -73,7 +73,7 @@ class _Refused(RefusedError):
 
 class AlertmanagerExporter:
     name = "alertmanager"
-    role = "exporter"
+    role = Role.EXPORTER
 
     def __init__(
         self,

@@ -30,7 +30,7 @@ from exporters.otlp_encode import encode_spans
 from exporters.sender import MemoryQueue, RetryPolicy, Sender, check_response
 from exporters.telemetry import ExportTelemetry
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Readiness, Role
 from sidecar.model import Span
 from sidecar.records import Record, to_span
 from sidecar.redact import mask_url
@@ -43,7 +43,7 @@ OTLP_RETRYABLE = frozenset({429, 502, 503, 504})
 
 class OtlpForwarder:
     name = "otlp_forward"
-    role = "exporter"
+    role = Role.EXPORTER
 
     def __init__(
         self,

@@ -23,6 +23,7 @@ from exporters.config import WebhookConfig
 from exporters.sender import MemoryQueue, RetryPolicy, Sender, check_response
 from exporters.telemetry import ExportTelemetry
 from sidecar.clock import Clock
+from sidecar.component import Role
 from sidecar.model import Finding
 from sidecar.naming import fingerprint
 from sidecar.redact import mask_url
@@ -64,7 +65,7 @@ class _Limited:
 
 
 class WebhookExporter:
-    role = "sink"
+    role = Role.SINK
 
     def __init__(
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import httpx
@@ -25,9 +26,23 @@ if TYPE_CHECKING:
     from sidecar.httpguard import RequestGuard
     from sidecar.store import Store
 
-__all__ = ["Bus", "Component", "Context", "Passive", "Readiness", "Role"]
+__all__ = ["START_ORDER", "Bus", "Component", "Context", "Passive", "Readiness", "Role"]
 
-Role = str  # "exporter" | "check" | "source": decides start/stop order
+
+class Role(StrEnum):
+    """The closed set of component kinds (the OpenTelemetry Collector's idea): the kind decides the start order
+    (``START_ORDER``, downstream first) and which shape a component has (``tests/test_component_shape.py``)."""
+
+    EXPORTER = "exporter"  # ships data out (Alertmanager, audit stores, OTLP forwarding)
+    SINK = "sink"  # takes batches or findings and keeps state others read (alert book, change log, pages' state)
+    PAGE = "page"  # serves pages only
+    CHECK = "check"  # keeps bounded windows, evaluates them into findings
+    PROCESSOR = "processor"  # turns batches into derived series
+    SOURCE = "source"  # brings data in: scraped, polled, pushed or tailed
+
+
+# Downstream first: a source never starts before what takes its batches.
+START_ORDER: tuple[Role, ...] = (Role.EXPORTER, Role.SINK, Role.PAGE, Role.CHECK, Role.PROCESSOR, Role.SOURCE)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
-from sidecar.component import Context, Readiness
+from sidecar.component import Context, Readiness, Role
 from sidecar.config import parse_config
 from sidecar.service import Service
 from sidecar.store import Store
@@ -20,7 +20,7 @@ class Echo:
     """A push component that only uses the shared guard: auth, admission, body limits."""
 
     name = "echo"
-    role = "source"
+    role = Role.SOURCE
 
     def __init__(self, ctx: Context, ready: bool = True) -> None:
         self.ctx = ctx

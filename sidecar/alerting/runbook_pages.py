@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel
 
 from sidecar.alerting.runbook_params import ParamTable, param_tables
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 
 __all__ = ["DASHBOARDS", "RUNBOOKS_DIR", "Runbook", "RunbookPages", "resolve_link"]
 
@@ -69,7 +69,7 @@ class Runbook:
 
 class RunbookPages(Passive):
     name = "runbooks"
-    role = "page"
+    role = Role.PAGE
 
     def __init__(
         self,

@@ -11,12 +11,12 @@ import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Readiness, Role
 from sidecar.diagnose.config import DiagnoseConfig
 from sidecar.diagnose.observe import Probe, probe_triton
 from sidecar.diagnose.rules import CODES, Diagnosis, Inputs, diagnose
 from sidecar.model import Batch, Finding
-from sidecar.periodic import Periodic
+from sidecar.polled import Polled, TickerFactory
 
 __all__ = ["Diagnoser"]
 
@@ -26,9 +26,9 @@ _Key = tuple[str, str, str]  # (code, model, version)
 _CONFIG_REFRESH_PROBES = 10
 
 
-class Diagnoser:
+class Diagnoser(Polled):
     name = "diagnose"
-    role = "check"
+    role = Role.CHECK
 
     def __init__(
         self,
@@ -43,7 +43,16 @@ class Diagnoser:
         logger: logging.Logger | None = None,
         on_stats: Callable[[object], None] | None = None,
         on_gpu_memory: Callable[[Mapping[str, float]], None] | None = None,
+        ticker: TickerFactory | None = None,
     ) -> None:
+        super().__init__(
+            interval_secs=config.interval_secs,
+            registry=registry,
+            logger=logger,
+            ticker=ticker,
+            ticker_name="diagnose-probe",
+            job=self.probe_once,
+        )
         self.config = config
         # Handed on each probe to GPU memory per model: Triton's /v2/models/stats answer (memory_usage) and
         # the memory used per GPU Triton reports (nv_gpu_memory_used_bytes, for load deltas).
@@ -61,12 +70,6 @@ class Diagnoser:
         self._probes: tuple[Probe | None, Probe | None] = (None, None)
         self._current: list[Diagnosis] = []
         self._active: set[_Key] = set()
-        self._periodic = Periodic(
-            "diagnose-probe",
-            self.probe_once,
-            config.interval_secs,
-            on_error=lambda exc: self.log.exception("probe loop failed", exc_info=exc),
-        )
         self._gauge = Gauge(
             "sidecar_diagnosis_active",
             "1 while a diagnosis holds (what to do: /readyz, /, sidecar doctor).",
@@ -184,20 +187,11 @@ class Diagnoser:
             facts=dict(d.facts, diagnosis=d.code, runbook="Diagnosis.md"),
         )
 
-    async def start(self) -> None:
-        self._periodic.start()
-
-    async def shutdown(self) -> None:
-        await self._periodic.stop()
-
     def readiness(self) -> Readiness:
         # A diagnosis explains a problem; it does not take the sidecar out of service, so readiness stays ok.
         if not self._current:
             return Readiness(True, "no problems found")
         return Readiness(True, f"{len(self._current)} found: " + " | ".join(d.line() for d in self._current))
-
-    def routes(self) -> None:
-        return None
 
 
 def _labels(code: str, model: str, version: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from sidecar.clock import Clock
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.pages.audit_rows import audit_row
 from sidecar.pages.readers import Api
 from sidecar.pages.render import render
@@ -26,7 +26,7 @@ _PASSED = ("trace_id", "request_id", "model", "version", "kind", "since", "until
 
 class AuditPage(Passive):
     name = "audit_page"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(self, clock: Clock, api: Api, *, requests: RequestRecordsConfig | None = None) -> None:
         self.clock = clock

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from sidecar.clock import Clock
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.pages.audit_rows import subject
 from sidecar.pages.readers import MAX_ROWS, Api
 from sidecar.pages.render import render
@@ -65,7 +65,7 @@ def citing(change: dict[str, Any], alerts: list[AlertView]) -> list[AlertView]:
 
 class ChangesPage(Passive):
     name = "changes_page"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(self, clock: Clock, api: Api) -> None:
         self.clock = clock

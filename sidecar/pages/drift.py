@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse
 
 from sidecar.alerting.render.drift import evidence_text, now_text
 from sidecar.clock import Clock
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.model import Finding
 from sidecar.pages.readers import Api
 from sidecar.pages.render import render
@@ -57,7 +57,7 @@ def drift_alerts(raw: object) -> dict[tuple[str, str, str], list[AlertView]]:
 
 class DriftPage(Passive):
     name = "drift_page"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(self, clock: Clock, api: Api, source: DriftSource | None, *, eval_interval_secs: float = 30.0) -> None:
         self.clock = clock

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse
 
 from sidecar.alerting.render.drift import evidence_text, now_text
 from sidecar.clock import Clock
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.pages.drift import DriftSource, detail_url
 from sidecar.pages.render import render
 
@@ -109,7 +109,7 @@ def _names(request: Request, rest: str) -> tuple[str, str, str] | None:
 
 class DriftDetailPage(Passive):
     name = "drift_detail_page"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(self, clock: Clock, source: DriftSource | None) -> None:
         self.clock = clock

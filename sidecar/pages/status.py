@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.render.drift import figures_text
 from sidecar.clock import Clock
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.pages.readers import MAX_ROWS, Api, read_metrics
 from sidecar.pages.render import render, static_routes
 from sidecar.pages.verdicts_line import gpu_memory_line, verdict_line
@@ -130,7 +130,7 @@ def verdicts(registry: CollectorRegistry) -> list[dict[str, str]]:
 
 class StatusPages(Passive):
     name = "status_pages"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(
         self,

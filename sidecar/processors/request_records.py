@@ -35,9 +35,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Role
 from sidecar.model import Batch, Event, Span
-from sidecar.periodic import Periodic
+from sidecar.polled import Polled, TickerFactory
 from sidecar.processors.request_records_config import RequestRecordsConfig
 from sidecar.processors.stages import stage_durations
 from sidecar.records import MODEL, NAME, Record, to_span
@@ -95,9 +95,9 @@ class _Pending:
         return self.caller is not None or self.event is not None
 
 
-class RequestRecords:
+class RequestRecords(Polled):
     name = "request_records"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(
         self,
@@ -107,7 +107,17 @@ class RequestRecords:
         registry: CollectorRegistry,
         clock: Clock,
         logger: logging.Logger | None = None,
+        ticker: TickerFactory | None = None,
     ) -> None:
+        super().__init__(
+            interval_secs=cfg.sweep_interval_secs,
+            registry=registry,
+            logger=logger,
+            ticker=ticker,
+            ticker_name="request-records-sweep",
+            job=self.sweep_once,
+            delay_first=True,
+        )
         self.cfg = cfg
         self.sink = sink
         self.clock = clock
@@ -138,18 +148,6 @@ class RequestRecords:
             "sidecar_request_records_evicted",
             "Pending joins emitted early to stay under max_pending.",
             registry=registry,
-        )
-        self._sweep_errors = Counter(
-            "sidecar_request_records_sweep_errors",
-            "Periodic sweeps of the pending joins that failed (logged).",
-            registry=registry,
-        )
-        self._periodic = Periodic(
-            "request-records-sweep",
-            self.sweep_once,
-            cfg.sweep_interval_secs,
-            on_error=self._sweep_failed,
-            delay_first=True,
         )
         self._kept = Counter(
             "sidecar_request_records_kept",
@@ -249,10 +247,6 @@ class RequestRecords:
         self._emit(out)
         return len(out)
 
-    def _sweep_failed(self, exc: Exception) -> None:
-        self._sweep_errors.inc()
-        self.log.error("sweeping the pending request joins failed: %r", exc)
-
     def flush(self) -> None:
         """Emit every pending join now (shutdown, tests): later arrivals would not be joined anyway."""
         with self._lock:
@@ -340,16 +334,4 @@ class RequestRecords:
         h = int.from_bytes(hashlib.blake2b(tid.encode(), digest_size=8).digest(), "big") / 2**64
         return "sampled" if h < self.cfg.sample_rate else None
 
-    # -- lifecycle -------------------------------------------------------------------------------------------
-    async def start(self) -> None:
-        self._periodic.start()
-
-    async def shutdown(self) -> None:
-        await self._periodic.stop()
         self.flush()
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None

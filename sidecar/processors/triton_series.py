@@ -15,7 +15,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from sidecar.clock import Clock
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.model import Batch, GpuIdentity, SeriesSnapshot
 from sidecar.processors.derive import Deriver
 from sidecar.processors.triton_snapshot import snapshot_models
@@ -38,7 +38,7 @@ class _DerivedCollector(Collector):
 
 class TritonSeries(Passive):
     name = "triton_series"
-    role = "processor"
+    role = Role.PROCESSOR
 
     def __init__(
         self,

@@ -15,9 +15,9 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
-from sidecar.component import Bus, Readiness
+from sidecar.component import Bus
 from sidecar.model import Batch, Change
-from sidecar.periodic import Periodic
+from sidecar.polled import Polled, TickerFactory
 from sidecar.store import Store
 
 __all__ = ["RepositoryIndexSource"]
@@ -27,9 +27,8 @@ _KV = "alerting_changes"
 SOURCE = "triton_repository"
 
 
-class RepositoryIndexSource:
+class RepositoryIndexSource(Polled):
     name = "repository_index"
-    role = "source"
 
     def __init__(
         self,
@@ -42,14 +41,14 @@ class RepositoryIndexSource:
         http: httpx.AsyncClient,
         bus: Bus,
         logger: logging.Logger | None = None,
+        ticker: TickerFactory | None = None,
     ) -> None:
+        super().__init__(interval_secs=interval_secs, registry=registry, logger=logger, ticker=ticker)
         self.triton_url = triton_http_url.rstrip("/")
         self.clock = clock
         self.store = store
         self.http = http
         self.bus = bus
-        self.log = logger or logging.getLogger("sidecar.repository_index")
-        self._periodic = Periodic("changes-poll", self.poll_once, interval_secs, on_error=self._poll_crashed)
         self._last_poll_ok: bool | None = None
         self._poll_errors = Counter(
             "sidecar_changes_poll_errors",
@@ -109,19 +108,3 @@ class RepositoryIndexSource:
         if self._last_poll_ok is not False:
             self.log.warning("%s", message)
         self._last_poll_ok = False
-
-    def _poll_crashed(self, exc: Exception) -> None:
-        self._poll_errors.labels("internal").inc()
-        self.log.error("repository poll failed", exc_info=exc)
-
-    async def start(self) -> None:
-        self._periodic.start()
-
-    async def shutdown(self) -> None:
-        await self._periodic.stop()
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None

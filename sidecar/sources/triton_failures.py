@@ -24,9 +24,8 @@ import httpx
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
 from sidecar.errors import ScrapeError
-from sidecar.periodic import Periodic
+from sidecar.polled import Polled, TickerFactory
 from sidecar.promtext import parse_labels
 from sidecar.scrape import fetch_exposition
 from sidecar.state.trace_config import FailureJoinConfig
@@ -52,9 +51,8 @@ def failure_counts(text: str) -> dict[tuple[str, str], float]:
     return out
 
 
-class FailureJoin:
+class FailureJoin(Polled):
     name = "trace_failure_join"
-    role = "source"
 
     def __init__(
         self,
@@ -64,7 +62,16 @@ class FailureJoin:
         registry: CollectorRegistry,
         clock: Clock,
         logger: logging.Logger | None = None,
+        ticker: TickerFactory | None = None,
     ) -> None:
+        super().__init__(
+            interval_secs=cfg.interval_secs,
+            registry=registry,
+            logger=logger,
+            ticker=ticker,
+            ticker_name="trace-failure-join",
+            job=self.poll_once,
+        )
         assert cfg.metrics_url is not None
         self.cfg = cfg
         self.url = cfg.metrics_url
@@ -77,7 +84,6 @@ class FailureJoin:
         self._intervals: deque[tuple[str, str, int, int, int]] = deque()
         self._down_since: float | None = None
         self._down_reads = 0
-        self._periodic = Periodic("trace-failure-join", self.poll_once, cfg.interval_secs, on_error=self._loop_failed)
         self._errors = Counter(
             "sidecar_trace_failure_join_errors",
             "Failed reads of Triton's failure counters.",
@@ -134,19 +140,3 @@ class FailureJoin:
             marked += self.hub.store.mark_failures(model, version, since, until, failed)
         self._marked.inc(marked)
         return marked
-
-    async def start(self) -> None:
-        self._periodic.start()
-
-    def _loop_failed(self, exc: Exception) -> None:
-        self._errors.labels("internal").inc()
-        self.log.error("failure join failed", exc_info=exc)
-
-    async def shutdown(self) -> None:
-        await self._periodic.stop()
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None

@@ -19,7 +19,7 @@ from sidecar.clock import Clock
 from sidecar.component import Bus, Readiness
 from sidecar.errors import ParseError, ScrapeError
 from sidecar.model import Batch, SeriesSnapshot
-from sidecar.periodic import Periodic
+from sidecar.polled import Polled, TickerFactory
 from sidecar.promtext import parse_exposition
 from sidecar.scrape import DEFAULT_MAX_BYTES, fetch_exposition
 from sidecar.sources.triton_config import TritonConfig
@@ -29,9 +29,8 @@ __all__ = ["TritonMetricsSource"]
 _LABEL_CACHE_MAX = 50_000
 
 
-class TritonMetricsSource:
+class TritonMetricsSource(Polled):
     name = "triton_metrics"
-    role = "source"
 
     def __init__(
         self,
@@ -43,7 +42,16 @@ class TritonMetricsSource:
         bus: Bus,
         logger: logging.Logger | None = None,
         max_body_bytes: int = DEFAULT_MAX_BYTES,
+        ticker: TickerFactory | None = None,
     ) -> None:
+        super().__init__(
+            interval_secs=config.interval_secs,
+            registry=registry,
+            logger=logger,
+            ticker=ticker,
+            ticker_name="triton-scrape",
+            job=self.scrape_once,
+        )
         self.bus = bus
         self.config = config
         self.max_body_bytes = max_body_bytes
@@ -51,12 +59,6 @@ class TritonMetricsSource:
         self.http = http
         self.log = logger or logging.getLogger("sidecar.triton")
         self._label_cache: dict[str, dict[str, str]] = {}
-        self._periodic = Periodic(
-            "triton-scrape",
-            self.scrape_once,
-            config.interval_secs,
-            on_error=lambda exc: self.log.exception("scrape loop failed", exc_info=exc),
-        )
         self._last_error: str = "no scrape yet"
         self._ever_ok = False
         self._last_ok_mono: float | None = None
@@ -162,16 +164,7 @@ class TritonMetricsSource:
             max_bytes=self.max_body_bytes,
         )
 
-    async def start(self) -> None:
-        self._periodic.start()
-
-    async def shutdown(self) -> None:
-        await self._periodic.stop()
-
     def readiness(self) -> Readiness:
         if self._last_error:
             return Readiness(False, f"Triton metrics at {self.config.metrics_url}: {self._last_error}")
         return Readiness(True, f"Triton metrics at {self.config.metrics_url}: up")
-
-    def routes(self) -> None:
-        return None

@@ -26,9 +26,9 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
-from sidecar.component import Bus, Readiness
+from sidecar.component import Bus
 from sidecar.model import Batch, Sample
-from sidecar.periodic import Periodic
+from sidecar.polled import Polled, TickerFactory
 
 __all__ = ["SOURCE", "TritonModelApiSource"]
 
@@ -80,9 +80,8 @@ def config_samples(model: str, cfg: Any) -> list[Sample]:
     return out
 
 
-class TritonModelApiSource:
+class TritonModelApiSource(Polled):
     name = "triton_model_api"
-    role = "source"
 
     def __init__(
         self,
@@ -97,7 +96,15 @@ class TritonModelApiSource:
         http: httpx.AsyncClient,
         bus: Bus,
         logger: logging.Logger | None = None,
+        ticker: TickerFactory | None = None,
     ) -> None:
+        super().__init__(
+            interval_secs=interval_secs,
+            registry=registry,
+            logger=logger,
+            ticker=ticker,
+            ticker_name="triton-model-api",
+        )
         self.url = triton_http_url.rstrip("/")
         self.timeout = timeout_secs
         self.max_models = max_models
@@ -108,9 +115,6 @@ class TritonModelApiSource:
         self.log = logger or logging.getLogger("sidecar.triton_model_api")
         self._configs: dict[str, tuple[float, list[Sample]]] = {}
         self._last_error = "no poll yet"
-        self._periodic = Periodic(
-            "triton-model-api", self.poll_once, interval_secs, on_error=lambda exc: self._failed("internal", repr(exc))
-        )
         self._errors = Counter(
             "sidecar_triton_model_api_errors",
             "Failed polls of Triton's model API (index, stats, config), by reason.",
@@ -213,15 +217,3 @@ class TritonModelApiSource:
         if message != self._last_error:
             self.log.warning("poll of Triton's model API failed (%s): %s", reason, message)
         self._last_error = message
-
-    async def start(self) -> None:
-        self._periodic.start()
-
-    async def shutdown(self) -> None:
-        await self._periodic.stop()
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import Metric
 
 from sidecar.clock import Clock
-from sidecar.component import Bus, Passive, Readiness
+from sidecar.component import Bus, Passive, Readiness, Role
 from sidecar.model import Batch, GpuMemoryReading, GpuSnapshot
 from sidecar.model import GpuIdentity as ModelGpu
 from sidecar.processors.gpu_series import SERIES, GpuSample
@@ -50,7 +50,7 @@ class GpuHub(Passive):
     """Latest GPU samples per source, exported through a collector on the sidecar's registry."""
 
     name = "gpu"
-    role = "source"
+    role = Role.SOURCE
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Readiness, Role
 from sidecar.model import Batch, Span
 from sidecar.periodic import Periodic
 from sidecar.processors.stages import StageHistograms
@@ -25,7 +25,7 @@ __all__ = ["TraceHub"]
 
 class TraceHub:
     name = "traces"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(
         self,

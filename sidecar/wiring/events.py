@@ -23,7 +23,20 @@ def build(ctx: Context) -> list[Any]:
     if cfg.jsonl:
         from sidecar.sources.events.jsonl import JsonlTailer
 
-        out.extend(JsonlTailer(ctx, f, cfg, metrics, i) for i, f in enumerate(cfg.jsonl))
+        out.extend(
+            JsonlTailer(
+                f,
+                events_cfg=cfg,
+                metrics=metrics,
+                bus=ctx.bus,
+                clock=ctx.clock,
+                store=ctx.store,
+                registry=ctx.registry,
+                logger=ctx.logger.getChild(f"events_jsonl_{i}"),
+                index=i,
+            )
+            for i, f in enumerate(cfg.jsonl)
+        )
     if cfg.triton_trace.enabled:
         # One reader per trace file: it also publishes the spans if traces.file names the same file.
         from sidecar.wiring.trace_files import build as trace_files

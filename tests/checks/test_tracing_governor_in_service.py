@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
+from sidecar.component import Role
 from sidecar.config import parse_config
 from sidecar.model import Finding
 from sidecar.service import Service
@@ -78,7 +79,7 @@ class FakeTriton:
 
 class Script:
     name = "script"
-    role = "check"
+    role = Role.CHECK
 
     def __init__(self) -> None:
         self.findings: list[Finding] = []

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
-from sidecar.component import Readiness
+from sidecar.component import Readiness, Role
 from sidecar.config import parse_config
 from sidecar.model import Span, SpanEvent
 from sidecar.service import Service
@@ -89,7 +89,7 @@ class Hostile:
     would make them)."""
 
     name = "hostile"
-    role = "sink"
+    role = Role.SINK
 
     async def start(self) -> None: ...
 

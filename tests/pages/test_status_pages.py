@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
-from sidecar.component import Readiness
+from sidecar.component import Readiness, Role
 from sidecar.config import parse_config
 from sidecar.model import Finding
 from sidecar.pages.status import alert_views
@@ -35,7 +35,7 @@ class Script:
     """A check whose findings the test sets round by round."""
 
     name = "script"
-    role = "check"
+    role = Role.CHECK
 
     def __init__(self) -> None:
         self.findings: list[Finding] = []
@@ -269,7 +269,7 @@ class Broken:
     """Not ready, and its alerts route fails: the status page must still render, say so, and count it."""
 
     name = "broken"
-    role = "sink"
+    role = Role.SINK
 
     async def start(self) -> None: ...
 

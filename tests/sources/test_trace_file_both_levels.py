@@ -16,6 +16,8 @@ from sidecar.clock import FakeClock
 from sidecar.config import parse_config
 from sidecar.model import Event
 from sidecar.service import Service
+from sidecar.sources.events.polled import PolledEventSource
+from sidecar.sources.trace_files.source import TraceFileSource
 from sidecar.store import Store
 
 FIXTURE = DATA / "trace-file-tensors.json"  # a real Triton 2.51 capture: 5 requests, each a batch of 2 rows
@@ -74,7 +76,7 @@ class Run:
     def poll(self) -> None:
         """One poll of every file-reading source, in build order (what their periodic loops do)."""
         for comp in self.svc.components:
-            if hasattr(comp, "poll_once"):
+            if isinstance(comp, TraceFileSource | PolledEventSource):
                 comp.poll_once()
 
     def close(self) -> None:

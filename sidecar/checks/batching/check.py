@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Gauge
 
 from sidecar.checks.batching.config import BatchingConfig
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.model import Batch, Finding, Sample
 
 __all__ = ["Advice", "BatchingAdvisor", "advise"]
@@ -116,7 +116,7 @@ class _Series:
 
 class BatchingAdvisor(Passive):
     name = "batching"
-    role = "check"
+    role = Role.CHECK
 
     def __init__(self, cfg: BatchingConfig, *, registry: CollectorRegistry) -> None:
         self.cfg = cfg

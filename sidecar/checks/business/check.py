@@ -22,7 +22,7 @@ from sidecar.checks.business.eval import Result, evaluate_series, to_finding
 from sidecar.checks.business.series import CheckState, Series, extract
 from sidecar.checks.business.store import BucketStore
 from sidecar.clock import Clock
-from sidecar.component import Readiness
+from sidecar.component import Readiness, Role
 from sidecar.model import Batch, Event, Finding
 from sidecar.store import Store
 
@@ -33,7 +33,7 @@ class BusinessChecks:
     """One component evaluating every configured business check (kind="business")."""
 
     name = "business"
-    role = "check"
+    role = Role.CHECK
 
     def __init__(
         self,

@@ -29,7 +29,7 @@ from sidecar.checks.canary.triton import Interval, TritonIntake, triton_tests, w
 from sidecar.checks.canary.windows import PairResult, VersionWindows, version_key
 from sidecar.checks.stats.core import benjamini_hochberg
 from sidecar.clock import Clock
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.model import Batch, Event, Finding
 from sidecar.records import END, MODEL, NAME, START, STATUS
 
@@ -41,7 +41,7 @@ SIGNALS = ("latency_events", "latency_spans", "errors", "scores")
 
 class CanaryCheck(Passive):
     name = "canary"
-    role = "check"
+    role = Role.CHECK
 
     def __init__(
         self,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Gauge
 
 from sidecar.checks.cold_start.config import ColdStartConfig
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.model import Batch, Finding, Sample
 
 __all__ = ["ColdStartWatch"]
@@ -53,7 +53,7 @@ def _p99(values: Sequence[float]) -> float:
 
 class ColdStartWatch(Passive):
     name = "cold_start"
-    role = "check"
+    role = Role.CHECK
 
     def __init__(self, cfg: ColdStartConfig, *, registry: CollectorRegistry) -> None:
         self.cfg = cfg

@@ -27,7 +27,7 @@ from sidecar.checks.drift.references import Reference
 from sidecar.checks.drift.refs import NoReference, Pinned, References
 from sidecar.checks.drift.registry import CLASS, SCORE, SeriesKey, WindowRegistry
 from sidecar.checks.stats.windows import FeatureWindow, WindowSnapshot
-from sidecar.component import Context, Readiness
+from sidecar.component import Context, Readiness, Role
 from sidecar.model import Batch, Change, Event, Finding
 
 __all__ = ["DriftCheck"]
@@ -35,7 +35,7 @@ __all__ = ["DriftCheck"]
 
 class DriftCheck:
     name = "drift"
-    role = "check"
+    role = Role.CHECK
 
     def __init__(self, ctx: Context, cfg: DriftConfig) -> None:
         self.ctx = ctx

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.checks.output_sanity.config import ModelOutputsConfig, OutputSanityConfig
 from sidecar.clock import Clock
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.model import Batch, Event, Finding
 
 __all__ = ["ALERTNAME", "TESTS", "OutputSanityCheck"]
@@ -58,7 +58,7 @@ def _value(ev: Event, name: str) -> float | None:
 
 class OutputSanityCheck(Passive):
     name = "output_sanity"
-    role = "check"
+    role = Role.CHECK
 
     def __init__(
         self,

@@ -22,9 +22,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.checks.tracing_governor.config import GovernorConfig
 from sidecar.clock import Clock
-from sidecar.component import Bus, Readiness
+from sidecar.component import Bus, Role
 from sidecar.model import Batch, Change, Finding
-from sidecar.periodic import Periodic
+from sidecar.polled import Polled, TickerFactory
 
 __all__ = ["TraceControl", "TracingGovernor"]
 
@@ -52,9 +52,9 @@ def _levels(levels: Sequence[str]) -> str:
     return "+".join(levels) or "OFF"
 
 
-class TracingGovernor:
+class TracingGovernor(Polled):
     name = "tracing_governor"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(
         self,
@@ -65,7 +65,11 @@ class TracingGovernor:
         registry: CollectorRegistry,
         clock: Clock,
         logger: logging.Logger | None = None,
+        ticker: TickerFactory | None = None,
     ) -> None:
+        super().__init__(
+            interval_secs=cfg.interval_secs, registry=registry, logger=logger, ticker=ticker, job=self.apply_once
+        )
         self.cfg = cfg
         self.control = control
         self.bus = bus
@@ -77,12 +81,6 @@ class TracingGovernor:
         self._original: Setting | None = None
         self._healthy_rate = 0  # the global rate as Triton answered it when set: a different one means a restart
         self._state = "not started"
-        self._periodic = Periodic(
-            "tracing-governor",
-            self.apply_once,
-            cfg.interval_secs,
-            on_error=lambda exc: self._error("internal", repr(exc)),
-        )
         self._boosted = Gauge(
             "sidecar_tracing_governor_boosted",
             "1 while the governor has raised a model's trace rate.",
@@ -244,18 +242,9 @@ class TracingGovernor:
                 )
 
     # -- lifecycle -----------------------------------------------------------------------------------------
-    async def start(self) -> None:
-        self._periodic.start()
-
     async def shutdown(self) -> None:
-        await self._periodic.stop()
+        await super().shutdown()
         await self.restore()
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None
 
     def describe(self) -> str:
         """One line for the status page."""

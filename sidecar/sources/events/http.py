@@ -15,7 +15,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from sidecar.component import Context, Passive
+from sidecar.component import Context, Passive, Role
 from sidecar.model import Batch
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.events.metrics import EventsMetrics
@@ -37,7 +37,7 @@ _DESCRIPTION = (
 
 class EventsEndpoint(Passive):
     name = "events_http"
-    role = "source"
+    role = Role.SOURCE
 
     def __init__(self, ctx: Context, cfg: EventsConfig, metrics: EventsMetrics) -> None:
         self.ctx = ctx

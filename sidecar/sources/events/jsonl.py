@@ -9,28 +9,53 @@ Every poll reads at most ``max_read_bytes``; an over-long line is skipped (count
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from typing import IO
 
 import orjson
+from prometheus_client import CollectorRegistry
 
-from sidecar.component import Context
+from sidecar.clock import Clock
+from sidecar.component import Bus
 from sidecar.model import Event
+from sidecar.polled import TickerFactory
 from sidecar.sources.events.config import EventsConfig, JsonlFileConfig
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.events.parse import EventError, parse_event
 from sidecar.sources.events.polled import PolledEventSource
+from sidecar.store import Store
 
 __all__ = ["JsonlTailer"]
 
 
 class JsonlTailer(PolledEventSource):
     def __init__(
-        self, ctx: Context, cfg: JsonlFileConfig, events_cfg: EventsConfig, metrics: EventsMetrics, index: int = 0
+        self,
+        cfg: JsonlFileConfig,
+        *,
+        events_cfg: EventsConfig,
+        metrics: EventsMetrics,
+        bus: Bus,
+        clock: Clock,
+        store: Store,
+        registry: CollectorRegistry,
+        logger: logging.Logger | None = None,
+        ticker: TickerFactory | None = None,
+        index: int = 0,
     ) -> None:
         self.name = f"events_jsonl_{index}"
         self.source = "jsonl"
-        super().__init__(ctx, metrics, cfg.poll_interval_secs)
+        super().__init__(
+            interval_secs=cfg.poll_interval_secs,
+            metrics=metrics,
+            bus=bus,
+            clock=clock,
+            store=store,
+            registry=registry,
+            logger=logger,
+            ticker=ticker,
+        )
         self.cfg = cfg
         self.events_cfg = events_cfg
         self._fh: IO[bytes] | None = None
@@ -48,7 +73,7 @@ class JsonlTailer(PolledEventSource):
     # ---- position persistence ------------------------------------------------------------------------
     def _load_pos(self) -> tuple[int, int] | None:
         try:
-            raw = self.ctx.store.get("events.jsonl", self.cfg.path)
+            raw = self.store.get("events.jsonl", self.cfg.path)
             if raw is None:
                 return None
             doc = orjson.loads(raw)
@@ -59,7 +84,7 @@ class JsonlTailer(PolledEventSource):
 
     def _save_pos(self) -> None:
         try:
-            self.ctx.store.put("events.jsonl", self.cfg.path, orjson.dumps({"inode": self._inode, "pos": self._pos}))
+            self.store.put("events.jsonl", self.cfg.path, orjson.dumps({"inode": self._inode, "pos": self._pos}))
         except Exception:
             self.m.errors.labels(self.source, "state").inc()
 
@@ -137,7 +162,7 @@ class JsonlTailer(PolledEventSource):
             self.m.errors.labels(self.source, "read").inc()
             self._close()
             return []
-        now = self.ctx.clock.now()
+        now = self.clock.now()
         out: list[Event] = []
         for line in lines:
             self._line_no += 1
@@ -149,7 +174,7 @@ class JsonlTailer(PolledEventSource):
                 self.m.rejected.labels(self.source, "not_json").inc()
             except EventError as exc:
                 self.m.rejected.labels(self.source, "invalid").inc()
-                self._log.debug("rejected %s", exc)
+                self.log.debug("rejected %s", exc)
         if lines:
             self._save_pos()
         return out

@@ -9,6 +9,7 @@ __all__ = ["EventsMetrics"]
 
 class EventsMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
         self.received = Counter(
             "sidecar_events_received", "Events accepted and published, by source.", ["source"], registry=registry
         )

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from fastapi import APIRouter
 
 from sidecar.component import Readiness
-from sidecar.periodic import Periodic
+from sidecar.polled import Polled, TickerFactory
 from sidecar.scrape import fetch_exposition
 
 __all__ = ["DcgmParse", "DcgmSource", "parse_dcgm"]
@@ -97,9 +97,8 @@ def parse_dcgm(text: str) -> DcgmParse:
     return out
 
 
-class DcgmSource:
+class DcgmSource(Polled):
     name = "gpu_dcgm"
-    role = "source"
 
     def __init__(
         self,
@@ -110,7 +109,16 @@ class DcgmSource:
         http: httpx.AsyncClient,
         *,
         logger: logging.Logger | None = None,
+        ticker: TickerFactory | None = None,
     ) -> None:
+        super().__init__(
+            interval_secs=config.interval_secs,
+            registry=registry,
+            logger=logger,
+            ticker=ticker,
+            ticker_name="sidecar-gpu-dcgm",
+            job=self.scrape_once,
+        )
         self._cfg = config
         self._hub = hub
         self._clock = clock
@@ -138,26 +146,19 @@ class DcgmSource:
             "dcgm-exporter samples of fields the sidecar does not map.",
             registry=registry,
         )
-        self._periodic = Periodic(
-            "sidecar-gpu-dcgm", self.scrape_once, config.interval_secs, on_error=self._scrape_failed
-        )
         self._stopped = False
         self._last_error = ""
         hub.register_source(SOURCE)
 
     async def start(self) -> None:
         if not self._stopped:
-            self._periodic.start()
-
-    def _scrape_failed(self, exc: Exception) -> None:
-        self._scrape_errors.labels("internal").inc()
-        self._log.error("dcgm scrape failed", exc_info=exc)
+            await super().start()
 
     async def shutdown(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        await self._periodic.stop()
+        await super().shutdown()
 
     def readiness(self) -> Readiness | None:
         return None  # the hub speaks for every GPU source

@@ -34,16 +34,15 @@ if TYPE_CHECKING:
     from fastapi import APIRouter
 
 from sidecar.component import Readiness
-from sidecar.periodic import Periodic
+from sidecar.polled import Polled, TickerFactory
 
 __all__ = ["NvmlSource", "read_process_name"]
 
 SOURCE = "nvml"
 
 
-class NvmlSource:
+class NvmlSource(Polled):
     name = "gpu_nvml"
-    role = "source"
 
     def __init__(
         self,
@@ -56,7 +55,16 @@ class NvmlSource:
         process_name: Callable[[int], str | None] = read_process_name,
         cmdline: Callable[[int], bytes] = read_cmdline,
         logger: logging.Logger | None = None,
+        ticker: TickerFactory | None = None,
     ) -> None:
+        super().__init__(
+            interval_secs=config.interval_secs,
+            registry=registry,
+            logger=logger,
+            ticker=ticker,
+            ticker_name="sidecar-gpu-nvml",
+            job=self._sample,
+        )
         self._cfg = config
         self._hub = hub
         self._clock = clock
@@ -102,27 +110,22 @@ class NvmlSource:
         self._device = DeviceReader(
             config, nvml, self._calls, self._xid, self._skipped, process_name, cmdline, cmdline_failures
         )
-        self._periodic = Periodic("sidecar-gpu-nvml", self._sample, config.interval_secs, on_error=self._sample_failed)
         self._stopped = False
         hub.register_source(SOURCE)
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
         if not self._stopped:
-            self._periodic.start()
+            await super().start()
 
     async def _sample(self) -> None:
         await asyncio.to_thread(self.sample_once)
-
-    def _sample_failed(self, exc: Exception) -> None:
-        self._errors.labels("sample", "other").inc()
-        self._log.error("NVML sample failed", exc_info=exc)
 
     async def shutdown(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        await self._periodic.stop()
+        await super().shutdown()
         await asyncio.to_thread(self._teardown, 5.0)
 
     def _teardown(self, deadline_secs: float) -> None:

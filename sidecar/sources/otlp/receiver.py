@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from sidecar.clock import Clock
-from sidecar.component import Bus, Passive
+from sidecar.component import Bus, Passive, Role
 from sidecar.errors import ParseError
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch
@@ -86,7 +86,7 @@ def _success_answer(result: DecodeResult, as_json: bool) -> Answer:
 
 class OtlpReceiver(Passive):
     name = "otlp_receiver"
-    role = "source"
+    role = Role.SOURCE
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ __all__ = ["TraceFileMetrics"]
 
 class TraceFileMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
         self.files = Counter(
             "sidecar_trace_files_read",
             "Trace files read to the end, by how (complete: a closed "

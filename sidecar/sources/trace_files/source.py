@@ -24,11 +24,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
+
 import sidecar.sources.trace_files.state as state
 from sidecar.clock import Clock
-from sidecar.component import Bus, Readiness
+from sidecar.component import Bus
 from sidecar.model import Batch, Event, Span
-from sidecar.periodic import Periodic
+from sidecar.polled import Polled, TickerFactory
 from sidecar.records import from_span
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.trace_files.metrics import TraceFileMetrics
@@ -53,9 +55,7 @@ class _Pass:
     finished: list[str] = field(default_factory=list)  # closed and read to the end
 
 
-class TraceFileSource:
-    role = "source"
-
+class TraceFileSource(Polled):
     def __init__(
         self,
         settings: TraceFileSettings,
@@ -66,17 +66,23 @@ class TraceFileSource:
         events_metrics: EventsMetrics | None = None,
         logger: logging.Logger | None = None,
         name: str = "trace_file",
+        registry: CollectorRegistry | None = None,
+        ticker: TickerFactory | None = None,
     ) -> None:
         self.s = settings
         self.name = name
+        super().__init__(
+            interval_secs=settings.poll_interval_secs,
+            registry=registry if registry is not None else metrics.registry,
+            logger=logger or logging.getLogger("sidecar.sources.trace_files"),
+            ticker=ticker,
+        )
         self.base = Path(settings.path)
         self.key = os.path.abspath(settings.path)
         self.bus, self.m, self.clock, self.store, self.em = bus, metrics, clock, store, events_metrics
-        self.log = logger or logging.getLogger("sidecar.sources.trace_files")
         self.asm = Assembler(settings.max_pending_requests, settings.max_string_length)
         self._cp: state.Checkpoint | None = None
         self._pat = re.compile(re.escape(self.base.name) + r"(\.(\d+))?$")
-        self._periodic = Periodic(name, self._poll, settings.poll_interval_secs, on_error=self._loop_failed)
 
     # -- state ---------------------------------------------------------------------------------------------
     def _state(self) -> state.Checkpoint:
@@ -366,23 +372,10 @@ class TraceFileSource:
         return self.publish(*self.read_pass())
 
     # -- lifecycle -----------------------------------------------------------------------------------------
-    async def start(self) -> None:
-        self._periodic.start()
-
-    async def _poll(self) -> None:
+    async def tick_once(self) -> None:
         self.publish(*await asyncio.to_thread(self.read_pass))
 
-    def _loop_failed(self, exc: Exception) -> None:
-        self.m.errors.labels("internal").inc()
-        self.log.error("trace file poll failed", exc_info=exc)
-
     async def shutdown(self) -> None:
-        await self._periodic.stop()
+        await super().shutdown()
         with contextlib.suppress(Exception):
             self.poll_once()  # whatever Triton flushed last
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> None:
-        return None

@@ -122,7 +122,15 @@ def test_jsonl_refuses_and_counts_bad_times_and_publishes_the_rest(tmp_path: Pat
 
     ctx.bus.subscribe("events", "t", take)
     cfg = ctx.config.events
-    tailer = JsonlTailer(ctx, cfg.jsonl[0], cfg, EventsMetrics(ctx.registry))
+    tailer = JsonlTailer(
+        cfg.jsonl[0],
+        events_cfg=cfg,
+        metrics=EventsMetrics(ctx.registry),
+        bus=ctx.bus,
+        clock=ctx.clock,
+        store=ctx.store,
+        registry=ctx.registry,
+    )
     assert tailer.poll_once() == 1 and [e.timestamp for e in got] == [NOW - 5]
     reg = ctx.registry
     assert reg.get_sample_value("sidecar_events_rejected_total", {"source": "jsonl", "reason": "invalid"}) == 3

@@ -28,7 +28,15 @@ def _tailer(tmp_path: Path, clock: FakeClock, path: Path, **kw: Any) -> tuple[Js
 
     ctx.bus.subscribe("events", "t", take)
     cfg = ctx.config.events
-    return JsonlTailer(ctx, cfg.jsonl[0], cfg, EventsMetrics(ctx.registry)), got
+    return JsonlTailer(
+        cfg.jsonl[0],
+        events_cfg=cfg,
+        metrics=EventsMetrics(ctx.registry),
+        bus=ctx.bus,
+        clock=ctx.clock,
+        store=ctx.store,
+        registry=ctx.registry,
+    ), got
 
 
 def test_jsonl_tail_survives_rotation_truncation_and_partial_lines(tmp_path: Path, clock: FakeClock) -> None:
@@ -61,10 +69,10 @@ def test_jsonl_resumes_after_restart_and_counts_bad_lines(tmp_path: Path, clock:
     )
     t, _got = _tailer(tmp_path, clock, path, max_line_bytes=1000)
     assert t.poll_once() == 2
-    reg = t.ctx.registry
+    reg = t.m.registry
     for reason in ("not_json", "invalid", "line_too_long"):
         assert reg.get_sample_value("sidecar_events_rejected_total", {"source": "jsonl", "reason": reason}) == 1
-    t.ctx.store.close()
+    t.store.close()
     with path.open("ab") as f:
         f.write(_line(2, clock.now()))
     t2, got2 = _tailer(tmp_path, clock, path, max_line_bytes=1000)
