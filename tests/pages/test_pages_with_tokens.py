@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from pagetree import parse
@@ -38,6 +39,8 @@ PAGES = {
     "/drift/{rest:path}": "/drift/ctr/2/x",
     "/traces": "/traces?all=1",
     "/traces/{trace_id}": f"/traces/{TRACE}",
+    "/runbooks/": "/runbooks/",
+    "/runbooks/{name:path}": "/runbooks/FeatureDrifting.md",
 }
 SETTINGS = {
     "none": {},
@@ -108,7 +111,12 @@ def _fill(c: TestClient, svc: Service, script: Script, clock: FakeClock, push: s
 
 
 def _page_routes(app: Any) -> set[str]:
-    return {r.path for r in all_routes(app.routes) if isinstance(r, APIRoute) and "pages" in (r.tags or [])}
+    """Every route that answers HTML (declared so, or tagged as a page)."""
+    return {
+        r.path
+        for r in all_routes(app.routes)
+        if isinstance(r, APIRoute) and ("pages" in (r.tags or []) or r.response_class is HTMLResponse)
+    }
 
 
 @pytest.mark.parametrize("setting", list(SETTINGS))
