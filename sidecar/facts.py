@@ -158,23 +158,26 @@ class DriftFacts(Facts):
 
 @dataclass(frozen=True, slots=True)
 class BusinessFacts(Facts):
-    """A business-metric finding: the aggregate over the window against a baseline or a fixed threshold."""
+    """A business-metric finding: the aggregate over ``window_secs`` (``events`` events) against the baseline
+    over ``baseline_secs`` (a relative change) or a fixed threshold; the value, baseline and threshold are the
+    finding's own ``value``, ``baseline`` and ``threshold``."""
 
     display_name: str
     aggregate: str  # mean | sum | rate | ratio | quantile
     compare: str  # relative | absolute
     direction: str  # up | down
     events: int
+    window_secs: float
     quantile: float | None = None
     baseline_secs: float | None = None
-    baseline_events: int | None = None
-    baseline_coverage: float | None = None
+    change: float | None = None  # relative change against the baseline
+    version_scope: str = "version"  # version | all
     insufficient: str | None = None  # window | baseline
     min_events: int | None = None
+    baseline_events: int | None = None
+    baseline_coverage: float | None = None
     min_baseline_events: int | None = None
     min_baseline_coverage: float | None = None
-    runbook: str | None = None
-    extra: Mapping[str, FactValue] = field(default_factory=lambda: _EMPTY)
 
 
 # ---- the other kinds: the named fields each check sets, the rest in ``extra`` ----------------------------------

@@ -23,6 +23,7 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
+from sidecar.alerting.render import with_text
 from sidecar.clock import Clock, SystemClock
 from sidecar.component import Bus, Context, Readiness
 from sidecar.config import SidecarConfig
@@ -204,6 +205,9 @@ class Service:
                 self.logger.exception("check %s failed to evaluate", check.name)
             finally:
                 self._eval_seconds.labels(check.name).observe(time.perf_counter() - t0)
+        # The words of every finding, written once by the one renderer: the book, the audit trail and webhooks
+        # all quote the same evidence.
+        findings = [with_text(f) for f in findings]
         for sink in self.components:
             if isinstance(sink, FindingSink):
                 try:

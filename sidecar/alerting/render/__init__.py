@@ -7,9 +7,11 @@ finding kind, so wording is changed in one place and a check never has to know h
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sidecar.model import Finding
 
-__all__ = ["FindingText", "finding_text"]
+__all__ = ["FindingText", "finding_text", "with_text"]
 
 # (summary, description) of one finding.
 FindingText = tuple[str, str]
@@ -23,3 +25,16 @@ def finding_text(f: Finding) -> FindingText:
     if fn is None:
         return f.summary or f.check, f.description
     return fn(f)
+
+
+def with_text(f: Finding) -> Finding:
+    """``f`` with the summary and description this renderer writes for it, so every consumer of findings (the
+    alert book, the audit trail, webhooks) carries the same words; a kind without a renderer keeps its own."""
+    from sidecar.alerting.render.kinds import RENDERERS
+
+    if f.kind not in RENDERERS:
+        return f
+    summary, description = finding_text(f)
+    if summary == f.summary and description == f.description:
+        return f
+    return replace(f, summary=summary, description=description)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datasketches import kll_floats_sketch
 
 from sidecar.checks.business.series import KLL_K, Bucket, CheckState, Series
+from sidecar.facts import BusinessFacts
 from sidecar.model import Finding
 from sidecar.naming import camel_alertname
 
@@ -120,26 +121,25 @@ def to_finding(chk: CheckState, r: Result, now: float) -> Finding:
     labels = {"alertname": camel_alertname(chk.name), "model": r.model, "version": r.version}
     if cfg.team:
         labels["team"] = cfg.team
-    facts: dict[str, float | int | str | None] = {
-        "display_name": cfg.display_name or chk.name.replace("_", " "),
-        "aggregate": cfg.aggregate,
-        "quantile": cfg.quantile,
-        "compare": cfg.compare,
-        "direction": cfg.direction,
-        "events": r.events,
-        "window_secs": cfg.window_secs,
-        "baseline_secs": cfg.baseline_secs,
-        "change": r.change,
-        "version_scope": "version" if chk.per_version else "all",
-    }
-    if r.insufficient:
-        facts["insufficient"] = r.insufficient
-        facts["min_events"] = cfg.min_events
-        if r.insufficient == "baseline":
-            facts["baseline_events"] = r.baseline_events
-            facts["baseline_coverage"] = r.baseline_coverage
-            facts["min_baseline_events"] = cfg.min_baseline_events
-            facts["min_baseline_coverage"] = cfg.min_baseline_coverage
+    baseline_detail = r.insufficient == "baseline"
+    facts = BusinessFacts(
+        display_name=cfg.display_name or chk.name.replace("_", " "),
+        aggregate=cfg.aggregate,
+        quantile=cfg.quantile,
+        compare=cfg.compare,
+        direction=cfg.direction,
+        events=r.events,
+        window_secs=cfg.window_secs,
+        baseline_secs=cfg.baseline_secs,
+        change=r.change,
+        version_scope="version" if chk.per_version else "all",
+        insufficient=r.insufficient or None,
+        min_events=cfg.min_events if r.insufficient else None,
+        baseline_events=r.baseline_events if baseline_detail else None,
+        baseline_coverage=r.baseline_coverage if baseline_detail else None,
+        min_baseline_events=cfg.min_baseline_events if baseline_detail else None,
+        min_baseline_coverage=cfg.min_baseline_coverage if baseline_detail else None,
+    )
     return Finding(
         check=chk.name,
         kind="business",
