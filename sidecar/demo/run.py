@@ -2,8 +2,10 @@
 
 Everything runs on loopback and uses the embedded defaults (SQLite store, no external services). When Debian's
 Alertmanager is installed (``.ci/setup`` installs it) the demo starts one too, so alerts can be seen where
-on-call would see them. Ctrl-C (or SIGTERM, or ``--duration-secs``) stops the traffic, the sidecar, Alertmanager
-and Triton's whole process group, so nothing is left behind.
+on-call would see them. The sidecar runs from ``sidecar.yaml`` written to the work folder, and the banner prints
+the ``sidecar doctor --config`` line for it. ``play.ScenarioRun`` plays the scenario and prints its timeline.
+Ctrl-C (or SIGTERM, or ``--duration-secs``) prints the promise table, then stops the traffic, the sidecar,
+Alertmanager and Triton's whole process group, so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -193,7 +195,8 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
         await serve
         print(
             f"traffic sent: {sum(traffic.stats.sent.values())} requests "
-            f"({sum(traffic.stats.failed.values())} failed); events reported: {traffic.stats.events_posted}",
+            f"({sum(traffic.stats.failed.values())} failed); events reported: {traffic.stats.events_posted}"
+            + (f"; alert reads that failed: {play.watcher.polls_failed}" if play.watcher.polls_failed else ""),
             flush=True,
         )
     finally:

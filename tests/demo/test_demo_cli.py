@@ -56,6 +56,17 @@ def test_demo_serves_slis_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         assert 'sidecar_model_requests_per_second{model="ctr",version="2"}' in metrics, "".join(lines)
         assert "sidecar_triton_up 1.0" in metrics
         assert pids_under(tmp_path), "Triton should be running under the demo's folder"
+        # The banner names the config it wrote and the doctor command; that command works against this demo.
+        config = tmp_path / "sidecar.yaml"
+        assert f"{exe} doctor --config {config}" in "".join(lines)
+        doctor = subprocess.run(
+            [str(exe), "doctor", "--config", str(config), "--wait-secs", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert doctor.returncode in (0, 1), doctor.stdout + doctor.stderr  # 2: "cannot run"
+        assert doctor.stdout.strip() and "Traceback" not in doctor.stderr
         # An impatient user presses Ctrl-C twice: still a graceful stop, the sidecar's shutdown included.
         proc.send_signal(signal.SIGINT)
         proc.send_signal(signal.SIGINT)
@@ -67,6 +78,7 @@ def test_demo_serves_slis_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     out = "".join(lines)
     assert f"http://127.0.0.1:{port}/metrics" in out
     assert "stopped Triton and the sidecar" in out
+    assert "What the banner promised, and what happened" in out  # Ctrl-C still prints the promise table
     assert "Traceback" not in out, out
     assert pids_under(tmp_path) == [], "the demo left processes behind"
     assert os.path.exists(tmp_path / "sidecar-state.sqlite")
@@ -86,7 +98,8 @@ def test_demo_names_its_alerts_and_removes_its_temporary_folder(tmp_path: Path) 
         timeout=180,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    for a in EXPECTED:  # every alert the scenario causes is announced before it happens
+    for a in EXPECTED:  # every alert the scenario causes is announced before it happens, and judged at the end
         assert a.describe() in r.stdout
+        assert f"[not yet] {a.promise()} (the demo stopped at +0:0" in r.stdout
     assert f"http://127.0.0.1:{port}/alerts" in r.stdout and "#/alerts" not in r.stdout
     assert "removed" in r.stdout and list(tmp_path.glob("sidecar-demo-*")) == []
