@@ -22,6 +22,7 @@ from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting
 from sidecar.wiring.events import build as events
 from sidecar.wiring.pages import factories
+from sidecar.wiring.traces import build as traces
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 TOKENS = {"read": "r34d-token", "admin": "adm1n-token", "push": "pu5h-token"}
@@ -29,15 +30,25 @@ CREDENTIALS = {"no token": None, **TOKENS, "wrong": "not-a-token"}
 
 Request = Callable[[TestClient, dict[str, str]], httpx.Response]
 
-# One request per column of the table (a route of that group the default build serves).
-COLUMNS: dict[str, Request] = {
-    "pages": lambda c, h: c.get("/", headers=h),
-    "GET /v1/*": lambda c, h: c.get("/v1/alerts", headers=h),
-    "/metrics": lambda c, h: c.get("/metrics", headers=h),
-    "/healthz": lambda c, h: c.get("/healthz", headers=h),
-    "/readyz": lambda c, h: c.get("/readyz", headers=h),
-    "push POSTs": lambda c, h: c.post("/v1/changes", json={"what": "deploy", "id": "d1"}, headers=h),
-    "/admin/*": lambda c, h: c.get("/admin/drift/references", headers=h),
+OTLP = b'{"resourceSpans": []}'
+EVENT = {"model": "ctr", "version": "1", "features": {"x": 1.0}}
+# The requests of each column of the table (routes of that group the build serves); each must agree.
+COLUMNS: dict[str, list[Request]] = {
+    "pages": [lambda c, h: c.get("/", headers=h), lambda c, h: c.get("/drift", headers=h)],
+    "GET /v1/*": [
+        lambda c, h: c.get("/v1/alerts", headers=h),
+        lambda c, h: c.get("/v1/changes", headers=h),
+        lambda c, h: c.get("/v1/audit", headers=h),
+    ],
+    "/metrics": [lambda c, h: c.get("/metrics", headers=h)],
+    "/healthz": [lambda c, h: c.get("/healthz", headers=h)],
+    "/readyz": [lambda c, h: c.get("/readyz", headers=h)],
+    "push POSTs": [
+        lambda c, h: c.post("/v1/changes", json={"what": "deploy", "id": "d1"}, headers=h),
+        lambda c, h: c.post("/v1/events", json=[EVENT], headers=h),
+        lambda c, h: c.post("/v1/traces", content=OTLP, headers={"content-type": "application/json", **h}),
+    ],
+    "/admin/*": [lambda c, h: c.get("/admin/drift/references", headers=h)],
 }
 
 
@@ -76,6 +87,7 @@ def _app(tmp_path: Path, row: str) -> tuple[TestClient, Service]:
             "server": server,
             "triton": {"enabled": False},
             "alerting": {"enabled": True},
+            "traces": {"enabled": True},
             "checks": {"drift": {"enabled": True, "reference": {"mode": "pinned", "pinned_events": 100}}},
         }
     )
@@ -85,7 +97,7 @@ def _app(tmp_path: Path, row: str) -> tuple[TestClient, Service]:
         clock=FakeClock(1_800_000_000.0),
         registry=CollectorRegistry(),
         store=Store(tmp_path / "s.sqlite"),
-        factories=[alerting, events, drift, pages],
+        factories=[alerting, traces, events, drift, pages],
     )
     return TestClient(create_app(svc, manage_lifecycle=False)), svc
 
@@ -101,15 +113,16 @@ def test_each_cell_opens_for_exactly_the_tokens_it_names(tmp_path: Path, row: st
     client, svc = _app(tmp_path, row)
     wrong: list[str] = []
     with client as c:
-        for col, request in COLUMNS.items():
+        for col, requests in COLUMNS.items():
             opens = TABLE[row][col]
             for cred, token in CREDENTIALS.items():
-                r = request(c, {"Authorization": f"Bearer {token}"} if token else {})
-                allowed = r.status_code != 401
-                if allowed != (cred in opens) or (allowed and r.status_code >= 400 and col != "/readyz"):
-                    wrong.append(f"{col} with {cred}: {r.status_code} {r.text[:120]}")
+                for request in requests:
+                    r = request(c, {"Authorization": f"Bearer {token}"} if token else {})
+                    allowed = r.status_code != 401
+                    if allowed != (cred in opens) or (allowed and r.status_code >= 400 and col != "/readyz"):
+                        wrong.append(f"{col} with {cred}: {r.request.url.path} {r.status_code} {r.text[:120]}")
     assert wrong == [], f"row {row!r}:\n" + "\n".join(wrong)
-    closed = sum(len(set(CREDENTIALS) - TABLE[row][col]) for col in COLUMNS)
+    closed = sum(len(set(CREDENTIALS) - TABLE[row][col]) * len(COLUMNS[col]) for col in COLUMNS)
     refused = sum(
         s.value
         for f in svc.registry.collect()
