@@ -2,10 +2,11 @@
 
 Every parameter is checked before any SQL is built, and the SQL text is made only of fixed fragments: values
 travel as ``?`` parameters, never in the text, so no parameter can change the statement. Refused with a
-message (HTTP 400): an unknown parameter, a value over 200 characters or outside the identifier alphabet, a
-time outside 2000..2100 or a range longer than ``MAX_RANGE_SECS``, a limit outside 1..1000, a cursor this
-sidecar did not hand out. Pages are ordered newest first; the cursor is the position after the last row of a
-page (its time and id), encoded opaquely, so a page never repeats or skips a row added meanwhile.
+message (HTTP 400): what every list API refuses (``sidecar.listparams``: an unknown or repeated parameter, a
+limit outside 1..1000, a filter that is not 1 to 200 characters of any Unicode, as events accept), a time
+outside 2000..2100 or a range longer than ``MAX_RANGE_SECS``, a cursor this sidecar did not hand out. Pages
+are ordered newest first; the cursor is the position after the last row of a page (its time and id), encoded
+opaquely, so a page never repeats or skips a row added meanwhile.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-import re
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from sidecar.listparams import ListParamError, check, text
 from sidecar.timerange import check_unix_seconds
 
 __all__ = ["MAX_LIMIT", "MAX_RANGE_SECS", "AuditQuery", "QueryError", "decode_cursor", "encode_cursor", "parse"]
@@ -27,13 +28,14 @@ __all__ = ["MAX_LIMIT", "MAX_RANGE_SECS", "AuditQuery", "QueryError", "decode_cu
 MAX_LIMIT = 1000
 MAX_RANGE_SECS = 31 * 86400
 _FILTERS = ("trace_id", "request_id", "model", "version", "kind")
-_ALLOWED = frozenset((*_FILTERS, "since", "until", "limit", "cursor"))
-# Identifiers as Triton and W3C trace context write them: no quotes, spaces, semicolons or comment markers.
-_IDENT = re.compile(r"^[A-Za-z0-9_.:/@+=-]{1,200}$")
+_ALLOWED = frozenset((*_FILTERS, "since", "until", "cursor"))
 
 
-class QueryError(ValueError):
+class QueryError(ListParamError):
     """A refused parameter; the message names it."""
+
+    def __init__(self, message: str, reason: str = "value") -> None:
+        super().__init__(reason, message)
 
 
 @dataclass(frozen=True)
@@ -101,21 +103,14 @@ def _time(name: str, raw: str) -> float:
     return v
 
 
-def parse(params: Mapping[str, str], keys: list[str], now: float) -> AuditQuery:
-    """``keys``: every parameter name as sent (repeats included), to refuse duplicates and unknown ones."""
-    for k in keys:
-        if k not in _ALLOWED:
-            raise QueryError(f"{k[:40]!r}: unknown parameter (allowed: {', '.join(sorted(_ALLOWED))})")
-    if len(keys) != len(set(keys)):
-        raise QueryError("a parameter is given twice")
-    filters = []
-    for col in _FILTERS:
-        v = params.get(col)
-        if v is None:
-            continue
-        if not _IDENT.match(v):
-            raise QueryError(f"{col}: 1 to 200 letters, digits or _.:/@+=- expected")
-        filters.append((col, v))
+def parse(items: Iterable[tuple[str, str]], now: float) -> AuditQuery:
+    """``items``: every parameter as sent (repeats included), to refuse duplicates and unknown ones."""
+    try:
+        q = check(items, _ALLOWED, default_limit=MAX_LIMIT // 10, max_limit=MAX_LIMIT)
+        filters = [(col, text(col, q.params[col])) for col in _FILTERS if col in q.params]
+    except ListParamError as exc:
+        raise QueryError(str(exc), exc.reason) from None
+    params = q.params
     since = _time("since", params["since"]) if "since" in params else None
     until = _time("until", params["until"]) if "until" in params else None
     if since is not None and until is not None and until < since:
@@ -124,11 +119,6 @@ def parse(params: Mapping[str, str], keys: list[str], now: float) -> AuditQuery:
     hi = until if until is not None else now
     if lo is not None and hi - lo > MAX_RANGE_SECS:
         raise QueryError(f"since..until: at most {MAX_RANGE_SECS // 86400} days at once; page with the cursor")
-    limit = 100
-    if "limit" in params:
-        raw = params["limit"]
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-            raise QueryError(f"limit: an integer from 1 to {MAX_LIMIT}, got {raw[:40]!r}")
-        limit = int(raw)
+    limit = q.limit if q.limit is not None else MAX_LIMIT // 10
     after = decode_cursor(params["cursor"]) if "cursor" in params else None
     return AuditQuery(tuple(filters), since, until, limit, after)

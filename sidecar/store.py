@@ -6,6 +6,7 @@ access, because sqlite3 connections are not safe to share across threads without
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -15,7 +16,7 @@ from typing import Any
 
 from sidecar.errors import StoreError
 
-__all__ = ["Store"]
+__all__ = ["Store", "error_reason"]
 
 
 class Store:
@@ -54,7 +55,7 @@ class Store:
                 self._conn.executemany(sql, rows)
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
 
     @contextmanager
@@ -67,14 +68,24 @@ class Store:
             self._conn.execute("SAVEPOINT sidecar_tx" if nested else "BEGIN IMMEDIATE")
             try:
                 yield
+                self._conn.execute("RELEASE sidecar_tx" if nested else "COMMIT")
             except BaseException:
                 if nested:
-                    self._conn.execute("ROLLBACK TO sidecar_tx")
-                    self._conn.execute("RELEASE sidecar_tx")
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK TO sidecar_tx")
+                        self._conn.execute("RELEASE sidecar_tx")
                 else:
-                    self._conn.execute("ROLLBACK")
+                    self._rollback()
                 raise
-            self._conn.execute("RELEASE sidecar_tx" if nested else "COMMIT")
+
+    def _rollback(self) -> None:
+        # SQLite may have rolled the transaction back itself (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM do): a
+        # second ROLLBACK would raise "cannot rollback - no transaction is active" and hide the real error
+        # (say "database or disk is full") from the caller and its log. A COMMIT that failed leaves the
+        # transaction open: rolled back here, so the next BEGIN does not nest inside it.
+        if self._conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -98,3 +109,23 @@ class Store:
             if not self._closed:
                 self._conn.close()
                 self._closed = True
+
+
+# SQLite's primary result codes a failed write ends with, as bounded counter labels.
+_REASONS = {
+    sqlite3.SQLITE_FULL: "disk_full",
+    sqlite3.SQLITE_READONLY: "read_only",
+    sqlite3.SQLITE_BUSY: "busy",
+    sqlite3.SQLITE_LOCKED: "busy",
+    sqlite3.SQLITE_IOERR: "io",
+    sqlite3.SQLITE_CORRUPT: "corrupt",
+    sqlite3.SQLITE_NOTADB: "corrupt",
+}
+
+
+def error_reason(exc: BaseException) -> str:
+    """A bounded label for why a store operation failed: disk_full, read_only, busy, io, corrupt or other."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(exc, sqlite3.Error) and isinstance(code, int):
+        return _REASONS.get(code & 0xFF, "other")
+    return "other"

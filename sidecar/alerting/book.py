@@ -21,13 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.alerting import book_state
 from sidecar.alerting.config import AlertingConfig
 from sidecar.alerting.render.annotations import Annotator, ChangeLookup, began_at, cited_changes
 from sidecar.component import Passive
+from sidecar.listparams import ListParams
 from sidecar.model import Finding
 from sidecar.naming import alert_name, camel_alertname, fingerprint
 from sidecar.state.changes import iso
@@ -139,6 +140,7 @@ class AlertBook(Passive):
             registry=registry,
         )
         self.store = store
+        self._lists = ListParams.of(registry)
         self._saved: dict[str, tuple[Any, ...]] = {}
         self._restore()
 
@@ -201,9 +203,13 @@ class AlertBook(Passive):
         router = APIRouter()
 
         @router.get("/v1/alerts")
-        async def get_alerts() -> list[dict[str, Any]]:
+        async def get_alerts(request: Request) -> list[dict[str, Any]]:
+            """Every alert in the book; ``limit`` (1 to 1000) keeps the first ones. Refused (400): what
+            sidecar.listparams refuses."""
+            q = self._lists.parse("/v1/alerts", request, (), default_limit=None)
             with self._lock:
-                return [{**a.notice(""), "state": a.state} for a in self.alerts.values()]
+                out = [{**a.notice(""), "state": a.state} for a in self.alerts.values()]
+            return out if q.limit is None else out[: q.limit]
 
         return router
 

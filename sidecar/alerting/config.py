@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from exporters.config import AlertmanagerConfig, ElasticsearchConfig, RetryConfig
+from sidecar.alerting.audit_retention_config import AuditRetentionConfig
 from sidecar.alerting.templates import TemplateError, validate_template
 from sidecar.configbase import StrictModel
 from sidecar.processors.request_records_config import RequestRecordsConfig
@@ -77,16 +78,13 @@ class AuditConfig(StrictModel):
         default=True,
         description="Record alerts (fired, re-sent, resolved, delivery outcomes) and changes as audit events.",
     )
-    max_rows: int = Field(
-        default=100_000, gt=0, description="Audit events kept in SQLite; the oldest go first (counted)."
-    )
     retention_days: float = Field(
         default=30.0, gt=0, description="Audit events older than this are deleted from SQLite (counted)."
     )
-    max_bytes: int = Field(
-        default=256 * 1024 * 1024,
-        gt=0,
-        description="Size cap of the audit events' bodies in SQLite; the oldest go first (counted).",
+    retention: AuditRetentionConfig = Field(
+        default_factory=AuditRetentionConfig,
+        description="Rows and bytes kept in SQLite per class of audit event (requests, alerts, changes, findings, "
+        "actions); a class over its budget loses its own oldest rows, never another class's (docs/audit.md).",
     )
     resent_every_secs: float = Field(
         default=3600.0,

@@ -56,13 +56,21 @@ class ChangeIn(StrictModel):
     who: str = Field("", max_length=200, description="Who made the change.")
     at: float | None = Field(None, description="Unix seconds; default: when received.")
     model: str | None = Field(None, max_length=200, description="Model concerned; none: every model.")
-    version: str | None = Field(None, max_length=100, description="Model version concerned.")
+    version: str | None = Field(
+        None, max_length=100, description="Model version concerned: a string, or an integer as events accept."
+    )
     link: str | None = Field(None, max_length=2000, description="A link, e.g. the pull request.")
     id: str | None = Field(
         None,
         max_length=200,
         description="Idempotency key; default: the Idempotency-Key header, else derived from the fields.",
     )
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _integer_version(cls, v: object) -> object:
+        # POST /v1/events takes `"version": 2` as "2"; a change of the same version must be postable alike.
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
     @field_validator("at")
     @classmethod
@@ -76,10 +84,13 @@ class ChangesEndpoint(Passive):
     name = "changes_http"
     role = "source"
 
-    def __init__(self, ctx: Context, lookup: ChangeLookup, window_secs: float) -> None:
+    def __init__(
+        self, ctx: Context, lookup: ChangeLookup, window_secs: float, *, max_future_secs: float = 300.0
+    ) -> None:
         self.ctx = ctx
         self.lookup = lookup
         self.window_secs = window_secs
+        self.max_future_secs = max_future_secs
         self._duplicates = Counter(
             "sidecar_changes_duplicates",
             "Changes posted again (a retry) and answered with the first one's id, not stored again.",
@@ -121,7 +132,17 @@ class ChangesEndpoint(Passive):
     def _resolve(
         self, parsed: list[ChangeIn], is_list: bool, key: str | None, now: float
     ) -> tuple[list[str], list[Change]]:
-        """Each item's id, and the changes not recorded yet; raises 422 for a key reused for another change."""
+        """Each item's id, and the changes not recorded yet; raises 400 for a time too far ahead (it would head
+        every "newest first" list for good) and 422 for a key reused for another change."""
+        for i, c in enumerate(parsed):
+            if c.at is not None and c.at > now + self.max_future_secs:
+                raise self.ctx.guard.refuse(
+                    ENDPOINT,
+                    "future",
+                    400,
+                    f"{f'[{i}].' if is_list else ''}at: {c.at - now:.0f} s in the future (at most "
+                    f"{self.max_future_secs:g} s ahead of this sidecar's clock; Unix seconds, not milliseconds?)",
+                )
         keyed: list[tuple[str, str, Change]] = []  # (where the key came from, key, the change as posted)
         for i, c in enumerate(parsed):
             ch = Change(

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
 from sidecar.component import Passive
+from sidecar.listparams import ListParamError, ListParams, finite, text
 from sidecar.model import Batch, Change
 from sidecar.state.changes_config import ChangesConfig
 from sidecar.store import Store
@@ -29,6 +29,7 @@ from sidecar.timerange import MAX_AT, MIN_AT, renderable
 __all__ = ["AuditWriter", "ChangeLog", "as_dict", "derived_id", "iso"]
 
 _TABLE = "alerting_changes"
+ROUTE = "/v1/changes"
 _COLS = "id, at, what, who, model, version, link, source"
 # Rows a read can render: a number within the date range (see sidecar/timerange.py).
 _RENDERABLE = "typeof(at) IN ('integer', 'real') AND at BETWEEN ? AND ?"
@@ -44,6 +45,8 @@ class AuditWriter(Protocol):
     def write(self, kind: str, event_id: str, at: float, body: Mapping[str, Any]) -> dict[str, Any] | None: ...
 
     def committed(self, event_id: str, doc: dict[str, Any]) -> None: ...
+
+    def failed(self, n: int, exc: BaseException) -> None: ...
 
 
 def derived_id(c: Change) -> str:
@@ -83,6 +86,7 @@ class ChangeLog(Passive):
         self._evicted = Counter(
             "sidecar_changes_evicted", "Oldest changes deleted to stay under max_changes.", registry=registry
         )
+        self._lists = ListParams.of(registry)
         store.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} ({_COLS.replace('id,', 'id TEXT PRIMARY KEY,')})")
         store.execute(f"CREATE INDEX IF NOT EXISTS {_TABLE}_at ON {_TABLE} (at)")
 
@@ -97,18 +101,23 @@ class ChangeLog(Passive):
         done = [c if c.id else _with_id(c, derived_id(c)) for c in changes]
         new: list[Change] = []
         audited: list[tuple[str, dict[str, Any]]] = []
-        with self.store.transaction():
-            for c in done:
-                if self.store.execute(
-                    f"INSERT OR IGNORE INTO {_TABLE} ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (c.id, c.at, c.what, c.who, c.model, c.version, c.link, c.source),
-                ):
-                    new.append(c)
-                    if self.audit is not None:
-                        doc = self.audit.write("change", c.id, c.at, as_dict(c))
-                        if doc is not None:
-                            audited.append((c.id, doc))
-            evicted = self._evict() if new else 0
+        try:
+            with self.store.transaction():
+                for c in done:
+                    if self.store.execute(
+                        f"INSERT OR IGNORE INTO {_TABLE} ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (c.id, c.at, c.what, c.who, c.model, c.version, c.link, c.source),
+                    ):
+                        new.append(c)
+                        if self.audit is not None:
+                            doc = self.audit.write("change", c.id, c.at, as_dict(c))
+                            if doc is not None:
+                                audited.append((c.id, doc))
+                evicted = self._evict() if new else 0
+        except Exception as exc:
+            if self.audit is not None and new:
+                self.audit.failed(len(new), exc)  # their audit rows were rolled back with them
+            raise
         for c in new:
             self._recorded.labels(c.source).inc()
         self._evicted.inc(evicted)
@@ -178,12 +187,17 @@ class ChangeLog(Passive):
         router = APIRouter()
 
         @router.get("/v1/changes")
-        async def get_changes(
-            model: str | None = None, version: str | None = None, since: float = 0.0, limit: int = 100
-        ) -> JSONResponse:
-            if not math.isfinite(since):
-                raise HTTPException(status_code=400, detail=f"since: must be a finite Unix time, got {since!r}")
-            rows = self.recent(model, version, since, max(1, min(limit, 1000)))
+        async def get_changes(request: Request) -> JSONResponse:
+            """Changes newest first. ``model``, ``version``: this model and version (or every model); ``since``:
+            Unix seconds; ``limit``: 1 to 1000 (default 100). Refused (400): what sidecar.listparams refuses."""
+            q = self._lists.parse(ROUTE, request, ("model", "version", "since"))
+            try:
+                model = text("model", q.params["model"]) if "model" in q.params else None
+                version = text("version", q.params["version"]) if "version" in q.params else None
+                since = finite("since", q.params["since"]) if "since" in q.params else 0.0
+            except ListParamError as exc:
+                raise self._lists.refuse(ROUTE, exc) from None
+            rows = self.recent(model, version, since, q.limit or 100)
             return JSONResponse(content=[as_dict(c) for c in rows])
 
         return router

@@ -26,6 +26,13 @@ class ChangesConfig(StrictModel):
         "posted this many seconds before is a retry of it: answered 200 with its id, not stored "
         "again.",
     )
+    max_future_secs: float = Field(
+        default=300.0,
+        ge=0,
+        le=86_400.0,
+        description="A change posted with `at` further ahead of this sidecar's clock is refused (400 naming `at`): "
+        "it would head every newest-first list until that date.",
+    )
     annotate_window_secs: float = Field(
         default=86_400.0, gt=0, description="Changes this recent annotate an alert of the same model."
     )

@@ -31,7 +31,7 @@ def build(ctx: Context, *, es_client: ClientFactory = client_from_config) -> lis
         out.append(audit)
     out.extend(build_requests(ctx, audit))
     if audit is not None:
-        out.append(FindingAudit(audit.record_many, registry=ctx.registry))
+        out.append(FindingAudit(audit, registry=ctx.registry, logger=ctx.logger.getChild("audit")))
     am = AlertmanagerExporter(
         cfg.alertmanager,
         registry=ctx.registry,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from exporters.audit import AuditLog
 from exporters.audit_outbox import AuditOutbox, DeadLetters, EsDoc
+from exporters.audit_retention import CLASSES, Budget
 from exporters.elasticsearch import ClientFactory, ElasticsearchBulk, client_from_config
 from exporters.sender import RetryPolicy, Sender
 from exporters.telemetry import ExportTelemetry
@@ -54,8 +55,10 @@ def build(ctx: Context, *, es_client: ClientFactory = client_from_config) -> Aud
             logger=log.getChild("elasticsearch"),
         )
     return AuditLog(
-        max_rows=cfg.max_rows,
-        max_bytes=cfg.max_bytes,
+        budgets={
+            cls: Budget(max_rows=b.max_rows, max_bytes=b.max_bytes)
+            for cls, b in ((c, getattr(cfg.retention, c)) for c in CLASSES)
+        },
         retention_days=cfg.retention_days,
         registry=ctx.registry,
         store=ctx.store,
