@@ -36,7 +36,7 @@ import httpx
 from exporters.queues import MemoryQueue, SendQueue
 from exporters.telemetry import ExporterStats
 from sidecar.clock import Clock
-from sidecar.errors import PermanentExportError, RetryableExportError
+from sidecar.errors import DeliveryError, PermanentExportError, RefusedError, RetryableExportError
 from sidecar.redact import mask_url
 
 __all__ = [
@@ -95,22 +95,6 @@ class Backoff:
             delay = self._next * (1 - p.jitter * self.rng.random())
         self._next = min(self._next * p.multiplier, p.max_backoff_secs)
         return max(0.0, delay)
-
-
-class DeliveryError(RetryableExportError):
-    """A retryable failure with a bounded ``reason`` label (connect, timeout, http_429, ...)."""
-
-    def __init__(self, reason: str, message: str, retry_after_s: float | None = None) -> None:
-        self.reason = reason
-        super().__init__(message, retry_after_s)
-
-
-class RefusedError(PermanentExportError):
-    """The backend will never take the batch as sent; ``reason`` is a bounded label."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        self.reason = reason
-        super().__init__(message)
 
 
 def retry_after_secs(value: str | None, now: float) -> float | None:

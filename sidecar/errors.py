@@ -3,22 +3,42 @@
     SidecarError
     ├── ConfigError            a config file is invalid; carries the field path
     ├── StoreError             the embedded store cannot be opened or is held by another sidecar
+    ├── InputError             (also a ValueError) a value given to the sidecar is refused; carries what
+    │   ├── EventError         one field of one prediction event (``field``)
+    │   ├── DataFileError      a reference or data file cannot be read (names the file and its role)
+    │   ├── TemplateError      an annotation template uses what the sandbox does not allow
+    │   └── ListParamError     a query parameter of a GET list API (``reason``)
     ├── SourceError            a source could not bring data in
-    │   ├── ScrapeError        a scrape failed (timeout, HTTP status, bad content type)
-    │   └── ParseError         a payload could not be decoded; carries the line or offset
-    ├── RefusedError           input was refused by a bound (cardinality, body size, queue full)
+    │   ├── ScrapeError        a scrape or poll failed (timeout, HTTP status, bad content type; ``reason``)
+    │   ├── ParseError         a payload could not be decoded; carries the line or offset
+    │   ├── GpuLost            NVML says the GPU fell off the bus
+    │   └── NvmlUninitialized  NVML is not (or no longer) initialised
+    ├── ControlError           a call that changes the model server failed (trace settings; ``reason``)
+    ├── CannotRun              a probe could not reach the model server at all, so nothing can be said
     └── ExportError            an exporter could not deliver
         ├── RetryableExportError   worth trying again (5xx, 429, connection error)
+        │   └── DeliveryError      ... with a bounded ``reason`` label (connect, timeout, http_429, ...)
         └── PermanentExportError   never worth retrying (4xx other than 429)
+            └── RefusedError       ... with a bounded ``reason`` label (http_4xx, ...)
 
 Only ``sidecar.cli`` turns these into exit codes; everything after start-up counts and answers them.
+``tests/test_errors.py`` holds every exception class of the sidecar to this tree.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "CannotRun",
     "ConfigError",
+    "ControlError",
+    "DataFileError",
+    "DeliveryError",
+    "EventError",
     "ExportError",
+    "GpuLost",
+    "InputError",
+    "ListParamError",
+    "NvmlUninitialized",
     "ParseError",
     "PermanentExportError",
     "RefusedError",
@@ -27,6 +47,7 @@ __all__ = [
     "SidecarError",
     "SourceError",
     "StoreError",
+    "TemplateError",
 ]
 
 
@@ -63,12 +84,53 @@ class ParseError(SourceError):
         super().__init__(f"line {line}: {message}" if line is not None else message)
 
 
-class RefusedError(SidecarError):
-    """Input refused by a bound; ``reason`` is a bounded label value."""
+class GpuLost(SourceError):
+    """NVML says the GPU fell off the bus (or is otherwise gone)."""
+
+
+class NvmlUninitialized(SourceError):
+    """NVML is not initialised (or was shut down under the caller)."""
+
+
+class InputError(SidecarError, ValueError):
+    """A value given to the sidecar is refused (also a ``ValueError``, as Python's own checks raise)."""
+
+
+class EventError(InputError):
+    """One field of one prediction event is refused; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+class DataFileError(InputError):
+    """A data file that cannot be read; the message names the file and its role."""
+
+
+class TemplateError(InputError):
+    """A template uses something the sandbox does not allow."""
+
+
+class ListParamError(InputError):
+    """A refused query parameter; ``reason`` is a bounded label, the message names the parameter."""
 
     def __init__(self, reason: str, message: str) -> None:
         self.reason = reason
         super().__init__(message)
+
+
+class ControlError(SidecarError):
+    """A call that changes the model server's settings failed; ``reason`` is a bounded label value."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class CannotRun(SidecarError):
+    """The model server could not be probed at all, so nothing can be said about it."""
 
 
 class ExportError(SidecarError):
@@ -85,6 +147,22 @@ class RetryableExportError(ExportError):
 
 class PermanentExportError(ExportError):
     """Delivery will never succeed as sent (a 4xx other than 429)."""
+
+
+class DeliveryError(RetryableExportError):
+    """A retryable failure with a bounded ``reason`` label (connect, timeout, http_429, ...)."""
+
+    def __init__(self, reason: str, message: str, retry_after_s: float | None = None) -> None:
+        self.reason = reason
+        super().__init__(message, retry_after_s)
+
+
+class RefusedError(PermanentExportError):
+    """The backend will never take the batch as sent; ``reason`` is a bounded label."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        super().__init__(message)
 
 
 class StoreError(SidecarError):

@@ -19,19 +19,13 @@ from dataclasses import dataclass
 from fastapi import HTTPException, Request
 from prometheus_client import CollectorRegistry, Counter
 
+from sidecar.errors import ListParamError
+
 __all__ = ["MAX_LIMIT", "MAX_TEXT", "ListParamError", "ListParams", "ListQuery", "check", "finite", "text"]
 
 MAX_LIMIT = 1000
 MAX_TEXT = 200
 _ATTR = "_sidecar_list_params"
-
-
-class ListParamError(ValueError):
-    """A refused query parameter; ``reason`` is a bounded label, the message names the parameter."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        self.reason = reason
-        super().__init__(message)
 
 
 @dataclass(frozen=True)

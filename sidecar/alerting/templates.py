@@ -12,6 +12,8 @@ import math
 from collections.abc import Mapping
 from string import Formatter
 
+from sidecar.errors import TemplateError
+
 __all__ = ["VARIABLES", "TemplateError", "render", "validate_template"]
 
 # name -> sample value used to validate format specs (numbers are floats so numeric specs work).
@@ -51,10 +53,6 @@ VARIABLES: dict[str, object] = {
     "sidecar_url": "http://127.0.0.1:9500",
     "trace_id": "0af7651916cd43dd8448eb211c80319c",
 }
-
-
-class TemplateError(ValueError):
-    """A template uses something the sandbox does not allow."""
 
 
 def _parse(template: str) -> list[tuple[str, str | None, str]]:

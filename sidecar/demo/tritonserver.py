@@ -21,12 +21,14 @@ from pathlib import Path
 
 import httpx
 
+from sidecar.errors import SidecarError
+
 __all__ = ["TritonNotAvailable", "TritonServer", "demo_model_repository", "free_port", "triton_home"]
 
 DEMO_REPO = Path(__file__).parent / "model_repository"
 
 
-class TritonNotAvailable(RuntimeError):
+class TritonNotAvailable(SidecarError, RuntimeError):
     """The nvidia-pytriton wheel is not installed (install the project's `triton` extra)."""
 
 

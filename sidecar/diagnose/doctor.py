@@ -10,14 +10,11 @@ import httpx
 from sidecar.config import SidecarConfig
 from sidecar.diagnose.observe import probe_triton
 from sidecar.diagnose.rules import Diagnosis, Inputs, diagnose
+from sidecar.errors import CannotRun
 
 __all__ = ["CannotRun", "run_doctor"]
 
 _UNREACHABLE = ("timeout", "connect")  # even a 404 diagnosis needs an answer
-
-
-class CannotRun(Exception):
-    """Triton could not be probed at all, so nothing can be said about it."""
 
 
 async def _trace_off(http: httpx.AsyncClient, http_url: str, timeout_s: float) -> Diagnosis | None:

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
 from sidecar.component import Bus
+from sidecar.errors import ScrapeError
 from sidecar.model import Batch, Sample
 from sidecar.polled import Polled, TickerFactory
 
@@ -44,10 +45,7 @@ _STATS = (
 _MAX_CONFIGS = 1000
 
 
-class _PollError(Exception):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+_PollError = ScrapeError  # a poll failed with a bounded reason
 
 
 def _dig(obj: Any, path: tuple[str, ...]) -> float | None:

@@ -14,13 +14,13 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from sidecar.errors import ControlError
+
 __all__ = ["TraceControlError", "TraceSetting", "TritonTraceControl"]
 
 
-class TraceControlError(Exception):
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+class TraceControlError(ControlError):
+    """A trace-settings call to Triton failed; ``reason`` is a bounded label value."""
 
 
 @dataclass(frozen=True)

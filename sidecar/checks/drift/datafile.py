@@ -22,14 +22,11 @@ import orjson
 from sidecar.checks.drift.references import Reference
 from sidecar.checks.stats.core import Ecdf
 from sidecar.checks.stats.windows import FeatureKind
+from sidecar.errors import DataFileError
 
 __all__ = ["DataFileError", "hours_covered", "load_columns", "load_reference_file"]
 
 _SNIFF_BYTES = 64 * 1024
-
-
-class DataFileError(ValueError):
-    """A data file that cannot be read; the message names the file and its role."""
 
 
 def _is_parquet(path: Path) -> bool:

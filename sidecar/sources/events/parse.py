@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sidecar.errors import EventError
 from sidecar.model import Event
 from sidecar.sources.events.config import EventsConfig
 from sidecar.timerange import check_unix_seconds
@@ -33,13 +34,6 @@ _KNOWN = {
     "fields",
 }
 _HEX = set("0123456789abcdef")
-
-
-class EventError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        self.message = message
-        super().__init__(f"{field}: {message}")
 
 
 @dataclass(frozen=True)

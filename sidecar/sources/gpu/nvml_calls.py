@@ -10,6 +10,8 @@ from typing import Any
 import pynvml
 from prometheus_client import Counter
 
+from sidecar.errors import GpuLost, NvmlUninitialized
+
 __all__ = [
     "MAX_CMDLINE_BYTES",
     "MISSING",
@@ -74,12 +76,7 @@ def split_cmdline(raw: bytes) -> tuple[str, ...]:
     return tuple(a.decode("utf-8", "replace") for a in args[:MAX_CMDLINE_ARGS])
 
 
-class GpuLost(Exception):
-    pass
-
-
-class Uninitialized(Exception):
-    pass
+Uninitialized = NvmlUninitialized  # the name this module's callers use
 
 
 class NvmlCalls:

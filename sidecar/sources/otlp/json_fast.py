@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from sidecar.errors import SidecarError
 from sidecar.records import FMT_JSON, KIND_NAMES, Record, enum_value, status_code_json
 from sidecar.sources.otlp.limits import SpanLimits
 from sidecar.sources.otlp.result import DecodeResult, hex_ids, model_of
@@ -32,7 +33,7 @@ _MAX_NS = (1 << 64) - 1
 _MIN_I64, _MAX_I64 = -(1 << 63), (1 << 63) - 1
 
 
-class _Slow(Exception):
+class _Slow(SidecarError):
     """This body needs the precise path."""
 
 
