@@ -8,7 +8,7 @@ from pydantic import Field
 
 from sidecar.configbase import StrictModel
 
-__all__ = ["AuditBudgetConfig", "AuditRetentionConfig"]
+__all__ = ["AuditBudgetConfig", "AuditRetentionConfig", "RequestsBudgetConfig"]
 
 _MIB = 1024 * 1024
 
@@ -23,31 +23,36 @@ class AuditBudgetConfig(StrictModel):
     )
 
 
-def _budget(rows: int, mib: int) -> AuditBudgetConfig:
-    return AuditBudgetConfig(max_rows=rows, max_bytes=mib * _MIB)
+class RequestsBudgetConfig(AuditBudgetConfig):
+    """The budget of per-request records: larger, as they are the many."""
+
+    max_rows: int = Field(default=100_000, gt=0, le=100_000_000, description="Request records kept.")
+    max_bytes: int = Field(
+        default=128 * _MIB, gt=0, description="Size cap of the request records' bodies (JSON bytes) in SQLite."
+    )
 
 
 class AuditRetentionConfig(StrictModel):
     """One budget per class of audit rows; no class makes room in another."""
 
-    requests: AuditBudgetConfig = Field(
-        default_factory=lambda: _budget(100_000, 128),
+    requests: RequestsBudgetConfig = Field(
+        default_factory=RequestsBudgetConfig,
         description="Per-request records (kind `request`): the many, cheapest to lose.",
     )
     alerts: AuditBudgetConfig = Field(
-        default_factory=lambda: _budget(20_000, 32),
+        default_factory=AuditBudgetConfig,
         description="Alert history (kinds `alert_*`: fired, re-sent, resolved, delivery outcomes).",
     )
     changes: AuditBudgetConfig = Field(
-        default_factory=lambda: _budget(20_000, 32),
+        default_factory=AuditBudgetConfig,
         description="Change history (kind `change`); keep at least `alerting.changes.max_changes` rows so every "
         "change in the change log keeps its audit row.",
     )
     findings: AuditBudgetConfig = Field(
-        default_factory=lambda: _budget(20_000, 32),
+        default_factory=AuditBudgetConfig,
         description="Findings crossing and clearing (kinds `finding_*`).",
     )
     actions: AuditBudgetConfig = Field(
-        default_factory=lambda: _budget(20_000, 32),
+        default_factory=AuditBudgetConfig,
         description="Actions taken (kinds `action_*`) and any other kind.",
     )

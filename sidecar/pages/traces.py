@@ -15,7 +15,16 @@ from fastapi.responses import HTMLResponse
 
 from sidecar.component import Passive
 from sidecar.pages.render import render, static_routes
-from sidecar.pages.waterfall import ERROR_COLOR, PALETTE, layout, one_line, order_spans, stage_rows, trace_state
+from sidecar.pages.waterfall import (
+    ERROR_COLOR,
+    PALETTE,
+    layout,
+    line_breaks,
+    one_line,
+    order_spans,
+    stage_rows,
+    trace_state,
+)
 from sidecar.processors.stages import STAGES
 from sidecar.state.trace_hub import TraceHub
 from sidecar.state.traces import TraceEntry, TraceSummary
@@ -38,6 +47,7 @@ def render_trace(e: TraceEntry) -> str:
         error_color=ERROR_COLOR,
         palette=PALETTE,
         one_line=one_line,
+        line_breaks=line_breaks,
     )
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "TraceState",
     "Waterfall",
     "layout",
+    "line_breaks",
     "one_line",
     "order_spans",
     "stage_rows",
@@ -52,6 +53,12 @@ def one_line(text: str, limit: int = 300) -> str:
     flat = _PATH.sub(r"\1", flat)
     flat = flat.strip()
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "\u2026"
+
+
+def line_breaks(text: str) -> str:
+    """A message for its detail panel, whole and as sent but for literal escape sequences (``\\n``, ``\\t``),
+    which become the line breaks and tabs they stand for (the panel keeps them: ``white-space: pre-wrap``)."""
+    return _ESCAPES.sub(lambda m: {"n": "\n", "r": "", "t": "\t"}[m.group(0)[1]], text)
 
 
 def order_spans(spans: Sequence[Span]) -> list[tuple[Span, int]]:

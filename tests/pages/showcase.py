@@ -23,8 +23,9 @@ from test_trace_views import MODEL, _ev
 from sidecar.app import create_app
 from sidecar.config import parse_config
 from sidecar.demo.tritonserver import free_port
-from sidecar.model import Change, GpuProcess, Span
+from sidecar.model import Batch, Change, Finding, GpuProcess, Span
 from sidecar.processors.gpu_memory import GpuMemoryByModel
+from sidecar.records import from_span
 from sidecar.service import Service
 from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting
@@ -35,9 +36,18 @@ from sidecar.wiring.triton import build as triton
 MS = 1_000_000
 FAILED = "0af7651916cd43dd8448eb211c80319c"
 MAYBE = "1af7651916cd43dd8448eb211c80319c"
+PY_ERROR = "8af7651916cd43dd8448eb211c80319c"
+# A Python backend's error as a client JSON-encoded it twice (line breaks as backslash + n), with its traceback.
+PY_MESSAGE = (
+    "Failed to process the request(s) for model 'ctr_0_0', message: ValueError: clicks_7d is NaN\\n\\nAt:\\n"
+    "  /models/ctr/2/model.py(57): execute\\n  /opt/tritonserver/backends/python/triton_python_backend_utils.py(112)"
+    ": run\\n"
+)
 
 
-def _trace(tid: str, t0: int, total_ms: float, *, error: str = "", version: str = "2") -> list[Span]:
+def _trace(
+    tid: str, t0: int, total_ms: float, *, error: str = "", version: str = "2", model_error: str = ""
+) -> list[Span]:
     def ev(name: str, ms: float):  # type: ignore[no-untyped-def]
         e = _ev(name, ms)
         return type(e)(e.name, t0 + int(ms * MS))
@@ -63,6 +73,8 @@ def _trace(tid: str, t0: int, total_ms: float, *, error: str = "", version: str 
             t0 + 2 * MS,
             t0 + int((end - 12) * MS),
             service_name="triton-inference-server",
+            status_code=2 if model_error else 0,
+            status_message=model_error,
             attributes={**MODEL, "triton.model_version": version},
             events=(ev("REQUEST_START", 2), ev("QUEUE_START", 3), ev("REQUEST_END", end - 12)),
         ),
@@ -100,8 +112,13 @@ def build() -> Service:
     cfg = parse_config(
         {
             "triton": {"enabled": True, "metrics_url": TRITON, "interval_secs": 2},
-            "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}},
+            "alerting": {
+                "enabled": True,
+                "alertmanager": {"urls": [AM]},
+                "audit": {"requests": {"enabled": True, "sample_rate": 0.0, "slow_ms": 50}},
+            },
             "traces": {"enabled": True, "slow_threshold_ms": 50},
+            # Records of the failed and slow requests (none sampled), for /audit and the waterfall's link.
         }
     )
     script = Script()
@@ -115,10 +132,16 @@ def build() -> Service:
     now = svc.clock.now()
     t0 = int((now - 300) * 1e9)
     hub = svc.component("traces")
-    hub.ingest(_trace(FAILED, t0, 120, error="feature store timed out after 10 ms"), "showcase")
-    hub.ingest(_trace(MAYBE, t0 + 40 * 10**9, 35), "showcase")
+
+    def ingest(spans: list[Span]) -> None:  # through the bus, as a span source does: the store and the records
+        svc.bus.publish(Batch(kind="spans", source="showcase", items=tuple(from_span(s) for s in spans)))
+
+    ingest(_trace(FAILED, t0, 120, error="feature store timed out after 10 ms"))
+    ingest(_trace(MAYBE, t0 + 40 * 10**9, 35))
     for i in range(6):
-        hub.ingest(_trace(f"{i + 2:x}af7651916cd43dd8448eb211c80319c", t0 + (60 + i) * 10**9, 20 + 12 * i), "showcase")
+        ingest(_trace(f"{i + 2:x}af7651916cd43dd8448eb211c80319c", t0 + (60 + i) * 10**9, 20 + 12 * i))
+    ingest(_trace(PY_ERROR, t0 + 80 * 10**9, 30, model_error=PY_MESSAGE))
+    svc.component("request_records").flush()  # written now, not after the join window
     hub.store.mark_failures("ctr", "2", t0 + 30 * 10**9, t0 + 62 * 10**9, 1)
     lab = ["model", "version", "feature", "test"]
     g = {n: Gauge(f"sidecar_drift_{n}", n, lab, registry=svc.registry) for n in ("drifting", "p_value", "effect_size")}
@@ -178,16 +201,28 @@ def build() -> Service:
             id="",
         )
     )
+    changes.record(Change(what="fraud v2 loaded", who="triton", at=now - 1800, model="fraud", version="2"))
+
+    def drift(feature: str, test: str, active: bool = True) -> Finding:
+        labels = {"model": "fraud", "version": "2", "feature": feature, "test": test}
+        return Finding(
+            check="drift", kind="drift", active=active, severity="warning", labels=labels, value=0.31, threshold=0.1
+        )
+
     script.findings = [
         _f("ctr_mean", True, trace=FAILED),
         _f("latency_p99", True, for_secs=600),
         _f("fraud_rate", True),
+        drift("amount", "ks"),
+        drift("merchant", "chi2"),
     ]
     svc.evaluate_once(now - 240)
     script.findings = [
         _f("ctr_mean", True, trace=FAILED),
         _f("latency_p99", True, for_secs=600),
         _f("fraud_rate", False),
+        drift("amount", "ks"),
+        drift("merchant", "chi2", active=False),
     ]
     svc.evaluate_once(now - 60)
     return svc
@@ -216,8 +251,11 @@ def main() -> None:
         ("alerts", "/alerts", "1400,1000"),
         ("traces", "/traces", "1400,700"),
         ("changes", "/changes", "1400,500"),
+        ("audit", "/audit", "1400,1250"),
         ("trace-failed", f"/traces/{FAILED}", "1400,1300"),
         ("trace-possibly-failed", f"/traces/{MAYBE}", "1400,700"),
+        ("traces-390", "/traces", "390,1250"),
+        ("audit-390", f"/audit?trace_id={FAILED}", "390,700"),
     ):
         subprocess.run(
             [

@@ -1,0 +1,72 @@
+"""/traces, a waterfall, /audit and /changes as headless Chromium lays them out at 1400 px and at a phone's
+390 px (the showcase sidecar of tests/pages/showcase.py): nothing widens the page, the "why" of a trace wraps
+inside its cell on one line of text, and the waterfall's "audit records of this trace" link, clicked, lists the
+trace's records."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+from showcase import FAILED, PY_ERROR, build
+from waiting import wait_until
+
+from sidecar.app import create_app
+from sidecar.demo.tritonserver import free_port
+
+OVER = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+PAGES = ("/traces", f"/traces/{PY_ERROR}", "/audit", f"/audit?trace_id={FAILED}", "/changes")
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    svc = build()
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: server.started or not thread.is_alive(), 20) and server.started
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+@pytest.mark.chromium
+@pytest.mark.parametrize("width", [1400, 390])
+def test_pages_fit_the_window_and_the_why_wraps_on_one_line(url: str, width: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+        )
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            over = {}
+            for path in PAGES:
+                page.goto(url + path, wait_until="load")
+                over[path] = page.evaluate(OVER)
+            page.goto(f"{url}/traces", wait_until="load")
+            why = page.eval_on_selector(
+                f"tr[data-trace-id='{PY_ERROR}'] td.why",
+                """e => { const b = e.getBoundingClientRect(); const s = getComputedStyle(e);
+                return {text: e.innerText, right: b.right, wrap: s.overflowWrap, ws: s.whiteSpace,
+                        lines: Math.round(b.height / parseFloat(s.lineHeight))}; }""",
+            )
+            page.goto(f"{url}/traces/{FAILED}", wait_until="load")
+            page.click("#audit-link")
+            page.wait_for_load_state("load")
+            linked = page.eval_on_selector_all("#audit tr.audit-event", "rs => rs.map(r => r.dataset.id)")
+            trace_links = page.eval_on_selector_all(f"#audit a[href='/traces/{FAILED}']", "as => as.length")
+        finally:
+            browser.close()
+    assert over == dict.fromkeys(PAGES, 0)  # no page is wider than the window
+    assert "\n" not in why["text"] and "\\n" not in why["text"] and "/models/" not in why["text"]
+    assert "ValueError: clicks_7d is NaN" in why["text"]
+    assert why["right"] <= width and why["wrap"] == "anywhere" and why["ws"] == "normal"
+    assert why["lines"] >= 2  # one line of text, wrapped by the cell
+    assert f"req-{FAILED}" in linked and trace_links == len(linked) == 2  # its request record and its finding
