@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers"))
 
-from drift_testutil import make_ctx
+from drift_testutil import built_check, ctx_of, make_ctx
 
 from sidecar.checks.drift.check import DriftCheck
 from sidecar.checks.drift.config import DriftConfig
@@ -76,7 +76,7 @@ def _check(d: str, cfg: dict[str, Any], reference: dict[str, Any]) -> DriftCheck
         }
     }
     ctx = make_ctx(Path(d) / "s.sqlite", FakeClock(T0), full, registry=CollectorRegistry())
-    return DriftCheck(ctx, ctx.config.checks.drift)
+    return built_check(ctx)
 
 
 def _columns(rng: np.random.Generator, n: int, ch: Change | None) -> dict[str, Any]:
@@ -100,7 +100,7 @@ def delay(cfg: dict[str, Any], seed: int, rate: float, ch: Change, max_secs: flo
     change_at = math.ceil((5000 / rate + 120) / 60) * 60 + 10 * int(rng.integers(0, 6))
     with tempfile.TemporaryDirectory() as d:
         check = _check(d, cfg, {"mode": "pinned", "pinned_events": 5000})
-        clock = check.ctx.clock
+        clock = ctx_of(check).clock
         assert isinstance(clock, FakeClock)
         try:
             while clock.now() - T0 < change_at + max_secs:
@@ -117,7 +117,7 @@ def delay(cfg: dict[str, Any], seed: int, rate: float, ch: Change, max_secs: flo
                         return clock.now() - T0 - change_at, active == {ch.expect}
             return None, False
         finally:
-            check.ctx.store.close()
+            ctx_of(check).store.close()
 
 
 def _fmt(ds: list[tuple[float | None, bool]]) -> str:
@@ -215,7 +215,7 @@ def false_alarm_run(mname: str, cfg: dict[str, Any], days: float, offset_days: f
     t0 = time.process_time()
     with tempfile.TemporaryDirectory() as d:
         pinned = _check(d + "", cfg, {"mode": "pinned", "pinned_events": 5000})
-        ctx = pinned.ctx
+        ctx = ctx_of(pinned)
         clock = ctx.clock
         assert isinstance(clock, FakeClock)
         cfg_c = dict(cfg)
@@ -235,7 +235,7 @@ def false_alarm_run(mname: str, cfg: dict[str, Any], days: float, offset_days: f
             },
             registry=CollectorRegistry(),
         )
-        rolling = DriftCheck(rolling_ctx, rolling_ctx.config.checks.drift)
+        rolling = built_check(rolling_ctx)
         warm = offset_days * 86400
         evals = alarm_evals = 0
         alarms: dict[str, int] = {}

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from drift_testutil import feed, make_ctx, normal_rows
 
-from sidecar.checks.drift.check import DriftCheck
 from sidecar.checks.drift.datafile import load_reference_file
 from sidecar.clock import FakeClock
 from sidecar.drift_report import main
+from sidecar.wiring.drift import drift_check
 
 
 def _table(seed: int, n: int, shift: float = 0.0, new_cat: bool = False) -> pa.Table:
@@ -118,7 +118,7 @@ def test_parquet_file_reference_in_the_live_check(tmp_path: Path, clock: FakeClo
         }
     }
     ctx = make_ctx(tmp_path / "state.sqlite", clock, cfg)
-    check = DriftCheck(ctx, ctx.config.checks.drift)
+    check = drift_check(ctx)
     feed(check, clock, "m", "3", normal_rows(rng, 3000, ["a", "b"], loc={"b": 0.4}), per_sec=10)
     found = check.evaluate(clock.now())
     active = {f.labels["feature"] for f in found if f.active}

@@ -1,4 +1,4 @@
-"""Builds the drift check from ``checks.drift``."""
+"""Builds the drift check from ``checks.drift`` and subscribes it to the events on the bus."""
 
 from __future__ import annotations
 
@@ -7,11 +7,25 @@ from typing import Any
 from sidecar.checks.drift.check import DriftCheck
 from sidecar.component import Context
 
-__all__ = ["build"]
+__all__ = ["build", "drift_check"]
+
+
+def drift_check(ctx: Context) -> DriftCheck:
+    """The drift check of ``ctx``'s config with its collaborators, subscribed to events (also for tests)."""
+    check = DriftCheck(
+        ctx.config.checks.drift,
+        registry=ctx.registry,
+        clock=ctx.clock,
+        store=ctx.store,
+        bus=ctx.bus,
+        guard=ctx.guard,
+        logger=ctx.logger.getChild("drift"),
+    )
+    ctx.bus.subscribe("events", check.name, check.observe)
+    return check
 
 
 def build(ctx: Context) -> list[Any]:
-    cfg = ctx.config.checks.drift
-    if not cfg.enabled:
+    if not ctx.config.checks.drift.enabled:
         return []
-    return [DriftCheck(ctx, cfg)]
+    return [drift_check(ctx)]

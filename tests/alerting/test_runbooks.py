@@ -23,11 +23,11 @@ from sidecar.checks.business.examples import EXAMPLE_BUSINESS_CHECKS
 from sidecar.checks.business.series import CheckState
 from sidecar.checks.canary.check import CanaryCheck
 from sidecar.checks.canary.config import CanaryConfig
-from sidecar.checks.drift.check import DriftCheck
 from sidecar.checks.output_sanity.check import TESTS, OutputSanityCheck
 from sidecar.checks.output_sanity.config import OutputSanityConfig
 from sidecar.clock import FakeClock
 from sidecar.model import Batch, Event, Finding
+from sidecar.wiring.drift import drift_check
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNBOOKS = ROOT / "docs" / "runbooks"
@@ -76,7 +76,7 @@ def _drift_findings(tmp_path: Path) -> list[Finding]:
             }
         },
     )
-    check = DriftCheck(ctx, ctx.config.checks.drift)
+    check = drift_check(ctx)
     rng = np.random.default_rng(3)
     feed(check, clock, "ctr", "2", normal_rows(rng, 1000, ["a", "m"]), per_sec=50)
     rows = normal_rows(rng, 1500, ["a", "m"], loc={"a": 1.0})

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from drift_testutil import feed, make_ctx, metric, normal_rows
+from drift_testutil import built_check, ctx_of, feed, make_ctx, metric, normal_rows
 from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.render import finding_text
@@ -36,7 +36,7 @@ def _cfg(**drift: Any) -> dict[str, Any]:
 
 def _check(tmp_path: Path, clock: FakeClock, **drift: Any) -> DriftCheck:
     ctx = make_ctx(tmp_path / "state.sqlite", clock, _cfg(**drift))
-    return DriftCheck(ctx, ctx.config.checks.drift)
+    return built_check(ctx)
 
 
 def _active(findings: list[Any], test: str | None = None) -> set[str]:
@@ -79,7 +79,7 @@ def test_mean_shift_found_only_after_it_is_sustained(tmp_path: Path, clock: Fake
     b = next(f for f in found if f.active)
     assert b.labels == {"model": "ctr", "version": "2", "feature": "b", "test": "ks"}
     assert b.p_value is not None and b.p_value < 0.01 and b.effect_size is not None and b.effect_size > 0.1
-    reg: CollectorRegistry = check.ctx.registry
+    reg: CollectorRegistry = ctx_of(check).registry
     assert metric(reg, "sidecar_drift_drifting", model="ctr", version="2", feature="b", test="ks") == 1.0
     assert metric(reg, "sidecar_drift_drifting", model="ctr", version="2", feature="a", test="ks") == 0.0
     assert metric(reg, "sidecar_drift_samples", model="ctr", version="2", feature="b", window="reference") == 2000
@@ -109,7 +109,7 @@ def test_new_category_is_found_and_named(tmp_path: Path, clock: FakeClock) -> No
     f = next(f for f in found if f.active)
     assert f.labels["test"] == "chi2" and "new categories es (" in finding_text(f)[0]
     assert metric(
-        check.ctx.registry, "sidecar_drift_unseen_ratio", model="m", version="1", feature="country"
+        ctx_of(check).registry, "sidecar_drift_unseen_ratio", model="m", version="1", feature="country"
     ) == pytest.approx(0.2, abs=0.03)
 
 
@@ -125,7 +125,7 @@ def test_nan_burst_is_reported_as_missing_not_as_a_shift(tmp_path: Path, clock: 
     found = check.evaluate(clock.now())
     assert _active(found, "missing") == {"d"}
     assert _active(found, "ks") == set()
-    reg = check.ctx.registry
+    reg = ctx_of(check).registry
     assert metric(
         reg, "sidecar_drift_missing_ratio", model="m", version="1", feature="d", window="current"
     ) == pytest.approx(0.5, abs=0.01)
@@ -139,7 +139,7 @@ def test_restart_keeps_reference_windows_and_sustain_clock(tmp_path: Path, clock
     feed(check, clock, "m", "1", normal_rows(rng, 3000, FEATS, loc={"a": 0.5}), per_sec=10)
     before = {(f.labels["feature"], f.labels["test"]): f for f in check.evaluate(clock.now())}
     check.persist(force=True)
-    check.ctx.store.close()
+    ctx_of(check).store.close()
     again = _check(tmp_path, clock)  # a fresh process: same store file, new registry
     after = {(f.labels["feature"], f.labels["test"]): f for f in again.evaluate(clock.now())}
     assert not any(f.insufficient_data for f in after.values())
@@ -160,7 +160,7 @@ def test_file_reference_and_reference_change_are_logged(tmp_path: Path, clock: F
     changes: list[Change] = []
 
     # Reference changes leave the check on the bus (kind "changes"), where the change log subscribes.
-    check.ctx.bus.subscribe("changes", "test", lambda batch: changes.extend(batch.items))
+    ctx_of(check).bus.subscribe("changes", "test", lambda batch: changes.extend(batch.items))
     feed(check, clock, "m", "7", normal_rows(rng, 3000, ["a", "b"], loc={"a": 0.4}), per_sec=10)
     assert _active(check.evaluate(clock.now())) == {"a"}
     check.set_reference(
@@ -175,17 +175,17 @@ def test_config_change_of_reference_is_a_change(tmp_path: Path, clock: FakeClock
     check = _check(tmp_path, clock)
     feed(check, clock, "m", "1", normal_rows(np.random.default_rng(7), 2000, ["a"]), per_sec=20)
     assert check.describe_references()
-    check.ctx.store.close()
+    ctx_of(check).store.close()
     again = _check(tmp_path, clock, reference={"mode": "pinned", "pinned_events": 500})
     assert again.describe_references() == []
-    assert metric(again.ctx.registry, "sidecar_drift_reference_changes_total") == 1.0
+    assert metric(ctx_of(again).registry, "sidecar_drift_reference_changes_total") == 1.0
 
 
 def test_series_and_category_bounds_are_counted(tmp_path: Path, clock: FakeClock) -> None:
     check = _check(tmp_path, clock, max_series=3, max_categories=2)
     feed(check, clock, "m", "1", [{"a": 1.0, "b": 2.0, "c": "x", "d": 4.0, "e": 5.0}], per_sec=1)
     feed(check, clock, "m", "1", [{"c": v} for v in ["y", "z", "w"]], per_sec=3)
-    reg = check.ctx.registry
+    reg = ctx_of(check).registry
     assert metric(reg, "sidecar_drift_values_dropped_total", reason="series_limit") == 2.0
     assert metric(reg, "sidecar_drift_values_dropped_total", reason="category_limit") == 2.0
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 from drift_testutil import events, make_ctx, metric
 
-from sidecar.checks.drift.check import DriftCheck
 from sidecar.clock import FakeClock
+from sidecar.wiring.drift import drift_check
 
 
 def test_features_refused_by_the_series_limit_leave_no_kind_behind(tmp_path: Path, clock: FakeClock) -> None:
     ctx = make_ctx(tmp_path / "s.sqlite", clock, {"checks": {"drift": {"enabled": True, "max_series": 3}}})
-    check = DriftCheck(ctx, ctx.config.checks.drift)
+    check = drift_check(ctx)
     # A client sending a new feature name in every event (an id leaked into the feature map, say).
     check.observe(events("m", "1", clock.now(), [{f"f{i}": float(i)} for i in range(500)]))
     assert metric(ctx.registry, "sidecar_drift_values_dropped_total", reason="series_limit") == 497

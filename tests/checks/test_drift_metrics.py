@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from drift_testutil import feed, make_ctx, metric, normal_rows
+from drift_testutil import built_check, ctx_of, feed, make_ctx, metric, normal_rows
 from prometheus_client import generate_latest
 
 from sidecar.checks.drift.check import DriftCheck
@@ -20,7 +20,7 @@ _NUMBERS = (
 
 
 def _drift_nan_lines(check: DriftCheck) -> list[str]:
-    text = generate_latest(check.ctx.registry).decode()
+    text = generate_latest(ctx_of(check).registry).decode()
     return [ln for ln in text.splitlines() if ln.startswith("sidecar_drift_") and ln.endswith(" NaN")]
 
 
@@ -41,7 +41,7 @@ def test_nothing_is_exported_as_nan_while_the_reference_is_collected(tmp_path: P
             }
         },
     )
-    check = DriftCheck(ctx, ctx.config.checks.drift)
+    check = built_check(ctx)
     rng = np.random.default_rng(0)
     feed(check, clock, "m", "1", normal_rows(rng, 200, ["a"]), per_sec=20)
     assert all(f.insufficient_data for f in check.evaluate(clock.now()))

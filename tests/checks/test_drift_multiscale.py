@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from drift_testutil import events, make_ctx, normal_rows
+from drift_testutil import built_check, ctx_of, events, make_ctx, normal_rows
 
 from sidecar.alerting.render import finding_text
 from sidecar.checks.drift.check import DriftCheck
@@ -30,7 +30,7 @@ def _check(tmp_path: Path, clock: FakeClock, **drift: Any) -> DriftCheck:
         **drift,
     }
     ctx = make_ctx(tmp_path / "s.sqlite", clock, {"checks": {"drift": cfg}})
-    return DriftCheck(ctx, ctx.config.checks.drift)
+    return built_check(ctx)
 
 
 def _run(
@@ -141,7 +141,7 @@ def test_the_evidence_count_survives_a_restart(tmp_path: Path) -> None:
     clock.advance(60)
     assert not [f for f in check.evaluate(clock.now()) if f.active]
     check.persist(force=True)
-    check.ctx.store.close()
+    ctx_of(check).store.close()
     again = _check(tmp_path, clock)  # a fresh process: same store file, new registry
     again.observe_columns("m", "1", clock.now(), {"a": rng.normal(size=6000), "b": rng.normal(1, 1, 6000)})
     clock.advance(60)
@@ -221,7 +221,7 @@ def _default_check(tmp_path: Path, clock: FakeClock) -> DriftCheck:
     # No method named: these tests are about the default.
     cfg = {"enabled": True, "eval_threads": 1, "reference": {"mode": "pinned", "pinned_events": 2000}}
     ctx = make_ctx(tmp_path / "d.sqlite", clock, {"checks": {"drift": cfg}})
-    check = DriftCheck(ctx, ctx.config.checks.drift)
+    check = built_check(ctx)
     assert ctx.config.checks.drift.method == "multiscale"
     return check
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from drift_testutil import feed, make_ctx, normal_rows
+from drift_testutil import built_check, ctx_of, feed, make_ctx, normal_rows
 
 from sidecar.alerting.render import finding_text
 from sidecar.checks.drift.check import DriftCheck
@@ -32,7 +32,7 @@ def _check(tmp_path: Path, clock: FakeClock) -> DriftCheck:
         }
     }
     ctx = make_ctx(tmp_path / "state.sqlite", clock, cfg)
-    return DriftCheck(ctx, ctx.config.checks.drift)
+    return built_check(ctx)
 
 
 def test_last_weeks_same_hours_become_the_reference(tmp_path: Path, clock: FakeClock) -> None:
@@ -64,7 +64,7 @@ def test_last_weeks_same_hours_become_the_reference(tmp_path: Path, clock: FakeC
     assert not ks["a"].insufficient_data and ks["a"].effect_size is not None and ks["a"].effect_size < 0.05
     # The history is persisted: after a restart the same reference is there.
     check.persist(force=True)
-    check.ctx.store.close()
+    ctx_of(check).store.close()
     again = _check(tmp_path, clock)
     ref2 = again.reference_for("m", "1", "b", now)
     assert isinstance(ref2, Reference) and ref2.n == in_hour

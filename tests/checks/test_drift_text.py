@@ -14,9 +14,9 @@ from sidecar.alerting.book import AlertBook
 from sidecar.alerting.config import AlertingConfig
 from sidecar.alerting.render import finding_text
 from sidecar.alerting.render.drift import version_text
-from sidecar.checks.drift.check import DriftCheck
 from sidecar.clock import FakeClock
 from sidecar.model import Finding
+from sidecar.wiring.drift import drift_check
 
 
 def _finding(version: str = "2", **facts: Any) -> Finding:
@@ -112,7 +112,7 @@ def test_the_check_writes_facts_not_prose(tmp_path: Path, clock: FakeClock) -> N
             }
         },
     )
-    check = DriftCheck(ctx, ctx.config.checks.drift)
+    check = drift_check(ctx)
     rng = np.random.default_rng(3)
     feed(check, clock, "ctr", "unversioned", normal_rows(rng, 100, ["a", "b"]), per_sec=20)
     early = check.evaluate(clock.now())

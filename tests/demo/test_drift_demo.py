@@ -7,14 +7,14 @@ from pathlib import Path
 
 from drift_testutil import events, make_ctx
 
-from sidecar.checks.drift.check import DriftCheck
 from sidecar.clock import FakeClock
 from sidecar.demo.drift_demo import DEMO_DRIFT_CONFIG, SHIFT_AFTER_SECS, features_for
+from sidecar.wiring.drift import drift_check
 
 
 def test_demo_shift_is_flagged_within_minutes(tmp_path: Path, clock: FakeClock) -> None:
     ctx = make_ctx(tmp_path / "s.sqlite", clock, {"checks": {"drift": DEMO_DRIFT_CONFIG}})
-    check = DriftCheck(ctx, ctx.config.checks.drift)
+    check = drift_check(ctx)
     rng = random.Random(11)
     start = clock.now()
     first_active: dict[str, float] = {}

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
@@ -16,6 +17,10 @@ from sidecar.config import parse_config
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch, Event
 from sidecar.store import Store
+from sidecar.wiring.drift import drift_check
+
+if TYPE_CHECKING:
+    from sidecar.checks.drift.check import DriftCheck
 
 DATA = Path(__file__).parent.parent / "data" / "drift"
 
@@ -44,6 +49,21 @@ def make_ctx(
             reg, max_body_bytes=max_body_bytes, admin_token=cfg.server.admin_token, push_token=cfg.server.push_token
         ),
     )
+
+
+_BUILT: weakref.WeakKeyDictionary[Any, Context] = weakref.WeakKeyDictionary()
+
+
+def built_check(ctx: Context) -> DriftCheck:
+    """The drift check the wiring builds from ``ctx`` (subscribed to its bus); ``ctx_of`` gives ``ctx`` back."""
+    check = drift_check(ctx)
+    _BUILT[check] = ctx
+    return check
+
+
+def ctx_of(check: DriftCheck) -> Context:
+    """The context ``built_check`` built ``check`` from (its registry, store, bus and clock)."""
+    return _BUILT[check]
 
 
 def events(model: str, version: str, ts: float, features: Iterable[Mapping[str, Any]]) -> Batch:

@@ -10,14 +10,13 @@ from pydantic import ValidationError
 
 from sidecar.checks.drift.config import ReferenceConfig
 from sidecar.errors import ConfigError
+from sidecar.httpguard import RequestGuard
 
 __all__ = ["DriftAdmin", "drift_router"]
 
 
 class DriftAdmin(Protocol):
     """What the admin API needs of the drift check (a protocol, so this module does not import the check)."""
-
-    ctx: Any
 
     def describe_references(self) -> Any: ...
 
@@ -26,9 +25,8 @@ class DriftAdmin(Protocol):
     def set_reference(self, model: str, spec: ReferenceConfig, *, who: str) -> Any: ...
 
 
-def drift_router(check: DriftAdmin) -> APIRouter:
+def drift_router(check: DriftAdmin, guard: RequestGuard) -> APIRouter:
     router = APIRouter()
-    guard = check.ctx.guard
     ep = "/admin/drift/references"
 
     @router.get(ep, tags=["drift"])

@@ -9,12 +9,14 @@ computed outside it on snapshots.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from typing import Any
 
 from fastapi import APIRouter
+from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from sidecar.checks.drift.api import drift_router
@@ -27,8 +29,11 @@ from sidecar.checks.drift.references import Reference
 from sidecar.checks.drift.refs import NoReference, Pinned, References
 from sidecar.checks.drift.registry import CLASS, SCORE, SeriesKey, WindowRegistry
 from sidecar.checks.stats.windows import FeatureWindow, WindowSnapshot
-from sidecar.component import Context, Readiness, Role
+from sidecar.clock import Clock
+from sidecar.component import Bus, Readiness, Role
+from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch, Change, Event, Finding
+from sidecar.store import Store
 
 __all__ = ["DriftCheck"]
 
@@ -37,30 +42,41 @@ class DriftCheck:
     name = "drift"
     role = Role.CHECK
 
-    def __init__(self, ctx: Context, cfg: DriftConfig) -> None:
-        self.ctx = ctx
+    def __init__(
+        self,
+        cfg: DriftConfig,
+        *,
+        registry: CollectorRegistry,
+        clock: Clock,
+        store: Store,
+        bus: Bus,
+        guard: RequestGuard,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        """``bus`` takes the reference changes it publishes (the wiring subscribes ``observe`` to events);
+        ``guard`` authorizes its admin API."""
         self.cfg = cfg
-        self._log = ctx.logger.getChild("drift")
+        self.clock = clock
+        self.bus = bus
+        self.guard = guard
+        self._log = logger or logging.getLogger("sidecar.drift")
         self._lock = threading.RLock()
-        self.metrics = DriftMetrics(ctx.registry)
-        self.store = DriftStore(ctx.store, self.metrics.c_store_errors, self._log)
+        self.metrics = DriftMetrics(registry)
+        self.store = DriftStore(store, self.metrics.c_store_errors, self._log)
         self.registry = WindowRegistry(cfg, self.store, self.metrics.c_dropped)
         self.refs = References(cfg, self.store, self._log)
         self.evaluator = Evaluator(cfg, self._lock, self.store, self.metrics.c_dropped, self.name)
         self.multiscale = MultiScale(cfg, self.store, self.name)
         self._spec_saved: set[str] = set()
         self._last_persist = -math.inf
-        self._started = False
         self._stopped = False
         self._load_state()
         with self._lock:
-            self.refs.load_files(ctx.clock.now(), self.registry.kinds)
+            self.refs.load_files(clock.now(), self.registry.kinds)
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
-        if not self._started:
-            self._started = True
-            self.ctx.bus.subscribe("events", self.name, self.observe)
+        return None
 
     async def shutdown(self) -> None:
         if self._stopped:
@@ -89,7 +105,7 @@ class DriftCheck:
     def observe(self, batch: Batch) -> None:
         if batch.kind != "events":
             return
-        now = self.ctx.clock.now()
+        now = self.clock.now()
         with self._lock:
             for item in batch.items:
                 if isinstance(item, Event):
@@ -148,7 +164,7 @@ class DriftCheck:
         if len(lens) != 1:
             raise ValueError("observe_columns: every column must hold the same number of events")
         n = lens.pop()
-        now = self.ctx.clock.now()
+        now = self.clock.now()
         with self._lock:
             reg, refs = self.registry, self.refs
             admitted = reg.admit_model((model, version), now)
@@ -263,7 +279,7 @@ class DriftCheck:
     # ---- references ------------------------------------------------------------------------------
     def set_reference(self, model: str, spec: ReferenceConfig, *, who: str = "", source: str = "api") -> None:
         """Change a model's reference (an explicit action): old references are dropped, the change logged."""
-        now = self.ctx.clock.now()
+        now = self.clock.now()
         with self._lock:
             self.refs.overrides[model] = spec
             self.store.save("drift.override", model, spec.model_dump_json().encode())
@@ -287,9 +303,7 @@ class DriftCheck:
 
     def _record_change(self, change: Change) -> None:
         self._log.info("change: %s", change.what)
-        if self.ctx.bus.publish(
-            Batch(kind="changes", source=self.name, items=(change,), received_at=self.ctx.clock.now())
-        ):
+        if self.bus.publish(Batch(kind="changes", source=self.name, items=(change,), received_at=self.clock.now())):
             self._log.error("the change log refused a drift reference change (counted on the bus)")
 
     def describe_references(self) -> list[dict[str, object]]:
@@ -302,7 +316,7 @@ class DriftCheck:
         return {m: self.spec_for(m).model_dump() for m in sorted(models)}
 
     def routes(self) -> APIRouter | None:
-        return drift_router(self)
+        return drift_router(self, self.guard)
 
     # ---- persistence -----------------------------------------------------------------------------
     def persist(self, force: bool = False) -> None:
@@ -324,7 +338,7 @@ class DriftCheck:
                 if kind in ("numeric", "categorical"):
                     reg.kinds[(parts[0], parts[1])] = kind  # type: ignore[assignment]
             elif ns == "drift.window" and len(parts) == 3:
-                reg.adopt((parts[0], parts[1], parts[2]), FeatureWindow.from_bytes(v), self.ctx.clock.now())
+                reg.adopt((parts[0], parts[1], parts[2]), FeatureWindow.from_bytes(v), self.clock.now())
             elif ns == "drift.history" and len(parts) == 3:
                 refs.history[(parts[0], parts[1], parts[2])] = FeatureWindow.from_bytes(v)
             elif ns == "drift.ref" and len(parts) == 3:
@@ -360,7 +374,7 @@ class DriftCheck:
                 self._record_change(
                     Change(
                         what=f"drift reference of {model} changed in config",
-                        at=self.ctx.clock.now(),
+                        at=self.clock.now(),
                         model=model,
                         source="config",
                     )
