@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -121,3 +122,33 @@ def test_the_alerts_page_shows_a_resolved_alert_with_when_hours_later() -> None:
     resolved = html.split('id="resolved"')[1].split('id="delivery"')[0]
     assert "FeatureDrifting" in resolved and "<br>resolved" in resolved and "(5.0h ago)" in resolved
     assert 'data-state="firing"' not in html
+
+
+def test_after_a_restart_a_kept_resolved_alert_is_listed_but_not_sent_again(tmp_path: Path) -> None:
+    from test_book import ListSink
+
+    from sidecar.alerting.book import AlertBook
+    from sidecar.alerting.config import AlertingConfig
+
+    def book(store: Store) -> tuple[AlertBook, ListSink]:
+        sink = ListSink()
+        b = AlertBook(
+            AlertingConfig.model_validate({"enabled": True, "resolved_retention_secs": 900}),
+            registry=CollectorRegistry(),
+            eval_interval_secs=15.0,
+            sink=sink,
+            runbook_base="https://rb.example",
+            dashboard_base=None,
+            sidecar_url="http://sidecar:9500",
+            store=store,
+        )
+        return b, sink
+
+    store = Store(tmp_path / "s.db")
+    first, _ = book(store)
+    first.on_findings([_drift("amount", True)], T0)
+    first.on_findings([_drift("amount", False)], T0 + 60)
+    again, sink = book(store)  # restarted an hour later: past the re-send time, inside keep_resolved_secs
+    again.on_findings([], T0 + 3600)
+    (a,) = again.alerts.values()
+    assert a.state == "inactive" and a.resolved_at == T0 + 60 and sink.notices == []
