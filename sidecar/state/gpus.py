@@ -54,9 +54,9 @@ class GpuHub(Passive):
 
     def __init__(
         self,
+        *,
         registry: CollectorRegistry,
         clock: Clock,
-        *,
         max_series: int,
         stale_after_secs: float,
         logger: logging.Logger | None = None,

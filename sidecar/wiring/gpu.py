@@ -34,8 +34,8 @@ def factory(
             return []
         log = ctx.logger.getChild("gpu")
         hub = GpuHub(
-            ctx.registry,
-            ctx.clock,
+            registry=ctx.registry,
+            clock=ctx.clock,
             max_series=cfg.max_series,
             stale_after_secs=cfg.stale_after_secs,
             logger=log,
@@ -50,9 +50,9 @@ def factory(
             out.append(
                 NvmlSource(
                     cfg.nvml,
-                    sink,
-                    ctx.registry,
-                    ctx.clock,
+                    hub=sink,
+                    registry=ctx.registry,
+                    clock=ctx.clock,
                     nvml=nvml,
                     cmdline=cmdline,
                     process_name=process_name,
@@ -60,7 +60,16 @@ def factory(
                 )
             )
         if cfg.dcgm.enabled:
-            out.append(DcgmSource(cfg.dcgm, sink, ctx.registry, ctx.clock, ctx.http, logger=log.getChild("dcgm")))
+            out.append(
+                DcgmSource(
+                    cfg.dcgm,
+                    hub=sink,
+                    registry=ctx.registry,
+                    clock=ctx.clock,
+                    http=ctx.http,
+                    logger=log.getChild("dcgm"),
+                )
+            )
         return out
 
     return build

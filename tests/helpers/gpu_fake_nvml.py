@@ -228,8 +228,16 @@ def make_rig(
     cfg = GpuConfig.model_validate(gpu_config or {})
     reg = CollectorRegistry(auto_describe=True)
     clock = FakeClock()
-    hub = GpuHub(reg, clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs)
+    hub = GpuHub(registry=reg, clock=clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs)
     nvml = FakeNvml(gpus, init_error=init_error)
     names = processes or {}
-    src = NvmlSource(cfg.nvml, hub, reg, clock, nvml=nvml, process_name=names.get, cmdline=FakeProc(cmdlines or {}))
+    src = NvmlSource(
+        cfg.nvml,
+        hub=hub,
+        registry=reg,
+        clock=clock,
+        nvml=nvml,
+        process_name=names.get,
+        cmdline=FakeProc(cmdlines or {}),
+    )
     return Rig(nvml, src, hub, reg, clock)

@@ -24,7 +24,7 @@ def test_the_triton_source_learns_gpu_identities_from_the_bus() -> None:
         bus=bus,
         http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(404))),
     )
-    hub = GpuHub(reg, clock, max_series=100, stale_after_secs=60, bus=bus)
+    hub = GpuHub(registry=reg, clock=clock, max_series=100, stale_after_secs=60, bus=bus)
     assert triton.gpu_labels() == {}
 
     hub.publish("dcgm", [], {"GPU-1": GpuIdentity("3", "from dcgm"), "GPU-2": GpuIdentity("1", "A100")}, visible=2)

@@ -115,7 +115,7 @@ async def test_the_whole_gpu_exposition_passes_promtool() -> None:
     rig.source.sample_once()
     async with httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, text=EXPO))) as http:
         cfg = parse_config({"gpu": {"dcgm": {"enabled": True, "url": "http://dcgm/metrics"}}}).gpu.dcgm
-        await DcgmSource(cfg, rig.hub, rig.registry, rig.clock, http).scrape_once()
+        await DcgmSource(cfg, hub=rig.hub, registry=rig.registry, clock=rig.clock, http=http).scrape_once()
     text = generate_latest(rig.registry)
     assert b"sidecar_gpu_xid_errors_total" in text and b'source="dcgm"' in text
     res = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=30)

@@ -103,11 +103,11 @@ class DcgmSource(Polled):
     def __init__(
         self,
         config: DcgmConfig,
+        *,
         hub: GpuSink,
         registry: CollectorRegistry,
         clock: Clock,
         http: httpx.AsyncClient,
-        *,
         logger: logging.Logger | None = None,
         ticker: TickerFactory | None = None,
     ) -> None:

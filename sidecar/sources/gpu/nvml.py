@@ -47,10 +47,10 @@ class NvmlSource(Polled):
     def __init__(
         self,
         config: NvmlConfig,
+        *,
         hub: GpuSink,
         registry: CollectorRegistry,
         clock: Clock,
-        *,
         nvml: Any = pynvml,
         process_name: Callable[[int], str | None] = read_process_name,
         cmdline: Callable[[int], bytes] = read_cmdline,

@@ -37,12 +37,14 @@ class Rig:
         self.registry = CollectorRegistry(auto_describe=True)
         self.clock = FakeClock()
         cfg = GpuConfig.model_validate({"nvml": {"enabled": False}, "dcgm": {"enabled": True, "url": URL, **dcgm}})
-        self.hub = GpuHub(self.registry, self.clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs)
+        self.hub = GpuHub(
+            registry=self.registry, clock=self.clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs
+        )
         self.body = EXPO
         self.status = 200
         transport = handler or httpx.MockTransport(lambda req: httpx.Response(self.status, text=self.body))
         self.http = httpx.AsyncClient(transport=transport)
-        self.source = DcgmSource(cfg.dcgm, self.hub, self.registry, self.clock, self.http)
+        self.source = DcgmSource(cfg.dcgm, hub=self.hub, registry=self.registry, clock=self.clock, http=self.http)
 
     def value(self, metric: str, /, **labels: str) -> float | None:
         return self.registry.get_sample_value(metric, labels)

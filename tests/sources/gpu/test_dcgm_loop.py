@@ -20,9 +20,9 @@ async def test_an_unexpected_scrape_failure_moves_a_counter() -> None:
     reg = CollectorRegistry()
     clock = FakeClock()
     cfg = GpuConfig.model_validate({"nvml": {"enabled": False}, "dcgm": {"enabled": True}})
-    hub = GpuHub(reg, clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs)
+    hub = GpuHub(registry=reg, clock=clock, max_series=cfg.max_series, stale_after_secs=cfg.stale_after_secs)
     async with httpx.AsyncClient(transport=httpx.MockTransport(_boom)) as http:
-        source = DcgmSource(cfg.dcgm, hub, reg, clock, http, ticker=ManualTicker)
+        source = DcgmSource(cfg.dcgm, hub=hub, registry=reg, clock=clock, http=http, ticker=ManualTicker)
 
         def crashes() -> float:
             return reg.get_sample_value("sidecar_component_crashes_total", {"component": source.name}) or 0.0
