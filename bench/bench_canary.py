@@ -51,7 +51,7 @@ def scrape(counts: dict[tuple[str, str], float], clock: FakeClock) -> Batch:
         types=MappingProxyType({}),
         taken_at=clock.monotonic(),
     )
-    return Batch("samples", SOURCE, (snap,), received_at=clock.now(), complete=True)
+    return Batch("scrapes", SOURCE, (snap,), received_at=clock.now(), complete=True)
 
 
 def main() -> None:

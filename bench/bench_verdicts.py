@@ -308,7 +308,7 @@ def run(models: int, repeat: int) -> tuple[float, list[Row], list[Row], list[str
         processes=tuple(GpuProcess("GPU-0", 10_000 + i, 1e9, stub(m, v)) for i, (m, v) in enumerate(keys(models))),
         processes_complete=True,
     )
-    sample = Batch(kind="samples", source="nvml", items=(reading,), received_at=NOW)
+    sample = Batch(kind="gpu_memory", source="nvml", items=(reading,), received_at=NOW)
     memory.on_samples(sample)
     evaluate.append(
         Row("gpu memory: collect sidecar_model_gpu_memory_bytes", median_ms(lambda: generate_latest(registry), repeat))

@@ -17,7 +17,7 @@ import httpx
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
-from sidecar.model import BATCH_KINDS, Batch, BatchKind
+from sidecar.model import BATCH_ITEM_TYPES, BATCH_KINDS, Batch, BatchKind
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
@@ -90,15 +90,33 @@ class Bus:
     the names of those that failed, so a push source can answer its client 500 (and be sent the data again)
     instead of acknowledging what was not taken.
 
+    Each kind carries one item type (``model.BATCH_ITEM_TYPES``): a batch of another type is refused before any
+    subscriber sees it (counted in ``sidecar_bus_batches_refused_total{kind, source}`` and logged, never raised
+    into the publisher). Only the first item is checked, unless ``check_all_items`` (tests, debugging).
+    A subscriber may name the one ``source`` it takes, so no component picks its source itself.
+
     Subscribers must be O(1)-ish per item (append into a bounded window); heavy work belongs in evaluate().
     """
 
-    def __init__(self, registry: CollectorRegistry, logger: logging.Logger | None = None) -> None:
-        self._subs: dict[BatchKind, list[tuple[str, Callable[[Batch], None]]]] = {k: [] for k in BATCH_KINDS}
+    def __init__(
+        self, registry: CollectorRegistry, logger: logging.Logger | None = None, *, check_all_items: bool = False
+    ) -> None:
+        self._subs: dict[BatchKind, list[tuple[str, Callable[[Batch], None], str | None]]] = {
+            k: [] for k in BATCH_KINDS
+        }
         self._log = logger or logging.getLogger("sidecar.bus")
+        self._check_all = check_all_items
+        self._logged_refusals: set[tuple[str, str, str]] = set()  # one log line per (kind, source, type), bounded
         self._published = Counter(
             "sidecar_bus_items",
             "Items published on the internal bus, by kind and source.",
+            ["kind", "source"],
+            registry=registry,
+        )
+        self._refused = Counter(
+            "sidecar_bus_batches_refused",
+            "Batches refused by the bus because their items are not of their kind's type (a publisher's bug; "
+            "no subscriber saw them).",
             ["kind", "source"],
             registry=registry,
         )
@@ -109,17 +127,26 @@ class Bus:
             registry=registry,
         )
 
-    def subscribe(self, kind: BatchKind, name: str, fn: Callable[[Batch], None]) -> None:
-        self._subs[kind].append((name, fn))
+    def subscribe(self, kind: BatchKind, name: str, fn: Callable[[Batch], None], *, source: str | None = None) -> None:
+        """``fn`` gets every batch of ``kind``, or only those published by ``source`` when it is given."""
+        self._subs[kind].append((name, fn, source))
 
     def subscribers(self, kind: BatchKind) -> Sequence[str]:
-        return [n for n, _ in self._subs[kind]]
+        return [n for n, _, _ in self._subs[kind]]
 
     def publish(self, batch: Batch) -> list[str]:
-        """Hand ``batch`` to every subscriber of its kind; returns the names of the subscribers that failed."""
+        """Hand ``batch`` to every subscriber of its kind; returns the names of the subscribers that failed (all
+        those it was meant for when the batch is refused: none of them took it)."""
+        subs = self._subs[batch.kind]
+        wrong = self._wrong_item(batch)
+        if wrong is not None:
+            self._refuse(batch, wrong)
+            return [name for name, _, src in subs if src is None or src == batch.source]
         self._published.labels(batch.kind, batch.source).inc(len(batch.items))
         failed: list[str] = []
-        for name, fn in self._subs[batch.kind]:
+        for name, fn, src in subs:
+            if src is not None and src != batch.source:
+                continue
             try:
                 fn(batch)
             except Exception:
@@ -127,6 +154,29 @@ class Bus:
                 self._log.exception("subscriber %s failed on a %s batch", name, batch.kind)
                 failed.append(name)
         return failed
+
+    def _wrong_item(self, batch: Batch) -> object | None:
+        """The first item not of the kind's type (only the first item is looked at, unless checking all)."""
+        want = BATCH_ITEM_TYPES[batch.kind]
+        items = batch.items if self._check_all else batch.items[:1]
+        return next((item for item in items if not isinstance(item, want)), None)
+
+    def _refuse(self, batch: Batch, item: object) -> None:
+        self._refused.labels(batch.kind, batch.source).inc()
+        key = (batch.kind, batch.source, type(item).__name__)
+        if key in self._logged_refusals or len(self._logged_refusals) >= _MAX_LOGGED_REFUSALS:
+            return  # said once already (or too many distinct ones): the counter still counts each
+        self._logged_refusals.add(key)
+        self._log.error(
+            "refused a %s batch from %s: it carries %s, the kind carries %s only",
+            batch.kind,
+            batch.source,
+            type(item).__name__,
+            BATCH_ITEM_TYPES[batch.kind].__name__,
+        )
+
+
+_MAX_LOGGED_REFUSALS = 64  # distinct (kind, source, type) refusals logged once each; beyond, only counted
 
 
 @dataclass

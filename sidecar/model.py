@@ -13,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from sidecar.facts import NO_FACTS, Facts, FactValue
 
 __all__ = [
+    "BATCH_ITEM_TYPES",
+    "BATCH_KINDS",
     "Batch",
     "BatchKind",
     "Change",
@@ -108,7 +110,7 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class SeriesSnapshot:
-    """One good scrape of a Prometheus target, whole (a ``samples`` batch with ``complete=True``).
+    """One good scrape of a Prometheus target, whole (a ``scrapes`` batch with ``complete=True``).
 
     ``samples`` are ``(name, raw label string, value)`` as the exposition parser yields them (label strings are
     parsed once per distinct string, not per sample); ``parsed`` maps each raw label string of this scrape to
@@ -131,7 +133,7 @@ _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
 @dataclass(frozen=True, slots=True)
 class GpuSnapshot:
-    """What a GPU source (NVML, dcgm-exporter) saw in one sample (a ``samples`` batch from that source).
+    """What a GPU source (NVML, dcgm-exporter) saw in one sample (a ``gpu_snapshots`` batch from that source).
 
     ``sampled`` False carries only ``detail`` (a failed scrape, a source starting): readiness text changes,
     the data the source last sent stays until it goes stale.
@@ -156,7 +158,7 @@ class GpuProcess:
 
 @dataclass(frozen=True, slots=True)
 class GpuMemoryReading:
-    """The memory view of one NVML sample, published in the same ``samples`` batch as its ``GpuSnapshot``.
+    """The memory view of one NVML sample, published as a ``gpu_memory`` batch right after its ``GpuSnapshot``.
 
     ``used`` is the memory used per GPU (uuid -> bytes); ``processes`` the compute processes of every GPU read.
     ``processes_complete`` is False when the process table of some GPU could not be read (or reading it is
@@ -178,9 +180,10 @@ class GpuIdentity:
     source: str
 
 
-# events: Event; spans: SpanRecord; samples: Sample; changes: Change; gpus: GpuIdentity.
-BatchKind = Literal["events", "spans", "samples", "changes", "gpus"]
-BATCH_KINDS: tuple[BatchKind, ...] = ("events", "spans", "samples", "changes", "gpus")
+# One item type per kind (``BATCH_ITEM_TYPES``, after ``Change`` below, is the table ``Bus.publish`` holds
+# publishers to): a subscriber takes a kind and never filters its items by type.
+BatchKind = Literal["events", "spans", "samples", "scrapes", "gpu_snapshots", "gpu_memory", "changes", "gpus"]
+BATCH_KINDS: tuple[BatchKind, ...] = get_args(BatchKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,3 +247,19 @@ class Change:
     link: str | None = None
     source: str = "api"  # api | triton_repository
     id: str = ""
+
+
+# What each batch kind carries: a closed set, one item type per kind (``Bus.publish`` refuses a batch whose
+# items are of another type, so no subscriber filters with ``isinstance``).
+BATCH_ITEM_TYPES: Mapping[BatchKind, type] = MappingProxyType(
+    {
+        "events": Event,
+        "spans": tuple,  # span records (``SpanRecord``, built and read by sidecar/records.py)
+        "samples": Sample,  # the Triton model API's poll (model states, statistics, configs)
+        "scrapes": SeriesSnapshot,  # one good Prometheus scrape of Triton, whole; a failed scrape: no item
+        "gpu_snapshots": GpuSnapshot,  # what one GPU source (NVML, dcgm-exporter) saw in one sample
+        "gpu_memory": GpuMemoryReading,  # the memory view of one NVML sample, published after its snapshot
+        "changes": Change,
+        "gpus": GpuIdentity,  # the GPU state's merged view, whole
+    }
+)

@@ -153,10 +153,9 @@ class GpuMemoryByModel:
             self._set("process", per)
 
     def on_samples(self, batch: Batch) -> None:
-        """The bus subscriber: the ``GpuMemoryReading`` an NVML sample carries beside its snapshot."""
+        """The bus subscriber (kind ``gpu_memory``): the ``GpuMemoryReading`` of each NVML sample."""
+        item: GpuMemoryReading
         for item in batch.items:
-            if not isinstance(item, GpuMemoryReading):
-                continue  # GPU snapshots, Triton scrapes and model statistics share the kind
             if item.processes_complete:
                 self.observe_processes(item.processes)
             if item.used:

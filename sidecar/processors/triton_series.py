@@ -1,4 +1,4 @@
-"""Turns each published Triton scrape into per model/version SLIs (the ``samples`` subscriber).
+"""Turns each published Triton scrape into per model/version SLIs (the ``scrapes`` subscriber).
 
 The Triton source only scrapes and publishes a ``SeriesSnapshot`` per good scrape (and an empty complete batch
 when a scrape fails); this processor groups it by model/version, feeds the deriver, joins ``nv_gpu_*`` series
@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 
 from sidecar.clock import Clock
 from sidecar.component import Passive, Role
-from sidecar.model import Batch, GpuIdentity, SeriesSnapshot
+from sidecar.model import Batch, SeriesSnapshot
 from sidecar.processors.derive import Deriver
 from sidecar.processors.triton_snapshot import snapshot_models
 
@@ -76,13 +76,12 @@ class TritonSeries(Passive):
     # -- bus subscribers --------------------------------------------------------------------------------------
     def on_samples(self, batch: Batch) -> None:
         if batch.source != self.source:
-            return  # another target's series (GPU samples share the kind)
-        snaps = [s for s in batch.items if isinstance(s, SeriesSnapshot)]
-        if not snaps:
+            return  # another target's scrapes
+        if not batch.items:
             if batch.complete:  # the scrape failed: nothing is known now
                 self.deriver.mark_stale()
             return
-        snap = snaps[-1]
+        snap: SeriesSnapshot = batch.items[-1]  # a "scrapes" batch carries SeriesSnapshot only (Bus.publish)
         models, passthrough, refused = snapshot_models(snap, self.max_models)
         if refused:
             self._models_refused.inc(refused)
@@ -95,11 +94,7 @@ class TritonSeries(Passive):
 
     def on_gpus(self, batch: Batch) -> None:
         """Each batch is the GPU state's whole current view (``complete``)."""
-        self._gpu_labels = {
-            g.uuid: {"index": g.index, "name": g.name, "source": g.source}
-            for g in batch.items
-            if isinstance(g, GpuIdentity)
-        }
+        self._gpu_labels = {g.uuid: {"index": g.index, "name": g.name, "source": g.source} for g in batch.items}
 
     def gpu_labels(self) -> dict[str, dict[str, str]]:
         return self._gpu_labels

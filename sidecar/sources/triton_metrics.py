@@ -145,7 +145,7 @@ class TritonMetricsSource(Polled):
     def _publish(self, snap: SeriesSnapshot | None) -> None:
         failed = self.bus.publish(
             Batch(
-                kind="samples",
+                kind="scrapes",
                 source=self.name,
                 items=(snap,) if snap else (),
                 received_at=self.clock.now(),

@@ -100,11 +100,10 @@ class GpuHub(Passive):
                     parts.append(f"{src}: {st.detail}")
         return Readiness(ok=True, detail="; ".join(parts) if parts else "no GPU source enabled")
 
-    # -- the bus subscriber (kind "samples" from the GPU sources) --------------------------------------------
+    # -- the bus subscriber (kind "gpu_snapshots" from the GPU sources) --------------------------------------
     def on_samples(self, batch: Batch) -> None:
+        snap: GpuSnapshot
         for snap in batch.items:
-            if not isinstance(snap, GpuSnapshot):
-                continue  # another target's series (a Triton scrape shares the kind)
             if snap.sampled:
                 self.publish(batch.source, snap.samples, snap.gpus, visible=snap.visible, detail=snap.detail)
             else:

@@ -28,7 +28,7 @@ def build(ctx: Context) -> list[Any]:
         if cfg.spans:
             ctx.bus.subscribe("spans", comp.name, comp.observe)
         if triton:
-            ctx.bus.subscribe("samples", comp.name, comp.observe)
+            ctx.bus.subscribe("scrapes", comp.name, comp.observe, source=TritonMetricsSource.name)
         out.append(comp)
     sanity_cfg = ctx.config.checks.output_sanity
     if sanity_cfg.enabled:

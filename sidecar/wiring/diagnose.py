@@ -36,7 +36,7 @@ def build(ctx: Context) -> list[Any]:
         lookback_secs=changes.poll_interval_secs if changes.poll_repository else 0.0,
     )
     ctx.bus.subscribe("changes", "gpu_memory", memory.on_changes)
-    ctx.bus.subscribe("samples", "gpu_memory", memory.on_samples)
+    ctx.bus.subscribe("gpu_memory", "gpu_memory", memory.on_samples)
     traces = cfg.traces
     spans_expected = traces.enabled and (traces.receiver_enabled or traces.file.path is not None)
     diag = Diagnoser(

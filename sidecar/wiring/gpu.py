@@ -41,12 +41,12 @@ def factory(
             logger=log,
             bus=ctx.bus,
         )
-        ctx.bus.subscribe("samples", hub.name, hub.on_samples)
+        ctx.bus.subscribe("gpu_snapshots", hub.name, hub.on_samples)
         sink = BusGpuSink(ctx.bus, ctx.clock)  # the sources publish; the GPU state subscribes
         out: list[Any] = [hub]
         if cfg.nvml.enabled:
-            # Its samples also carry a GpuMemoryReading, which the per-model GPU memory (wiring/diagnose.py)
-            # subscribes to.
+            # It also publishes a GpuMemoryReading per sample (kind gpu_memory), which the per-model GPU memory
+            # (wiring/diagnose.py) subscribes to.
             out.append(
                 NvmlSource(
                     cfg.nvml,

@@ -37,7 +37,7 @@ def triton_pair(
         source=TritonMetricsSource.name,
         logger=log.getChild("triton_series"),
     )
-    bus.subscribe("samples", series.name, series.on_samples)
+    bus.subscribe("scrapes", series.name, series.on_samples, source=TritonMetricsSource.name)
     bus.subscribe("gpus", series.name, series.on_gpus)
     source = TritonMetricsSource(cfg, registry=registry, clock=clock, http=http, bus=bus, logger=log.getChild("triton"))
     return series, source

@@ -8,6 +8,7 @@ from sidecar.checks.batching.check import BatchingAdvisor
 from sidecar.checks.cold_start.check import ColdStartWatch
 from sidecar.checks.tracing_governor.check import TracingGovernor
 from sidecar.component import Context
+from sidecar.sources.triton_model_api import SOURCE as MODEL_API
 from sidecar.sources.triton_model_api import TritonModelApiSource
 from sidecar.sources.triton_trace_control import TritonTraceControl
 
@@ -20,11 +21,11 @@ def build(ctx: Context) -> list[Any]:
     out: list[Any] = []
     if checks.cold_start.enabled:
         cold = ColdStartWatch(checks.cold_start, registry=ctx.registry)
-        ctx.bus.subscribe("samples", cold.name, cold.observe)
+        ctx.bus.subscribe("samples", cold.name, cold.observe, source=MODEL_API)
         out.append(cold)
     if checks.batching.enabled:
         advisor = BatchingAdvisor(checks.batching, registry=ctx.registry)
-        ctx.bus.subscribe("samples", advisor.name, advisor.observe)
+        ctx.bus.subscribe("samples", advisor.name, advisor.observe, source=MODEL_API)
         out.append(advisor)
     model_api = bool(out)
     if checks.tracing_governor.enabled and url:

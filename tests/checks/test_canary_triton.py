@@ -93,7 +93,7 @@ class FakeTriton:
             types=MappingProxyType({}),
             taken_at=clock.monotonic(),
         )
-        return Batch("samples", source, (snap,), received_at=clock.now(), complete=True)
+        return Batch("scrapes", source, (snap,), received_at=clock.now(), complete=True)
 
 
 def make(clock: FakeClock, **cfg: Any) -> tuple[CanaryCheck, CollectorRegistry]:
@@ -251,7 +251,7 @@ def test_a_failed_scrape_is_bridged_by_the_next_good_one(clock: FakeClock) -> No
     clock.advance(15)
     triton.serve("1", 40, 35.0)
     triton.serve("2", 40, 41.0)
-    chk.observe(Batch("samples", SOURCE, (), received_at=clock.now(), complete=True))  # the scrape failed
+    chk.observe(Batch("scrapes", SOURCE, (), received_at=clock.now(), complete=True))  # the scrape failed
     clock.advance(15)
     chk.observe(triton.scrape(clock))
     f = only(chk.evaluate(clock.now()))
@@ -304,7 +304,7 @@ def test_the_wiring_subscribes_the_canary_to_tritons_scrape_only_when_both_are_o
         store=Store(tmp_path / "s.sqlite"),
         factories=[triton_build, canary_build],
     )
-    assert ("canary" in svc.bus.subscribers("samples")) is subscribed
+    assert ("canary" in svc.bus.subscribers("scrapes")) is subscribed
     assert (svc.component("canary").triton is not None) is subscribed
 
 

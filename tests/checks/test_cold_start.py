@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar.alerting.render import finding_text
+from sidecar.checks.batching.check import BatchingAdvisor
 from sidecar.checks.cold_start.check import ColdStartWatch
 from sidecar.checks.cold_start.config import ColdStartConfig
 from sidecar.clock import FakeClock
+from sidecar.config import parse_config
 from sidecar.model import Batch, Sample
+from sidecar.service import Service
+from sidecar.sources.triton_model_api import SOURCE as MODEL_API
+from sidecar.store import Store
+from sidecar.wiring.verdicts import build
 
 
 def poll(states: dict[tuple[str, str], str], stats: dict[tuple[str, str], tuple[float, float]], at: float) -> Batch:
@@ -115,16 +123,28 @@ def test_a_reload_starts_over_and_an_unloaded_version_is_forgotten(clock: FakeCl
     assert reg.get_sample_value("sidecar_cold_start_load_seconds", {"model": "m", "version": "1"}) is None
 
 
-def test_the_watch_ignores_other_sources_and_kinds(clock: FakeClock) -> None:
-    w, _ = watch()
-    w.observe(
-        Batch(
-            kind="samples",
-            source="other",
-            items=(Sample("triton_model_state", (("model", "m"), ("state", "LOADING"), ("version", "1")), 1.0),),
-        )
+def test_the_wiring_gives_the_watch_and_the_advisor_the_model_apis_polls_only(tmp_path: Path) -> None:
+    cfg = parse_config(
+        {
+            "triton": {"http_url": "http://triton:8000"},
+            "checks": {"cold_start": {"enabled": True}, "batching": {"enabled": True}},
+        }
     )
-    assert w.versions == {}
+    svc = Service(
+        cfg, clock=FakeClock(), registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"), factories=[build]
+    )
+    cold, advisor = svc.component("cold_start"), svc.component("batching")
+    assert isinstance(cold, ColdStartWatch) and isinstance(advisor, BatchingAdvisor)
+    items = (
+        Sample("triton_model_state", (("model", "m"), ("state", "LOADING"), ("version", "1")), 1.0),
+        Sample("triton_model_stats", (("model", "m"), ("stat", "inference_count"), ("version", "1")), 3.0),
+        Sample("triton_model_config", (("field", "max_batch_size"), ("model", "m")), 8.0),
+    )
+    assert svc.bus.publish(Batch(kind="samples", source="other", items=items, complete=True)) == []
+    assert cold.versions == {} and advisor.configs == {} and advisor.series == {}
+    assert svc.bus.publish(Batch(kind="samples", source=MODEL_API, items=items, complete=True)) == []
+    assert set(cold.versions) == {("m", "1")} and set(advisor.series) == {("m", "1")}
+    assert advisor.configs == {"m": {"max_batch_size": 8.0}}
 
 
 def test_a_load_that_held_the_index_request_is_timed_from_below(clock: FakeClock) -> None:

@@ -31,7 +31,7 @@ async def test_a_scrape_is_published_as_one_frozen_snapshot_and_a_failure_as_an_
         httpx.Response(200, text=EXPO % (30, 30, 30)),
     ]
     http = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: answers.pop(0)))
-    bus.subscribe("samples", "spy", seen.append)
+    bus.subscribe("scrapes", "spy", seen.append)
     _, src = triton_pair(TritonConfig(metrics_url="http://t/metrics"), registry=reg, clock=clock, http=http, bus=bus)
     assert await src.scrape_once()
     snap = seen[-1].items[0]
@@ -60,5 +60,5 @@ def test_the_processor_ignores_other_sources_samples() -> None:
     bus = Bus(reg)
     series, _ = triton_pair(TritonConfig(), registry=reg, clock=clock, bus=bus, http=httpx.AsyncClient())
     series.deriver.fresh = True
-    bus.publish(Batch(kind="samples", source="nvml", items=(), complete=True))  # a GPU snapshot, not Triton's
+    bus.publish(Batch(kind="scrapes", source="other", items=(), complete=True))  # another target's failed scrape
     assert series.deriver.fresh

@@ -142,13 +142,11 @@ class BatchingAdvisor(Passive):
         )
 
     def observe(self, batch: Batch) -> None:
-        if batch.kind != "samples" or batch.source != "triton_model_api":
-            return
+        """The model API's polls (kind ``samples``; wiring subscribes this to that source only)."""
         stats: dict[tuple[str, str], dict[str, float]] = {}
         configs: dict[str, dict[str, float]] = {}
+        s: Sample
         for s in batch.items:
-            if not isinstance(s, Sample):
-                continue
             lab = dict(s.labels)
             if s.name == "triton_model_stats" and lab.get("stat") in _STATS:
                 stats.setdefault((lab.get("model", ""), lab.get("version", "")), {})[lab["stat"]] = s.value

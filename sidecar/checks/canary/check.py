@@ -130,7 +130,7 @@ class CanaryCheck(Passive):
             self._take_events(batch.items)
         elif batch.kind == "spans" and self.cfg.spans:
             self._take_spans(batch.items)
-        elif batch.kind == "samples" and self.triton is not None:
+        elif batch.kind == "scrapes" and self.triton is not None:
             self._take_triton(batch)
 
     def _take_triton(self, batch: Batch) -> None:

@@ -1,6 +1,6 @@
 """The canary's figures from Triton's own metrics: its per-version counters and, where on, its summaries.
 
-Each published Triton scrape (a ``SeriesSnapshot`` on the bus, kind ``samples``) is grouped by model/version
+Each published Triton scrape (a ``SeriesSnapshot`` on the bus, kind ``scrapes``) is grouped by model/version
 (``processors.triton_snapshot``) and fed to a ``processors.derive.Deriver``, the one that makes the SLI
 gauges: it owns the reset handling (a counter lower than before is a reset and counts from zero, a failed
 scrape keeps the last good one so the next derives over the gap). Every scrape interval of a version becomes
@@ -76,13 +76,13 @@ class TritonIntake:
         """(intervals, versions refused above the cap, intervals dropped for a counter reset)."""
         if batch.source != self.source:
             return [], 0, 0
-        snaps = [s for s in batch.items if isinstance(s, SeriesSnapshot)]
-        if not snaps:
+        if not batch.items:
             if batch.complete:  # the scrape failed: the next good one derives over the gap
                 self.deriver.mark_stale()
             return [], 0, 0
-        models, _, refused = snapshot_models(snaps[-1], self.max_versions)
-        self.deriver.update(models, [], snaps[-1].taken_at)
+        scrape: SeriesSnapshot = batch.items[-1]  # a "scrapes" batch carries SeriesSnapshot only (Bus.publish)
+        models, _, refused = snapshot_models(scrape, self.max_versions)
+        self.deriver.update(models, [], scrape.taken_at)
         self.seq += 1
         out: list[tuple[Key, Interval]] = []
         dropped = 0

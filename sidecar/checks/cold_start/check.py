@@ -82,14 +82,12 @@ class ColdStartWatch(Passive):
 
     # -- observe ---------------------------------------------------------------------------------------------
     def observe(self, batch: Batch) -> None:
-        if batch.kind != "samples" or batch.source != "triton_model_api":
-            return
+        """The model API's polls (kind ``samples``; wiring subscribes this to that source only)."""
         states: dict[tuple[str, str], str] = {}
         stats: dict[tuple[str, str], dict[str, float]] = {}
         index_secs = 0.0
+        s: Sample
         for s in batch.items:
-            if not isinstance(s, Sample):
-                continue
             lab = dict(s.labels)
             key = (lab.get("model", ""), lab.get("version", ""))
             if s.name == "triton_model_state":

@@ -1,8 +1,8 @@
-"""How the GPU sources hand their samples on: as ``GpuSnapshot`` batches on the bus.
+"""How the GPU sources hand their samples on: as ``gpu_snapshots`` batches on the bus.
 
 The sources call the three methods of ``GpuSink``; in the service that sink is ``BusGpuSink``, and the GPU state
-(``state/gpus.py``) subscribes to ``samples`` batches from the GPU sources. The NVML source's memory view of a
-sample (``GpuMemoryReading``) travels in the same batch, after the snapshot, for the per-model GPU memory.
+(``state/gpus.py``) subscribes to ``gpu_snapshots``. The NVML source's memory view of a sample
+(``GpuMemoryReading``) follows its snapshot as a ``gpu_memory`` batch, for the per-model GPU memory.
 Unit tests may hand a source the GPU state itself, which has the same three methods.
 """
 
@@ -42,10 +42,12 @@ class BusGpuSink:
         self.clock = clock
 
     def _send(self, source: str, snap: GpuSnapshot, reading: GpuMemoryReading | None = None) -> None:
-        items: tuple[Any, ...] = (snap,) if reading is None else (snap, reading)
+        at = self.clock.now()
         self.bus.publish(
-            Batch(kind="samples", source=source, items=items, received_at=self.clock.now(), complete=snap.sampled)
+            Batch(kind="gpu_snapshots", source=source, items=(snap,), received_at=at, complete=snap.sampled)
         )
+        if reading is not None:
+            self.bus.publish(Batch(kind="gpu_memory", source=source, items=(reading,), received_at=at, complete=True))
 
     def register_source(self, source: str) -> None:
         self._send(source, GpuSnapshot((), MappingProxyType({}), 0, "not sampled yet", sampled=False))

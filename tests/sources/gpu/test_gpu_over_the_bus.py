@@ -32,14 +32,14 @@ async def test_dcgm_snapshots_reach_the_gpu_state_over_the_bus() -> None:
     reg = CollectorRegistry()
     svc = Service(cfg, clock=FakeClock(), http=http, registry=reg, store=Store(":memory:"), factories=[gpu_build])
     seen: list[Batch] = []
-    svc.bus.subscribe("samples", "spy", seen.append)
+    svc.bus.subscribe("gpu_snapshots", "spy", seen.append)
     try:
         assert await svc.component("gpu_dcgm").scrape_once() > 0
         snap = seen[-1].items[0]
         assert seen[-1].source == "dcgm" and isinstance(snap, GpuSnapshot) and snap.visible == 2
         assert reg.get_sample_value("sidecar_gpu_visible_devices", {"source": "dcgm"}) == 2
         # The source announced itself when built, then sent one snapshot.
-        assert reg.get_sample_value("sidecar_bus_items_total", {"kind": "samples", "source": "dcgm"}) == 2
+        assert reg.get_sample_value("sidecar_bus_items_total", {"kind": "gpu_snapshots", "source": "dcgm"}) == 2
         status[0] = 503  # a failed scrape sends only its reason: readiness says it, the data stays until stale
         await svc.component("gpu_dcgm").scrape_once()
         assert seen[-1].items[0].sampled is False
