@@ -22,6 +22,7 @@ the environment (``user_id_key_env``), never stored as sent.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import logging
@@ -36,7 +37,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
 from sidecar.component import Role
-from sidecar.model import Batch, Event, Span
+from sidecar.model import Batch, Event, Span, SpanEvent
 from sidecar.polled import Polled, TickerFactory
 from sidecar.processors.request_records_config import RequestRecordsConfig
 from sidecar.processors.stages import stage_durations
@@ -67,6 +68,34 @@ def _first(attrs: Mapping[str, object], keys: Sequence[str]) -> object | None:
         if k in attrs:
             return attrs[k]
     return None
+
+
+_KEPT_ATTRS = frozenset((*_HTTP_KEYS, *_GRPC_KEYS, *_RULE_KEYS, *_BUCKET_KEYS, *_REQUEST_ID_KEYS))
+_KEPT_ATTRS |= {"triton.model_name", "triton.model_version"}
+_KEPT_CHARS = 200  # a kept attribute's text, as much as a record shows of it
+_REASON_CHARS = 1000
+
+
+def _slim_span(s: Span) -> Span:
+    """What a pending join needs of a span: the attributes a record reads (text cut to ``_KEPT_CHARS``), event
+    names and times (stage durations), status; a caller's span can carry megabytes of attributes, and up to
+    ``max_pending`` of them wait at once."""
+    attrs = {
+        # Request ids are join keys: kept whole (within traces.limits.max_value_chars, like every value).
+        k: v[:_KEPT_CHARS] if isinstance(v, str) and k not in _REQUEST_ID_KEYS else v
+        for k, v in s.attributes.items()
+        if k in _KEPT_ATTRS
+    }
+    events = tuple(SpanEvent(e.name, e.time_unix_nano, {}) if e.attributes else e for e in s.events)
+    return dataclasses.replace(s, attributes=attrs, events=events, status_message=s.status_message[:_REASON_CHARS])
+
+
+def _slim_event(e: Event) -> Event:
+    """What a pending join needs of an event: not its features (up to ``events.max_features_per_event``)."""
+    if not e.features and len(e.fields) <= 2:
+        return e
+    kept = {k: v for k in ("http_status", "grpc_code") if (v := e.fields.get(k)) is not None}
+    return dataclasses.replace(e, features={}, fields=kept)
 
 
 def _int(v: object) -> int | None:
@@ -176,7 +205,7 @@ class RequestRecords(Polled):
                 if isinstance(e, Event) and (e.trace_id or e.request_id):
                     key = e.trace_id or self._alias.get(f"r:{e.request_id}") or f"r:{e.request_id}"
                     p = self._get(key, out)
-                    p.event = e
+                    p.event = _slim_event(e)
                     self._check(key, p, out)
             self._sweep(out)
         self._emit(out)
@@ -192,7 +221,7 @@ class RequestRecords(Polled):
         return p
 
     def _add_span(self, r: Record, out: list[Any]) -> str:
-        s = to_span(r)
+        s = _slim_span(to_span(r))
         key = s.trace_id
         if r[MODEL] is None and r[NAME] not in _TRITON_NAMES:
             p = self._get(key, out)
