@@ -129,3 +129,22 @@ def test_a_delivery_failure_row_shows_its_attempts_alertmanager_and_reason() -> 
     html = TestClient(create_app(svc)).get("/audit", params={"kind": "alert_delivery_failed"}).text
     assert 'data-id="df-1"' in html and "WerHigh" in html
     assert "3 attempts to http://am-0:9093" in html and "invalid label set" in html
+
+
+def test_the_audit_url_of_a_unicode_model_opens_a_page_with_its_rows() -> None:
+    from sidecar.alerting.config import TemplatesConfig
+    from sidecar.alerting.render.annotations import Annotator
+    from sidecar.model import Finding
+
+    svc = _svc()
+    svc.component("audit").record("request", "accented", NOW - 10, {"model": "modèle", "version": "2"})
+    svc.component("audit").record("request", "plain", NOW - 5, {"model": "model", "version": "2"})
+    a = Annotator(
+        TemplatesConfig(), registry=CollectorRegistry(), runbook_base="", dashboard_base=None, sidecar_url="http://s"
+    )
+    f = Finding(check="ctr_mean", kind="business", active=True, severity="warning", labels={}, value=0.1)
+    url = urlsplit(a.annotate(f, {"model": "modèle", "version": "2"}, [])["audit_url"])
+    r = TestClient(create_app(svc)).get(f"{url.path}?{url.query}")
+    assert r.status_code == 200
+    assert 'data-id="accented"' in r.text and 'data-id="plain"' not in r.text
+    assert "answered 400" not in r.text
