@@ -29,7 +29,6 @@ __all__ = [
     "FactValue",
     "Facts",
     "OutputSanityFacts",
-    "TracingFacts",
 ]
 
 FactValue = float | int | str | None
@@ -180,37 +179,60 @@ class BusinessFacts(Facts):
     min_baseline_coverage: float | None = None
 
 
-# ---- the other kinds: the named fields each check sets, the rest in ``extra`` ----------------------------------
+# ---- verdicts ------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class CanaryFacts(Facts):
-    """A canary verdict: which aspects are worse (``worse``, comma-separated), per-aspect numbers in ``extra``
-    as ``<aspect>.<name>``."""
+    """A canary verdict (``worse`` | ``ok`` | ``insufficient``): the aspects found worse (comma-separated) and,
+    per aspect, its numbers in ``extra`` as ``<aspect>.<name>`` (base, cand, diff, q, n_base, n_cand, ...)."""
 
-    verdict: str = ""
-    worse: str = ""
+    verdict: str
+    worse: str
+    latency_source: str
+    min_samples: int
+    alpha: float
+    min_intervals: int
+    runbook: str
     extra: Mapping[str, FactValue] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True, slots=True)
 class OutputSanityFacts(Facts):
-    """An output-sanity finding: ``count`` of ``n`` outputs failed ``test`` in the window."""
+    """An output-sanity finding: ``count`` of ``n`` outputs (of ``total`` events) failed ``test`` in the window;
+    ``dominant`` the value a collapsed output sits on; ids of example requests and traces."""
 
-    test: str
+    test: str  # nonfinite | all_zero | out_of_range | collapsed
+    total: int
     n: int
-    count: int | None = None
-    outputs: str = "score"
-    min_samples: int | None = None
-    extra: Mapping[str, FactValue] = field(default_factory=lambda: _EMPTY)
+    count: int
+    ratio: float | None
+    outputs: str
+    min_samples: int
+    runbook: str
+    dominant: str | None = None
+    range_min: float | None = None
+    range_max: float | None = None
+    sample_trace_ids: str = ""
+    sample_request_ids: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class ColdStartFacts(Facts):
-    """A cold-start finding: a load time (``phase`` loading | loaded) or first-requests latency."""
+    """A cold-start finding: a load time (``phase`` loading | loaded) or the first requests' latency against
+    the steady p99 (``phase`` first_requests)."""
 
     phase: str
-    extra: Mapping[str, FactValue] = field(default_factory=lambda: _EMPTY)
+    runbook: str
+    load_secs: float | None = None
+    max_load_secs: float | None = None
+    lower_bound: str | None = None  # yes | no: Triton held the index request for the whole load
+    first_requests: int | None = None
+    first_mean_s: float | None = None
+    factor: float | None = None
+    steady_intervals: int | None = None
+    steady_p99_s: float | None = None
+    ratio: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,20 +240,24 @@ class BatchingFacts(Facts):
     """A batching-advisor finding: its ``verdict`` and the traffic and config it judged."""
 
     verdict: str
-    extra: Mapping[str, FactValue] = field(default_factory=lambda: _EMPTY)
-
-
-@dataclass(frozen=True, slots=True)
-class TracingFacts(Facts):
-    """A tracing-governor finding."""
-
-    extra: Mapping[str, FactValue] = field(default_factory=lambda: _EMPTY)
+    rate: float
+    fill: float
+    queue_us: float
+    delay_us: float | None
+    target: int
+    max_batch_size: int
+    suggested_delay_us: float | None
+    requests: int
+    min_requests: int
+    runbook: str
 
 
 @dataclass(frozen=True, slots=True)
 class DiagnosisFacts(Facts):
-    """A diagnosis: its code, runbook and the rule's numbers."""
+    """A diagnosis: its code, the rule's statement of the problem and of what to do, and the rule's numbers."""
 
     diagnosis: str
+    problem: str = ""
+    action: str = ""
     runbook: str = "Diagnosis.md"
     extra: Mapping[str, FactValue] = field(default_factory=lambda: _EMPTY)

@@ -15,6 +15,7 @@ from sidecar.component import Readiness, Role
 from sidecar.diagnose.config import DiagnoseConfig
 from sidecar.diagnose.observe import Probe, probe_triton
 from sidecar.diagnose.rules import CODES, Diagnosis, Inputs, diagnose
+from sidecar.facts import DiagnosisFacts
 from sidecar.model import Batch, Finding
 from sidecar.polled import Polled, TickerFactory
 
@@ -162,7 +163,7 @@ class Diagnoser(Polled):
                     active=False,
                     value=0.0,
                     evaluated_at=now,
-                    summary=f"{code}: resolved",
+                    facts=DiagnosisFacts(diagnosis=code),
                 )
             )
             if model:
@@ -182,9 +183,7 @@ class Diagnoser(Polled):
             active=active,
             value=1.0,
             evaluated_at=now,
-            summary=d.problem,
-            description=f"What to do: {d.action}.",
-            facts=dict(d.facts, diagnosis=d.code, runbook="Diagnosis.md"),
+            facts=DiagnosisFacts(diagnosis=d.code, problem=d.problem, action=d.action, extra=dict(d.facts)),
         )
 
     def readiness(self) -> Readiness:

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from waiting import wait_until
 
+from sidecar.alerting.render import finding_text
 from sidecar.cli import main
 from sidecar.clock import SystemClock
 from sidecar.demo.tritonserver import TritonServer, free_port
@@ -75,7 +76,9 @@ async def test_metrics_url_on_the_http_port_is_a_404_diagnosis(demo_triton: Trit
     assert probe.status == 404
     (f,) = diag.evaluate(0.0)
     assert f.active and f.kind == "diagnosis" and f.labels == {"alertname": "Diagnosis", "diagnosis": "metrics_404"}
-    assert "answers 404: Triton started without --allow-metrics or with a different --metrics-port" in f.summary
+    assert (
+        "answers 404: Triton started without --allow-metrics or with a different --metrics-port" in finding_text(f)[0]
+    )
     assert registry.get_sample_value("sidecar_diagnose_probes_total", {"result": "http_status"}) == 1
 
 
@@ -106,7 +109,7 @@ async def test_one_busy_python_instance_with_a_growing_queue(plain_triton: Trito
             t.join()
     assert [(f.labels["model"], f.labels["version"]) for f in found] == [("slow", "1")]
     assert found[0].facts["busy_ratio"] >= 0.9
-    assert "raise instance_group count" in found[0].description
+    assert "raise instance_group count" in finding_text(found[0])[1]
 
 
 def _config(tmp_path: Path, server: TritonServer, traces: bool) -> str:

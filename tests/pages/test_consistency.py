@@ -35,10 +35,12 @@ from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting
 from sidecar.wiring.business import build as business
 from sidecar.wiring.canary import build as canary
+from sidecar.wiring.diagnose import build as diagnose
 from sidecar.wiring.events import build as events
 from sidecar.wiring.pages import factories
 
 AM = "http://alertmanager.example:9093"
+HOOK = "http://hooks.example/sidecar"
 T0 = 1_800_000_000.0 - 1_800_000_000.0 % 1800  # a boundary of every scale (60, 300, 1800 s)
 REF_N, BLOCK_N = 1000, 400
 
@@ -66,6 +68,7 @@ class Sidecar:
     def __init__(self, tmp: Path, raw: dict[str, Any], extra: list[Any] | None = None) -> None:
         self.clock = FakeClock(T0)
         self.posted: list[dict[str, Any]] = []
+        self.webhook: list[dict[str, Any]] = []
         cfg = parse_config({**raw, "alerting": {"enabled": True, "alertmanager": {"urls": [AM]}}})
         drift_f, pages_f = factories()
         self.svc = Service(
@@ -86,7 +89,10 @@ class Sidecar:
         if str(request.url) == f"{AM}/api/v2/alerts":
             self.posted.extend(json.loads(request.content))
             return httpx.Response(200, json={})
-        return httpx.Response(404)
+        if str(request.url) == HOOK:
+            self.webhook.append(json.loads(request.content))
+            return httpx.Response(200, json={})
+        return httpx.Response(404)  # Triton too: its metrics endpoint answers 404
 
     def post(self, evs: list[dict[str, Any]]) -> None:
         for i in range(0, len(evs), 500):
@@ -319,7 +325,7 @@ def test_a_resolved_drift_alert_is_resolved_on_every_screen(firing: tuple[DriftS
     assert posted["annotations"] == alert["annotations"]
     row = _row_with(_alert_rows(s.alerts, "resolved"), "FeatureDrifting", 'feature="x"')
     assert _when(alert["startsAt"]) in row.text() and _when(alert["endsAt"]) in row.text()
-    assert not _alert_rows(s.alerts, "firing")
+    assert not _alert_rows(s.alerts, "firing"), [a["annotations"]["summary"] for a in s.api]
     assert "FeatureDrifting" not in s.status.by_id("alerts").text()  # `/` lists active and pending alerts only
     card = s.status.by_id("drift")
     assert all("x" not in [td.text() for td in tr.find_all("td")[2:3]] for tr in card.find_all("tr"))
@@ -467,3 +473,31 @@ def test_an_output_sanity_finding_reads_the_same_everywhere(verdicts: Sidecar) -
     assert "200 of 200 (100.0%)" in alert["annotations"]["summary"]
     row = _row_with(s.status.by_id("verdicts").find_all("tr"), "output sanity", "ctr 2")
     assert row.find(cls="badge").text() == "suspect" and "all_zero" in row.text()
+
+
+def test_a_diagnosis_reads_the_same_everywhere_and_in_the_webhook_body(tmp_path: Path) -> None:
+    side = Sidecar(
+        tmp_path,
+        {
+            "triton": {"enabled": True, "metrics_url": "http://triton.example:8002/metrics"},
+            "webhooks": [{"name": "ops", "url": HOOK, "secret": "s3cret"}],
+        },
+        extra=[diagnose],
+    )
+    try:
+        asyncio.run(side.svc.component("diagnose").probe_once())  # Triton's metrics answer 404
+        side.evaluate_at(T0 + 30)
+        asyncio.run(side.svc.component("webhook_ops").sender.drain_now())
+        s = side.screens()
+        alert = _alert(s, "Diagnosis", diagnosis="metrics_404")
+        _same_everywhere(s, alert, "firing")
+        [body] = side.webhook
+        assert body["kind"] == "diagnosis" and body["labels"]["diagnosis"] == "metrics_404"
+        # The webhook quotes the finding's words, the alert wraps the same words in its template.
+        assert body["summary"] and body["summary"] in alert["annotations"]["summary"]
+        assert body["description"] and body["description"] in alert["annotations"]["description"]
+        assert body["facts"]["problem"] == body["summary"]
+        # `/`'s diagnoses card says the same problem.
+        assert body["summary"] in s.status.by_id("diagnoses").text()
+    finally:
+        side.close()

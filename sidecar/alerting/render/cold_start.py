@@ -45,7 +45,7 @@ def render(f: Finding) -> FindingText:
         return summary, description
     n = facts.get("first_requests")
     first = _num(facts.get("first_mean_s"))
-    if f.insufficient_data or "steady_p99_s" not in facts:
+    if f.insufficient_data or facts.get("steady_p99_s") is None:
         return (
             f"{who} first {n} requests: not enough steady traffic yet",
             f"The first {n} requests of {who} averaged {_ms(first)}; the steady reference needs 3 poll "

@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from sidecar.checks.batching.config import BatchingConfig
 from sidecar.component import Passive, Role
+from sidecar.facts import BatchingFacts
 from sidecar.model import Batch, Finding, Sample
 
 __all__ = ["Advice", "BatchingAdvisor", "advise"]
@@ -234,17 +235,17 @@ class BatchingAdvisor(Passive):
             evaluated_at=now,
             insufficient_data=adv.verdict == "insufficient",
             for_secs=0.0,
-            facts={
-                "verdict": adv.verdict,
-                "rate": adv.rate,
-                "fill": adv.fill,
-                "queue_us": adv.queue_us,
-                "delay_us": adv.delay_us,
-                "target": adv.target,
-                "max_batch_size": adv.max_batch_size,
-                "suggested_delay_us": adv.suggested_delay_us,
-                "requests": adv.requests,
-                "min_requests": self.cfg.min_requests,
-                "runbook": "BatchingAdvice.md",
-            },
+            facts=BatchingFacts(
+                verdict=adv.verdict,
+                rate=adv.rate,
+                fill=adv.fill,
+                queue_us=adv.queue_us,
+                delay_us=adv.delay_us,
+                target=adv.target,
+                max_batch_size=adv.max_batch_size,
+                suggested_delay_us=adv.suggested_delay_us,
+                requests=adv.requests,
+                min_requests=self.cfg.min_requests,
+                runbook="BatchingAdvice.md",
+            ),
         )

@@ -30,6 +30,7 @@ from sidecar.checks.canary.windows import PairResult, VersionWindows, version_ke
 from sidecar.checks.stats.core import benjamini_hochberg
 from sidecar.clock import Clock
 from sidecar.component import Passive, Role
+from sidecar.facts import CanaryFacts
 from sidecar.model import Batch, Event, Finding
 from sidecar.records import END, MODEL, NAME, START, STATUS
 
@@ -310,17 +311,9 @@ class CanaryCheck(Passive):
         self._exported_samples = set(samples)
 
     def _finding(self, r: PairResult, now: float) -> Finding:
-        facts: dict[str, float | int | str | None] = {
-            "verdict": r.verdict,
-            "worse": ",".join(a.aspect for a in r.aspects if a.worse),
-            "latency_source": r.latency_source,
-            "min_samples": self.cfg.min_samples,
-            "alpha": self.cfg.alpha,
-            "min_intervals": self.cfg.min_intervals,
-            "runbook": f"{ALERTNAME}.md",
-        }
+        per_aspect: dict[str, float | int | str | None] = {}
         for a in r.aspects:
-            facts |= {
+            per_aspect |= {
                 f"{a.aspect}.base": a.base,
                 f"{a.aspect}.cand": a.cand,
                 f"{a.aspect}.diff": a.diff,
@@ -328,7 +321,17 @@ class CanaryCheck(Passive):
                 f"{a.aspect}.n_base": a.n_base,
                 f"{a.aspect}.n_cand": a.n_cand,
             }
-            facts |= {f"{a.aspect}.{k}": x for k, x in a.detail.items()}
+            per_aspect |= {f"{a.aspect}.{k}": x for k, x in a.detail.items()}
+        facts = CanaryFacts(
+            verdict=r.verdict,
+            worse=",".join(a.aspect for a in r.aspects if a.worse),
+            latency_source=r.latency_source,
+            min_samples=self.cfg.min_samples,
+            alpha=self.cfg.alpha,
+            min_intervals=self.cfg.min_intervals,
+            runbook=f"{ALERTNAME}.md",
+            extra=per_aspect,
+        )
         tested = [a for a in r.aspects if a.tested]
         return Finding(
             check=self.name,

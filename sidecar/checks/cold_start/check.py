@@ -15,12 +15,13 @@ import math
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prometheus_client import CollectorRegistry, Gauge
 
 from sidecar.checks.cold_start.config import ColdStartConfig
 from sidecar.component import Passive, Role
+from sidecar.facts import ColdStartFacts
 from sidecar.model import Batch, Finding, Sample
 
 __all__ = ["ColdStartWatch"]
@@ -195,13 +196,13 @@ class ColdStartWatch(Passive):
             severity="warning",
             evaluated_at=now,
             for_secs=0.0,
-            facts={
-                "phase": phase,
-                "load_secs": secs,
-                "max_load_secs": bound,
-                "lower_bound": "yes" if v.lower_bound and phase == "loaded" else "no",
-                "runbook": "ColdStartLoad.md",
-            },
+            facts=ColdStartFacts(
+                phase=phase,
+                load_secs=secs,
+                max_load_secs=bound,
+                lower_bound="yes" if v.lower_bound and phase == "loaded" else "no",
+                runbook="ColdStartLoad.md",
+            ),
         )
 
     def _first_finding(self, v: _Version, labels: dict[str, str], now: float) -> Finding | None:
@@ -209,14 +210,14 @@ class ColdStartWatch(Passive):
         if v.first_mean_s is None or now - v.first_at > self.cfg.hold_secs:
             return None
         k = self.cfg.slowdown_factor
-        facts: dict[str, float | int | str | None] = {
-            "phase": "first_requests",
-            "first_requests": v.first_n,
-            "first_mean_s": v.first_mean_s,
-            "factor": k,
-            "steady_intervals": len(v.steady),
-            "runbook": "ColdStartFirstRequests.md",
-        }
+        facts = ColdStartFacts(
+            phase="first_requests",
+            first_requests=v.first_n,
+            first_mean_s=v.first_mean_s,
+            factor=k,
+            steady_intervals=len(v.steady),
+            runbook="ColdStartFirstRequests.md",
+        )
         if len(v.steady) < 3:
             return Finding(
                 check="cold_start_first_requests",
@@ -245,5 +246,5 @@ class ColdStartWatch(Passive):
             severity="warning",
             evaluated_at=now,
             for_secs=0.0,
-            facts={**facts, "steady_p99_s": p99, "ratio": ratio},
+            facts=replace(facts, steady_p99_s=p99, ratio=ratio),
         )

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from sidecar.checks.output_sanity.config import ModelOutputsConfig, OutputSanityConfig
 from sidecar.clock import Clock
 from sidecar.component import Passive, Role
+from sidecar.facts import OutputSanityFacts
 from sidecar.model import Batch, Event, Finding
 
 __all__ = ["ALERTNAME", "TESTS", "OutputSanityCheck"]
@@ -212,17 +213,11 @@ class OutputSanityCheck(Passive):
         for test in TESTS:
             if test == "out_of_range" and mcfg.range is None:
                 continue
-            facts: dict[str, float | int | str | None] = {
-                "test": test,
-                "total": total,
-                "outputs": ",".join(mcfg.outputs),
-                "runbook": f"{ALERTNAME}.md",
-                "min_samples": cfg.min_samples,
-            }
+            dominant_text: str | None = None
             if test == "collapsed":
                 dominant, count = values.most_common(1)[0] if values else ((), 0)
                 n, threshold, need = finite, cfg.collapsed_ratio, cfg.min_samples
-                facts["dominant"] = ",".join(f"{v:g}" for v in dominant)
+                dominant_text = ",".join(f"{v:g}" for v in dominant)
             else:
                 count, n = hits[test], total
                 need = cfg.min_samples if test == "all_zero" else 1
@@ -231,18 +226,25 @@ class OutputSanityCheck(Passive):
                     "all_zero": cfg.zero_max_ratio,
                     "out_of_range": cfg.out_of_range_max_ratio,
                 }[test]
-            if test == "out_of_range" and mcfg.range is not None:
-                facts |= {"range_min": mcfg.range.min, "range_max": mcfg.range.max}
+            rng = mcfg.range if test == "out_of_range" else None
             ratio = count / n if n else None
             examples = [e for e in s.examples.get(test, ()) if e[0] >= t0] if test != "collapsed" else []
             traces = [t for _, t, _ in examples if t]
-            facts |= {
-                "count": count,
-                "n": n,
-                "ratio": ratio,
-                "sample_trace_ids": ",".join(traces),
-                "sample_request_ids": ",".join(r for _, _, r in examples if r),
-            }
+            facts = OutputSanityFacts(
+                test=test,
+                total=total,
+                n=n,
+                count=count,
+                ratio=ratio,
+                outputs=",".join(mcfg.outputs),
+                min_samples=cfg.min_samples,
+                runbook=f"{ALERTNAME}.md",
+                dominant=dominant_text,
+                range_min=rng.min if rng is not None else None,
+                range_max=rng.max if rng is not None else None,
+                sample_trace_ids=",".join(traces),
+                sample_request_ids=",".join(r for _, _, r in examples if r),
+            )
             insufficient = n < need
             out.append(
                 Finding(
