@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from sidecar.configbase import StrictModel
+from sidecar.configbase import StrictModel, Token
 
 __all__ = ["AlertmanagerConfig", "BasicAuthConfig", "ElasticsearchConfig", "HttpAuthConfig", "RetryConfig", "TlsConfig"]
 
@@ -62,7 +62,7 @@ class HttpAuthConfig(StrictModel):
     the config is loaded, so the URL that is logged, labelled and printed never carries it."""
 
     basic_auth: BasicAuthConfig | None = Field(default=None, description="HTTP basic auth (username, password).")
-    bearer_token: SecretStr | None = Field(
+    bearer_token: Token | None = Field(
         default=None,
         description="Sent as Authorization: Bearer <token>; write ${env:NAME} to read it from the environment.",
     )
@@ -172,7 +172,7 @@ class ElasticsearchConfig(HttpAuthConfig):
     retention_days: int = Field(default=90, gt=0, description="ILM deletes a daily index this many days old.")
     shards: int = Field(default=1, gt=0, description="Primary shards of each daily index.")
     replicas: int = Field(default=1, ge=0, description="Replicas of each daily index.")
-    api_key: SecretStr | None = Field(
+    api_key: Token | None = Field(
         default=None,
         description="API key (Authorization: ApiKey ...); write ${env:NAME} to read it from the environment.",
     )

@@ -150,3 +150,21 @@ def test_what_loads_expands_to_at_most_the_bound(text: str) -> None:
             stack.extend(cur.values())
         elif isinstance(cur, list):
             stack.extend(cur)
+
+
+@pytest.mark.parametrize(
+    ("section", "path"),
+    [
+        ({"alertmanager": {"urls": ["http://am:9093"], "bearer_token": "  "}}, "alerting.alertmanager.bearer_token"),
+        (
+            {"audit": {"elasticsearch": {"url": "http://es:9200", "api_key": "\t"}}},
+            "alerting.audit.elasticsearch.api_key",
+        ),
+    ],
+)
+def test_a_whitespace_only_outgoing_credential_is_refused_naming_the_field(section: dict, path: str) -> None:
+    from sidecar.config import parse_config
+
+    with pytest.raises(ConfigError) as err:
+        parse_config({"alerting": section})
+    assert err.value.path == path and "whitespace" in err.value.message
