@@ -7,7 +7,7 @@
   model's alone. Memory of the ``tritonserver`` process itself (every in-process backend) cannot be split
   this way.
 - ``load_delta``: GPU memory used just after a version appeared in Triton's repository index minus just
-  before (``changes`` batches from the repository index; readings from the NVML source's ``samples`` batches
+  before (``changes`` batches from the repository index; readings from the NVML source's ``gpu_memory`` batches
   and from the diagnose probe's ``nv_gpu_memory_used_bytes``), for in-process backends (TensorRT, ONNX, PyTorch).
   The poller sees a version only once it is READY, up to one poll interval after its load began, and
   readings come more often than polls: the reading "before" is therefore the last one taken at least

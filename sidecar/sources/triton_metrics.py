@@ -1,6 +1,6 @@
 """Scrapes Triton's Prometheus endpoint on an interval and publishes each scrape on the bus.
 
-A good scrape is published whole as a ``SeriesSnapshot`` (bus kind ``samples``, ``complete``); the SLI
+A good scrape is published whole as a ``SeriesSnapshot`` (bus kind ``scrapes``, ``complete``); the SLI
 deriver (``processors/triton_series.py``) subscribes. A scrape that times out, answers non-200, answers
 something that is not an exposition (an HTML error page), is malformed or truncated counts as failed with a
 bounded ``reason``; the target is marked down and an empty complete batch is published, so derived interval

@@ -54,7 +54,7 @@ class CanaryCheck(Passive):
         triton_source: str | None = None,
     ) -> None:
         self.cfg = cfg
-        # Only the scrapes of the named source (GPU samples share the bus kind); the wiring names it.
+        # Only the scrapes of the named source; the wiring names it.
         self.triton = (
             TritonIntake(
                 triton_source, max_versions=cfg.max_models * cfg.max_versions_per_model, window_secs=cfg.window_secs
