@@ -48,8 +48,8 @@ class OtlpForwarder:
     def __init__(
         self,
         cfg: ForwardConfig,
-        registry: CollectorRegistry,
         *,
+        registry: CollectorRegistry,
         http: httpx.AsyncClient,
         clock: Clock,
         logger: logging.Logger | None = None,

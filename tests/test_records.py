@@ -16,7 +16,7 @@ from sidecar.state.trace_hub import TraceHub
 
 
 def _hub(reg: CollectorRegistry) -> TraceHub:
-    return TraceHub(parse_config({"traces": {"enabled": True}}).traces, reg, FakeClock())
+    return TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=FakeClock())
 
 
 def _stage_counts(reg: CollectorRegistry) -> dict[tuple[str, str, str], float]:

@@ -57,6 +57,7 @@ class FailureJoin(Polled):
     def __init__(
         self,
         cfg: FailureJoinConfig,
+        *,
         hub: TraceHub,
         http: httpx.AsyncClient,
         registry: CollectorRegistry,

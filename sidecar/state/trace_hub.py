@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter
 from sidecar.clock import Clock
 from sidecar.component import Readiness, Role
 from sidecar.model import Batch, Span
-from sidecar.periodic import Periodic
+from sidecar.polled import TickerFactory, periodic_ticker
 from sidecar.processors.stages import StageHistograms
 from sidecar.records import Record, from_span
 from sidecar.state.trace_config import TracesConfig
@@ -30,9 +30,11 @@ class TraceHub:
     def __init__(
         self,
         cfg: TracesConfig,
+        *,
         registry: CollectorRegistry,
         clock: Clock,
         logger: logging.Logger | None = None,
+        ticker: TickerFactory | None = None,
     ) -> None:
         self.cfg = cfg
         self.clock = clock
@@ -60,12 +62,8 @@ class TraceHub:
             "Runs of the trace store's age expiry that failed (logged; the next run tries again).",
             registry=registry,
         )
-        self._periodic = Periodic(
-            "traces-expire",
-            self._expire,
-            min(60.0, cfg.max_age_secs / 10),
-            on_error=self._expiry_failed,
-            delay_first=True,
+        self._periodic = (ticker or periodic_ticker)(
+            "traces-expire", self._expire, min(60.0, cfg.max_age_secs / 10), self._expiry_failed, True
         )
 
     def ingest(self, spans: Sequence[Span], source: str) -> None:

@@ -40,12 +40,12 @@ def build(ctx: Context, events_metrics: EventsMetrics | None) -> list[Any]:
     return [
         TraceFileSource(
             plan,
-            ctx.bus,
-            metrics,
-            ctx.clock,
-            ctx.store,
-            events_metrics,
-            log,
+            bus=ctx.bus,
+            metrics=metrics,
+            clock=ctx.clock,
+            store=ctx.store,
+            events_metrics=events_metrics,
+            logger=log,
             name="trace_file" if i == 0 else f"trace_file_{i}",
         )
         for i, plan in enumerate(plans)

@@ -19,7 +19,7 @@ def build(ctx: Context) -> list[Any]:
     from sidecar.state.trace_hub import TraceHub
 
     log = ctx.logger.getChild("traces")
-    hub = TraceHub(cfg, ctx.registry, ctx.clock, log)
+    hub = TraceHub(cfg, registry=ctx.registry, clock=ctx.clock, logger=log)
     # Subscription order is delivery order: the store takes a batch before the forwarder queues it.
     ctx.bus.subscribe("spans", hub.name, hub.on_spans)
     # Over server.memory_limit_mib the trace store (the largest store of pushed data) evicts first.
@@ -28,14 +28,25 @@ def build(ctx: Context) -> list[Any]:
     if cfg.forward.endpoint:
         from exporters.otlp_forward import OtlpForwarder
 
-        fwd = OtlpForwarder(cfg.forward, ctx.registry, http=ctx.http, clock=ctx.clock, logger=log.getChild("forward"))
+        fwd = OtlpForwarder(
+            cfg.forward, registry=ctx.registry, http=ctx.http, clock=ctx.clock, logger=log.getChild("forward")
+        )
         ctx.bus.subscribe("spans", fwd.name, lambda batch: fwd.offer(batch.items))
         out.append(fwd)
     if cfg.receiver_enabled:
         from sidecar.sources.otlp.limits import SpanLimits
 
         limits = SpanLimits(cfg.limits.max_name_chars, cfg.limits.max_value_chars)
-        out.append(OtlpReceiver(ctx.bus, ctx.guard, ctx.registry, ctx.clock, log.getChild("receiver"), limits))
+        out.append(
+            OtlpReceiver(
+                limits,
+                bus=ctx.bus,
+                guard=ctx.guard,
+                registry=ctx.registry,
+                clock=ctx.clock,
+                logger=log.getChild("receiver"),
+            )
+        )
     if cfg.file.path and not ctx.config.events.triton_trace.enabled:
         # With events.triton_trace on, wiring/events.py builds the one reader of the trace files.
         from sidecar.wiring.trace_files import build as trace_files
@@ -44,6 +55,15 @@ def build(ctx: Context) -> list[Any]:
     if cfg.failure_join.metrics_url:
         from sidecar.sources.triton_failures import FailureJoin
 
-        out.append(FailureJoin(cfg.failure_join, hub, ctx.http, ctx.registry, ctx.clock, log.getChild("failures")))
+        out.append(
+            FailureJoin(
+                cfg.failure_join,
+                hub=hub,
+                http=ctx.http,
+                registry=ctx.registry,
+                clock=ctx.clock,
+                logger=log.getChild("failures"),
+            )
+        )
     out.append(TracePages(hub))
     return out

@@ -194,7 +194,11 @@ def test_span_latency_from_tritons_own_trace_files_says_v2_is_worse(tmp_path: Pa
     bus.subscribe("spans", canary.name, canary.observe)
     assert cfg.traces.file.path is not None
     tailer = TraceFileSource(
-        merge(cfg.traces.file, None), bus, TraceFileMetrics(reg), clock, Store(tmp_path / "files.sqlite")
+        merge(cfg.traces.file, None),
+        bus=bus,
+        metrics=TraceFileMetrics(reg),
+        clock=clock,
+        store=Store(tmp_path / "files.sqlite"),
     )
 
     def all_read() -> bool:

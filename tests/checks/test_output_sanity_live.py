@@ -102,11 +102,11 @@ def test_nan_zero_and_out_of_range_outputs_from_tritons_tensors_are_each_a_findi
         ctx.bus.subscribe("events", "t", lambda b: got.extend(b.items))  # type: ignore[arg-type]
         reader = TraceFileSource(
             merge(None, ctx.config.events.triton_trace),
-            ctx.bus,
-            TraceFileMetrics(ctx.registry),
-            clock,
-            ctx.store,
-            EventsMetrics(ctx.registry),
+            bus=ctx.bus,
+            metrics=TraceFileMetrics(ctx.registry),
+            clock=clock,
+            store=ctx.store,
+            events_metrics=EventsMetrics(ctx.registry),
         )
         wait_until(lambda: reader.poll_once() >= 0 and len(got) >= len(plan), 15.0, interval_s=0.2)
     finally:

@@ -102,7 +102,7 @@ async def _await(cond, secs: float = 10.0) -> bool:
 
 def _fwd(url: str, registry: CollectorRegistry, **kw: object) -> OtlpForwarder:
     cfg = parse_config({"traces": {"forward": {"endpoint": url, "timeout_secs": 5, **kw}}}).traces.forward
-    return OtlpForwarder(cfg, registry, http=httpx.AsyncClient(), clock=SystemClock())
+    return OtlpForwarder(cfg, registry=registry, http=httpx.AsyncClient(), clock=SystemClock())
 
 
 async def test_retries_503_then_delivers_every_span_with_ids_intact(collector):
@@ -221,7 +221,7 @@ async def test_a_password_in_the_forward_endpoint_goes_as_basic_auth_and_never_i
     cfg = parse_config({"traces": {"forward": {"endpoint": "http://tempo:s3cr3t-pw@tempo:4318/v1/traces"}}})
     fwd = OtlpForwarder(
         cfg.traces.forward,
-        reg,
+        registry=reg,
         http=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
         clock=SystemClock(),
         sleep=no_wait,

@@ -23,7 +23,11 @@ from sidecar.errors import ParseError
 from sidecar.state.trace_hub import TraceHub
 
 LIMITS = SpanLimits(name_chars=24, value_chars=64)
-HUB = TraceHub(parse_config({"traces": {"enabled": True, "max_traces": 50}}).traces, CollectorRegistry(), FakeClock())
+HUB = TraceHub(
+    parse_config({"traces": {"enabled": True, "max_traces": 50}}).traces,
+    registry=CollectorRegistry(),
+    clock=FakeClock(),
+)
 
 
 def TestOneInput(data: bytes) -> None:

@@ -17,7 +17,9 @@ from sidecar.store import Store
 def span_source(
     cfg: TraceFileConfig, bus: Bus, registry: CollectorRegistry, clock: Clock, store: Store | None = None
 ) -> TraceFileSource:
-    return TraceFileSource(merge(cfg, None), bus, TraceFileMetrics(registry), clock, store or Store(":memory:"))
+    return TraceFileSource(
+        merge(cfg, None), bus=bus, metrics=TraceFileMetrics(registry), clock=clock, store=store or Store(":memory:")
+    )
 
 
 def tensor_source(
@@ -29,5 +31,10 @@ def tensor_source(
     events_metrics: EventsMetrics | None = None,
 ) -> TraceFileSource:
     return TraceFileSource(
-        merge(None, cfg), bus, TraceFileMetrics(registry), clock, store, events_metrics or EventsMetrics(registry)
+        merge(None, cfg),
+        bus=bus,
+        metrics=TraceFileMetrics(registry),
+        clock=clock,
+        store=store,
+        events_metrics=events_metrics or EventsMetrics(registry),
     )

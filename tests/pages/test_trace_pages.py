@@ -73,7 +73,7 @@ def _otlp(extra: int = 0) -> bytes:
 
 def _hub() -> TraceHub:
     cfg = parse_config({"traces": {"enabled": True, "slow_threshold_ms": 50}}).traces
-    hub = TraceHub(cfg, CollectorRegistry(), FakeClock())
+    hub = TraceHub(cfg, registry=CollectorRegistry(), clock=FakeClock())
     from sidecar.sources.otlp.decode import decode_json
 
     hub.ingest(decode_json(_otlp()).spans, "test")

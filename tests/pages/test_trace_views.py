@@ -84,7 +84,7 @@ def _spans(tid: str = TID, *, error: bool = True, stages: bool = True) -> list[S
 
 def _hub(*traces: list[Span]) -> TraceHub:
     cfg = parse_config({"traces": {"enabled": True, "slow_threshold_ms": 50}}).traces
-    hub = TraceHub(cfg, CollectorRegistry(), FakeClock())
+    hub = TraceHub(cfg, registry=CollectorRegistry(), clock=FakeClock())
     for spans in traces:
         hub.ingest(spans, "test")
     return hub

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from typing import Any
 
 import httpx
 import pytest
@@ -13,13 +14,14 @@ from traces_helpers import DATA
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
 from sidecar.exposition import render_metrics
+from sidecar.polled import ManualTicker
 from sidecar.sources.otlp.decode import decode_json
 from sidecar.sources.triton_failures import FailureJoin, failure_counts
 from sidecar.state.trace_hub import TraceHub
 
 
 def _hub(reg: CollectorRegistry, **cfg: object) -> TraceHub:
-    hub = TraceHub(parse_config({"traces": {"enabled": True, **cfg}}).traces, reg, FakeClock())
+    hub = TraceHub(parse_config({"traces": {"enabled": True, **cfg}}).traces, registry=reg, clock=FakeClock())
     hub.ingest(decode_json((DATA / "otlp-traces-triton.json").read_bytes()).spans, "otlp")
     return hub
 
@@ -82,7 +84,7 @@ async def test_failure_join_marks_traces_possibly_failed_via_mock_transport():
     # The fixture has no fraud traces: relabel the ctr v1 traces as the joined model for this test.
     cfg = parse_config({"traces": {"failure_join": {"metrics_url": "http://triton:8002/metrics"}}})
     async with httpx.AsyncClient(transport=transport) as http:
-        join = FailureJoin(cfg.traces.failure_join, hub, http, reg, clock)
+        join = FailureJoin(cfg.traces.failure_join, hub=hub, http=http, registry=reg, clock=clock)
         await join.poll_once()
         for e in (hub.store.get(t.trace_id) for t in hub.store.summaries(model="ctr", version="1")):
             assert e is not None
@@ -116,10 +118,15 @@ def test_failures_already_known_from_caller_spans_are_not_pinned_on_other_traces
 
 
 async def test_a_failing_expiry_run_is_counted_and_the_loop_goes_on(monkeypatch):
-    import asyncio
-
     reg = CollectorRegistry()
-    hub = TraceHub(parse_config({"traces": {"enabled": True, "max_age_secs": 0.05}}).traces, reg, FakeClock())
+    tickers: list[ManualTicker] = []
+
+    def ticker(*args: Any) -> ManualTicker:
+        tickers.append(ManualTicker(*args))
+        return tickers[-1]
+
+    cfg = parse_config({"traces": {"enabled": True, "max_age_secs": 0.05}}).traces
+    hub = TraceHub(cfg, registry=reg, clock=FakeClock(), ticker=ticker)
     runs = []
 
     def broken(now: float) -> None:
@@ -128,15 +135,14 @@ async def test_a_failing_expiry_run_is_counted_and_the_loop_goes_on(monkeypatch)
 
     monkeypatch.setattr(hub.store, "expire", broken)
     await hub.start()
-    try:
-        for _ in range(400):  # the loop runs every 5 ms here; stop as soon as it has failed twice
-            if len(runs) >= 2:
-                break
-            await asyncio.sleep(0.005)
-    finally:
-        await hub.shutdown()
-    assert len(runs) >= 2  # it kept running after the first failure
-    assert reg.get_sample_value("sidecar_traces_expiry_errors_total") == len(runs)
+    (expiry,) = tickers
+    assert expiry.running and expiry.name == "traces-expire" and expiry.interval_secs == 0.005
+    await expiry.tick()
+    await expiry.tick()  # the loop goes on after a failed run
+    await hub.shutdown()
+    assert not expiry.running
+    assert len(runs) == 2
+    assert reg.get_sample_value("sidecar_traces_expiry_errors_total") == 2
 
 
 def test_a_refused_model_counts_every_stage_observation_it_loses():
@@ -152,7 +158,7 @@ def test_a_refused_model_counts_every_stage_observation_it_loses():
     for order, step in ((records, len(records)), (shuffled, 7), (list(reversed(records)), 1)):
         reg = CollectorRegistry()
         cfg = parse_config({"traces": {"enabled": True, "max_model_versions": 1}}).traces
-        hub = TraceHub(cfg, reg, FakeClock())
+        hub = TraceHub(cfg, registry=reg, clock=FakeClock())
         for i in range(0, len(order), step):
             hub.ingest_records(order[i : i + step], "otlp")
         # 120 requests of three models; one model holds the only slot, the other two's 80 requests are refused.

@@ -62,10 +62,10 @@ async def test_real_triton_otlp_json_every_span_received_and_failures_joined(sid
     before = sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "json"})
     join = FailureJoin(
         svc.config.traces.failure_join.model_copy(update={"metrics_url": triton.metrics_url}),
-        hub,
-        httpx.AsyncClient(),
-        CollectorRegistry(),
-        svc.clock,
+        hub=hub,
+        http=httpx.AsyncClient(),
+        registry=CollectorRegistry(),
+        clock=svc.clock,
     )
     await join.poll_once()  # the counters' starting point
     with httpx.Client(timeout=10) as c:

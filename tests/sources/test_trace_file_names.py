@@ -33,7 +33,7 @@ def _tailer(tmp_path: Path, clock: FakeClock, reg: CollectorRegistry, **file_cfg
     cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}})
     assert cfg.traces.file.path is not None
     bus = Bus(reg)
-    hub = TraceHub(cfg.traces, reg, clock)
+    hub = TraceHub(cfg.traces, registry=reg, clock=clock)
     bus.subscribe("spans", hub.name, hub.on_spans)
     return span_source(cfg.traces.file, bus, reg, clock)
 

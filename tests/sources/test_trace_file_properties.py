@@ -150,7 +150,12 @@ class _Harness:
             settle_secs=1.0,
         )
         self.src = TraceFileSource(
-            cfg, self.bus, TraceFileMetrics(self.reg), self.clock, self.store, EventsMetrics(self.reg)
+            cfg,
+            bus=self.bus,
+            metrics=TraceFileMetrics(self.reg),
+            clock=self.clock,
+            store=self.store,
+            events_metrics=EventsMetrics(self.reg),
         )
 
     def refused(self) -> float:

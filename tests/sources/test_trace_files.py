@@ -28,7 +28,7 @@ LAST_NS = 8040651111310  # its HTTP_SEND_END
 
 def _make(tmp_path: Path, clock: FakeClock, registry: CollectorRegistry, **file_cfg: object):
     cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}})
-    hub = TraceHub(cfg.traces, registry, clock)
+    hub = TraceHub(cfg.traces, registry=registry, clock=clock)
     bus = Bus(registry)
     bus.subscribe("spans", hub.name, hub.on_spans)
     assert cfg.traces.file.path is not None
@@ -217,7 +217,7 @@ def test_real_triton_trace_files(triton_files, tmp_path):
     from sidecar.clock import SystemClock
 
     cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(trace), "settle_secs": 2}}})
-    hub = TraceHub(cfg.traces, reg, SystemClock())
+    hub = TraceHub(cfg.traces, registry=reg, clock=SystemClock())
     bus = Bus(reg)
     bus.subscribe("spans", hub.name, hub.on_spans)
     assert cfg.traces.file.path is not None

@@ -165,11 +165,11 @@ def test_one_reader_of_a_real_file_with_both_levels_gives_each_request_its_spans
     bus.subscribe("events", "t", lambda b: events.extend(b.items))  # type: ignore[arg-type]
     src = TraceFileSource(
         merge(cfg.traces.file, cfg.events.triton_trace),
-        bus,
-        TraceFileMetrics(reg),
-        FakeClock(),
-        Store(tmp_path / "s.sqlite"),
-        EventsMetrics(reg),
+        bus=bus,
+        metrics=TraceFileMetrics(reg),
+        clock=FakeClock(),
+        store=Store(tmp_path / "s.sqlite"),
+        events_metrics=EventsMetrics(reg),
     )
     ours = lambda: [e for e in events if (e.request_id or "").startswith("both-")]  # noqa: E731
     wait_until(lambda: src.poll_once() >= 0 and len(ours()) >= 6, 15.0, interval_s=0.2)

@@ -40,7 +40,7 @@ async def test_failure_join_logs_once_while_triton_is_down_and_once_on_recovery(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock, reg = FakeClock(), CollectorRegistry()
-    hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, reg, clock)
+    hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=clock)
     up = [False] * 5 + [True, True] + [False, False]
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -51,7 +51,7 @@ async def test_failure_join_logs_once_while_triton_is_down_and_once_on_recovery(
     cfg = parse_config({"traces": {"failure_join": {"metrics_url": "http://triton:8002/metrics"}}})
     caplog.set_level(logging.INFO, logger="sidecar.traces.failures")
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-        join = FailureJoin(cfg.traces.failure_join, hub, http, reg, clock)
+        join = FailureJoin(cfg.traces.failure_join, hub=hub, http=http, registry=reg, clock=clock)
         for _ in range(9):
             await join.poll_once()
             clock.advance(15)

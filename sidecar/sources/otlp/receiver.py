@@ -90,12 +90,13 @@ class OtlpReceiver(Passive):
 
     def __init__(
         self,
+        limits: SpanLimits = DEFAULT_LIMITS,
+        *,
         bus: Bus,
         guard: RequestGuard,
         registry: CollectorRegistry,
         clock: Clock,
         logger: logging.Logger | None = None,
-        limits: SpanLimits = DEFAULT_LIMITS,
     ) -> None:
         self.bus = bus
         self.limits = limits

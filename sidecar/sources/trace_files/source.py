@@ -59,6 +59,7 @@ class TraceFileSource(Polled):
     def __init__(
         self,
         settings: TraceFileSettings,
+        *,
         bus: Bus,
         metrics: TraceFileMetrics,
         clock: Clock,

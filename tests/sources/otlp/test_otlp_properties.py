@@ -36,7 +36,7 @@ LIMITS = SpanLimits(name_chars=24, value_chars=64)  # small, so that generated t
 
 
 def _hub() -> TraceHub:
-    return TraceHub(parse_config({"traces": {"enabled": True}}).traces, CollectorRegistry(), FakeClock())
+    return TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=CollectorRegistry(), clock=FakeClock())
 
 
 def _usable(result: DecodeResult) -> None:
