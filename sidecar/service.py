@@ -95,7 +95,10 @@ class Service:
         self._own_store = store is None
         self.store = store or Store(config.store.path)
         self.logger = logger or logging.getLogger("sidecar")
-        self.bus = Bus(self.registry, self.logger.getChild("bus"))
+        # Every item's type checked against its batch kind at debug level; the first item's otherwise.
+        self.bus = Bus(
+            self.registry, self.logger.getChild("bus"), check_all_items=self.logger.isEnabledFor(logging.DEBUG)
+        )
         srv = config.server
         self.guard = RequestGuard(
             self.registry,

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.clock import FakeClock
 from sidecar.component import Bus
+from sidecar.config import parse_config
 from sidecar.model import (
     BATCH_ITEM_TYPES,
     BATCH_KINDS,
@@ -22,7 +23,9 @@ from sidecar.model import (
     Sample,
     SeriesSnapshot,
 )
+from sidecar.service import Service
 from sidecar.sources.gpu.publisher import BusGpuSink
+from sidecar.store import Store
 
 SAMPLE = Sample("triton_model_state", (("model", "m"), ("state", "READY"), ("version", "1")), 1.0)
 SNAP = GpuSnapshot((), MappingProxyType({}), 0, "not sampled yet", sampled=False)
@@ -113,3 +116,14 @@ def test_the_gpu_sink_publishes_a_snapshot_then_its_memory_reading_each_of_its_o
         ("gpu_snapshots", GpuSnapshot),
     ]
     assert all(refused(reg, kind, "nvml") is None for kind in BATCH_KINDS)
+
+
+@pytest.mark.parametrize(("level", "refused_mixed"), [(logging.DEBUG, True), (logging.INFO, False)])
+def test_the_service_checks_every_item_when_it_logs_at_debug(level: int, refused_mixed: bool) -> None:
+    log = logging.getLogger(f"test.bus.service.{level}")
+    log.setLevel(level)
+    reg = CollectorRegistry()
+    svc = Service(parse_config({}), clock=FakeClock(), registry=reg, store=Store(":memory:"), factories=[], logger=log)
+    svc.bus.subscribe("samples", "spy", lambda b: None)
+    svc.bus.publish(Batch(kind="samples", source="s", items=(SAMPLE, SNAP)))
+    assert (refused(reg, "samples", "s") == 1) is refused_mixed
