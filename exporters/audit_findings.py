@@ -5,10 +5,13 @@ never again after a restart while the condition holds.
 Which series are true is kept in the embedded store (table ``audit_findings_true``), written in the same
 transaction as the audit rows, so a restarted sidecar knows what it already recorded: a condition that held
 across the restart adds no row, one that cleared meanwhile adds ``finding_cleared`` on the first round that
-sees it clear. Bounded by ``max_series``: a series beyond it is still recorded when it crosses, but neither
-its clearing nor its state across a restart is, counted in ``sidecar_audit_findings_untracked_total``. A
-failed write is counted (``sidecar_audit_errors_total{reason}``, by the audit log) and nothing of the round
-is kept, so the next round records the transitions again.
+sees it clear. A series true for longer than ``retention_days`` is forgotten at the next start (its
+``finding_crossed`` row is gone by then too), so one the checks stopped reporting does not hold its slot for
+good, and a condition still true then is recorded crossed once more. Bounded by ``max_series``: a series
+beyond it is still recorded when it crosses, but neither its clearing nor its state across a restart is,
+counted in ``sidecar_audit_findings_untracked_total``. A failed write is counted
+(``sidecar_audit_errors_total{reason}``, by the audit log) and nothing of the round is kept, so the next round
+records the transitions again.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ class FindingAudit(Passive):
             registry=registry,
         )
         self.store.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, since REAL)")
+        # A series true for longer than the audit keeps rows has lost its finding_crossed row to retention
+        # anyway; forgetting it frees its slot (a series a check no longer reports would hold one for good).
+        self.store.execute(f"DELETE FROM {_TABLE} WHERE since < ?", (audit.clock.now() - audit.retention_secs,))
         rows = self.store.query(f"SELECT key FROM {_TABLE} ORDER BY since LIMIT ?", (max_series,))
         self._true: set[str] = {str(r[0]) for r in rows}
 

@@ -111,3 +111,18 @@ def test_series_over_max_series_are_counted_not_persisted(tmp_path: Path) -> Non
     assert len(audit.events(kind="finding_crossed")) == 5
     assert store.query("SELECT COUNT(*) FROM audit_findings_true")[0][0] == 2
     assert reg.get_sample_value("sidecar_audit_findings_untracked_total") == 3
+
+
+def test_a_series_true_for_longer_than_retention_is_forgotten_at_start(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite"
+    store, audit, fa = _start(db, T0)
+    fa.on_findings([_finding(True, "gone"), _finding(True, "kept")], T0)
+    store.close()
+    store, audit, fa = _start(db, T0 + 29 * 86400)  # within retention_days (30): both still known
+    assert store.query("SELECT COUNT(*) FROM audit_findings_true")[0][0] == 2
+    store.close()
+    store, audit, fa = _start(db, T0 + 31 * 86400)  # past it: forgotten, slots freed
+    assert store.query("SELECT COUNT(*) FROM audit_findings_true")[0][0] == 0
+    fa.on_findings([_finding(True, "kept")], T0 + 31 * 86400)  # still true: recorded crossed once more
+    assert [(e["kind"], e["model"]) for e in audit.events()] == [("finding_crossed", "kept")]
+    store.close()
