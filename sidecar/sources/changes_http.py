@@ -23,14 +23,17 @@ from typing import Protocol
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from prometheus_client import Counter
+from prometheus_client import CollectorRegistry, Counter
 from pydantic import Field, ValidationError, field_validator
 
-from sidecar.component import Context, Passive
+from sidecar.clock import Clock
+from sidecar.component import Bus, Passive, Role
 from sidecar.configbase import StrictModel
+from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch, Change
 from sidecar.sources.media import JSON, media_type
 from sidecar.state.changes import derived_id
+from sidecar.state.changes_config import ChangesConfig
 from sidecar.timerange import check_unix_seconds
 
 __all__ = ["ChangeIn", "ChangeLookup", "ChangesEndpoint"]
@@ -82,23 +85,33 @@ class ChangeIn(StrictModel):
 
 class ChangesEndpoint(Passive):
     name = "changes_http"
-    role = "source"
+    role = Role.SOURCE
 
     def __init__(
-        self, ctx: Context, lookup: ChangeLookup, window_secs: float, *, max_future_secs: float = 300.0
+        self,
+        cfg: ChangesConfig,
+        *,
+        lookup: ChangeLookup,
+        bus: Bus,
+        guard: RequestGuard,
+        registry: CollectorRegistry,
+        clock: Clock,
     ) -> None:
-        self.ctx = ctx
+        """``lookup`` finds changes already recorded (retries); new ones are published on ``bus``."""
         self.lookup = lookup
-        self.window_secs = window_secs
-        self.max_future_secs = max_future_secs
+        self.bus = bus
+        self.guard = guard
+        self.clock = clock
+        self.window_secs = cfg.idempotency_window_secs
+        self.max_future_secs = cfg.max_future_secs
         self._duplicates = Counter(
             "sidecar_changes_duplicates",
             "Changes posted again (a retry) and answered with the first one's id, not stored again.",
-            registry=ctx.registry,
+            registry=registry,
         )
 
     def _parse(self, body: bytes) -> tuple[list[ChangeIn], bool]:
-        guard = self.ctx.guard
+        guard = self.guard
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -124,7 +137,7 @@ class ChangesEndpoint(Passive):
             return None
         key = raw.strip().strip('"')  # a structured-field string may come quoted
         if not 0 < len(key) <= MAX_KEY or not all(" " <= ch <= "~" for ch in key):
-            raise self.ctx.guard.refuse(
+            raise self.guard.refuse(
                 ENDPOINT, "invalid", 400, f"Idempotency-Key: must be 1 to {MAX_KEY} printable ASCII characters"
             )
         return key
@@ -136,7 +149,7 @@ class ChangesEndpoint(Passive):
         every "newest first" list for good) and 422 for a key reused for another change."""
         for i, c in enumerate(parsed):
             if c.at is not None and c.at > now + self.max_future_secs:
-                raise self.ctx.guard.refuse(
+                raise self.guard.refuse(
                     ENDPOINT,
                     "future",
                     400,
@@ -178,7 +191,7 @@ class ChangesEndpoint(Passive):
             if prior is None:
                 new[k] = ch
             elif not _same(prior, ch, c.at is not None):
-                raise self.ctx.guard.refuse(
+                raise self.guard.refuse(
                     ENDPOINT,
                     "idempotency_conflict",
                     422,
@@ -188,13 +201,13 @@ class ChangesEndpoint(Passive):
         return ids, list(new.values())
 
     async def handle(self, request: Request) -> JSONResponse:
-        guard = self.ctx.guard
+        guard = self.guard
         guard.authorize(request, "push", ENDPOINT)
         media_type(request, JSON, guard, ENDPOINT)
         async with guard.admit(ENDPOINT):
             parsed, is_list = self._parse(await guard.read_body(request, ENDPOINT))
             key = self._key(request)
-            now = self.ctx.clock.now()
+            now = self.clock.now()
             try:
                 ids, new = self._resolve(parsed, is_list, key, now)
             except sqlite3.Error as exc:
@@ -207,7 +220,7 @@ class ChangesEndpoint(Passive):
                     {"Retry-After": "5"},
                 ) from None
             batch = Batch(kind="changes", source=SOURCE, items=tuple(new), received_at=now)
-            failed = self.ctx.bus.publish(batch) if new else []
+            failed = self.bus.publish(batch) if new else []
             if (failure := guard.push_failures.check("/v1/changes", failed)) is not None:
                 # The change log stores nothing of a batch it fails on (one transaction), and a retry never
                 # duplicates what others did store (changes are matched by id): 500 naming it, counted.

@@ -19,7 +19,9 @@ def build(ctx: Context, audit: AuditWriter | None) -> tuple[ChangeLog, list[Any]
     changes = ChangeLog(cfg, registry=ctx.registry, clock=ctx.clock, store=ctx.store, audit=audit, logger=log)
     # Every source of changes publishes them on the bus: the endpoint, the poller, drift reference changes.
     ctx.bus.subscribe("changes", changes.name, changes.on_changes)
-    endpoint = ChangesEndpoint(ctx, changes, cfg.idempotency_window_secs, max_future_secs=cfg.max_future_secs)
+    endpoint = ChangesEndpoint(
+        cfg, lookup=changes, bus=ctx.bus, guard=ctx.guard, registry=ctx.registry, clock=ctx.clock
+    )
     out: list[Any] = [changes, endpoint]
     url = ctx.config.triton.http_url
     if cfg.poll_repository and url:

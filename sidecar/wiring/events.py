@@ -19,7 +19,7 @@ def build(ctx: Context) -> list[Any]:
     if cfg.enabled:
         from sidecar.sources.events.http import EventsEndpoint
 
-        out.append(EventsEndpoint(ctx, cfg, metrics))
+        out.append(EventsEndpoint(cfg, metrics=metrics, bus=ctx.bus, guard=ctx.guard, clock=ctx.clock))
     if cfg.jsonl:
         from sidecar.sources.events.jsonl import JsonlTailer
 

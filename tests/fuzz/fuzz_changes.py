@@ -39,7 +39,7 @@ CTX = Context(
 )
 LOG = ChangeLog(ChangesConfig(max_changes=200), registry=REG, clock=CTX.clock, store=CTX.store)
 CTX.bus.subscribe("changes", LOG.name, LOG.on_changes)
-ENDPOINT = ChangesEndpoint(CTX, LOG, 600.0)
+ENDPOINT = ChangesEndpoint(ChangesConfig(), lookup=LOG, bus=CTX.bus, guard=CTX.guard, registry=REG, clock=CTX.clock)
 
 
 def _count() -> int:

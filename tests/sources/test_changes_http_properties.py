@@ -58,7 +58,10 @@ def _setup(tmp: Path) -> tuple[ChangesEndpoint, ChangeLog]:
     ctx = make_ctx(":memory:", FakeClock(NOW), {"alerting": {"enabled": True}})
     log = ChangeLog(ChangesConfig(), registry=ctx.registry, clock=ctx.clock, store=ctx.store)
     ctx.bus.subscribe("changes", log.name, log.on_changes)
-    return ChangesEndpoint(ctx, log, 600.0), log
+    endpoint = ChangesEndpoint(
+        ChangesConfig(), lookup=log, bus=ctx.bus, guard=ctx.guard, registry=ctx.registry, clock=ctx.clock
+    )
+    return endpoint, log
 
 
 def _post(endpoint: ChangesEndpoint, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:
@@ -118,5 +121,5 @@ def test_a_retry_with_or_without_a_key_gets_the_same_ids(
     status, answer = _post(endpoint, orjson.dumps(items), headers)
     assert status == 201, answer
     rows = _stored(log)
-    endpoint.ctx.clock.advance(30)  # type: ignore[attr-defined]
+    endpoint.clock.advance(30)  # type: ignore[attr-defined]
     assert _post(endpoint, orjson.dumps(items), headers) == (200, answer) and _stored(log) == rows

@@ -15,7 +15,9 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from sidecar.component import Context, Passive, Role
+from sidecar.clock import Clock
+from sidecar.component import Bus, Passive, Role
+from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.events.metrics import EventsMetrics
@@ -39,10 +41,14 @@ class EventsEndpoint(Passive):
     name = "events_http"
     role = Role.SOURCE
 
-    def __init__(self, ctx: Context, cfg: EventsConfig, metrics: EventsMetrics) -> None:
-        self.ctx = ctx
+    def __init__(
+        self, cfg: EventsConfig, *, metrics: EventsMetrics, bus: Bus, guard: RequestGuard, clock: Clock
+    ) -> None:
         self.cfg = cfg
         self.m = metrics
+        self.bus = bus
+        self.guard = guard
+        self.clock = clock
 
     def _decode(self, body: bytes, mtype: str) -> list[Any]:
         if mtype in JSON_LINES:
@@ -70,7 +76,7 @@ class EventsEndpoint(Passive):
         return doc
 
     async def handle(self, request: Request) -> JSONResponse:
-        guard = self.ctx.guard
+        guard = self.guard
         guard.authorize(request, "push", ENDPOINT)
         mtype = media_type(request, JSON + JSON_LINES, guard, ENDPOINT)
         async with guard.admit(ENDPOINT):
@@ -85,10 +91,10 @@ class EventsEndpoint(Passive):
                 raise guard.refuse(
                     ENDPOINT, "too_large", 413, f"more than {self.cfg.max_events_per_batch} events in one request"
                 )
-            now = self.ctx.clock.now()
+            now = self.clock.now()
             events, rejected = parse_events(docs, self.cfg, now)
             if events:
-                failed = self.ctx.bus.publish(Batch(kind="events", source="http", items=tuple(events), received_at=now))
+                failed = self.bus.publish(Batch(kind="events", source="http", items=tuple(events), received_at=now))
                 if (failure := guard.push_failures.check(ENDPOINT, failed)) is not None:
                     return failure.response()  # 500 naming the subscribers, counted (sidecar.pushfail)
                 self.m.received.labels("http").inc(len(events))
