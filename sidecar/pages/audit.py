@@ -28,7 +28,7 @@ class AuditPage(Passive):
     name = "audit_page"
     role = Role.SINK
 
-    def __init__(self, clock: Clock, api: Api, *, requests: RequestRecordsConfig | None = None) -> None:
+    def __init__(self, *, clock: Clock, api: Api, requests: RequestRecordsConfig | None = None) -> None:
         self.clock = clock
         self.api = api
         self.requests = requests

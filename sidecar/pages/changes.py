@@ -67,7 +67,7 @@ class ChangesPage(Passive):
     name = "changes_page"
     role = Role.SINK
 
-    def __init__(self, clock: Clock, api: Api) -> None:
+    def __init__(self, *, clock: Clock, api: Api) -> None:
         self.clock = clock
         self.api = api
 

@@ -59,7 +59,7 @@ class DriftPage(Passive):
     name = "drift_page"
     role = Role.SINK
 
-    def __init__(self, clock: Clock, api: Api, source: DriftSource | None, *, eval_interval_secs: float = 30.0) -> None:
+    def __init__(self, *, clock: Clock, api: Api, source: DriftSource | None, eval_interval_secs: float = 30.0) -> None:
         self.clock = clock
         self.api = api
         self.source = source

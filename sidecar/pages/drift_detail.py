@@ -111,7 +111,7 @@ class DriftDetailPage(Passive):
     name = "drift_detail_page"
     role = Role.SINK
 
-    def __init__(self, clock: Clock, source: DriftSource | None) -> None:
+    def __init__(self, *, clock: Clock, source: DriftSource | None) -> None:
         self.clock = clock
         self.source = source
 

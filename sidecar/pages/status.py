@@ -134,10 +134,10 @@ class StatusPages(Passive):
 
     def __init__(
         self,
+        *,
         registry: CollectorRegistry,
         clock: Clock,
         api: Api,
-        *,
         runbook_url: str = "",
         logger: logging.Logger | None = None,
     ) -> None:

@@ -31,11 +31,17 @@ def build(ctx: Context, drift: DriftCheck | None = None) -> list[Any]:
     view = DriftView(drift) if drift is not None else None
     # No base configured: the sidecar serves docs/runbooks itself at /runbooks (so links work offline).
     return [
-        StatusPages(ctx.registry, ctx.clock, api, runbook_url=ctx.config.runbook_url or "/runbooks", logger=log),
-        ChangesPage(ctx.clock, api),
-        AuditPage(ctx.clock, api, requests=ctx.config.alerting.audit.requests),
-        DriftPage(ctx.clock, api, view, eval_interval_secs=ctx.config.checks.eval_interval_secs),
-        DriftDetailPage(ctx.clock, view),
+        StatusPages(
+            registry=ctx.registry,
+            clock=ctx.clock,
+            api=api,
+            runbook_url=ctx.config.runbook_url or "/runbooks",
+            logger=log,
+        ),
+        ChangesPage(clock=ctx.clock, api=api),
+        AuditPage(clock=ctx.clock, api=api, requests=ctx.config.alerting.audit.requests),
+        DriftPage(clock=ctx.clock, api=api, source=view, eval_interval_secs=ctx.config.checks.eval_interval_secs),
+        DriftDetailPage(clock=ctx.clock, source=view),
     ]
 
 
