@@ -1,45 +1,54 @@
 """Reading a data file (Parquet, CSV, JSON Lines) into one frozen reference per column.
 
-Used by file references of the live drift check and by the offline report (``sidecar drift``). Every error
-names the file, its role (reference or current) and what is wrong with it: empty, a header without rows,
-not UTF-8, a line that is not JSON. CSV delimiters are sniffed (``,`` ``;`` tab ``|``) and a UTF-8 byte order
-mark is dropped, so the first column keeps its name.
+Used by file references of the live drift check and by the offline report (``sidecar drift``). CSV and Parquet
+are read columnar with pyarrow (``csvread``: every CSV cell as text, common missing tokens as null); JSON Lines
+line by line. A column's kind is decided from all its cells (``cells``): numeric when at least 95% of the
+non-missing ones are numbers, the others counted as ``non_numeric`` (and as missing). Every error names the
+file, its role (reference or current) and what is wrong with it: empty, a header without rows, not UTF-8, a
+line that is not JSON.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import math
-from array import array
-from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from sidecar.checks.drift.cells import ColumnCells, Decided
+from sidecar.checks.drift.csvread import read_csv_table
 from sidecar.checks.drift.references import Reference
-from sidecar.checks.stats.core import Ecdf
 from sidecar.checks.stats.windows import FeatureKind
 from sidecar.errors import DataFileError
 
-__all__ = ["DataFileError", "hours_covered", "load_columns", "load_reference_file"]
+__all__ = ["DataFile", "DataFileError", "hours_covered", "load_columns", "load_reference_file", "read_data_file"]
 
-_SNIFF_BYTES = 64 * 1024
+_CSV = (".csv", ".tsv", ".txt")
+_JSONL = (".jsonl", ".ndjson", ".json")
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A file read into references, with what the references do not say."""
+
+    columns: dict[str, Decided]
+    rows_read: int  # rows in the file
+    rows_kept: int  # rows left after the hours filter (== rows_read without one)
+    rows_skipped: int = 0  # CSV lines with another number of fields than the header
+    hours: frozenset[int] | None = None
+    empty: list[str] = field(default_factory=list)  # columns without a single value
+
+    def references(self) -> dict[str, Reference]:
+        return {k: v.reference for k, v in self.columns.items()}
 
 
 def _is_parquet(path: Path) -> bool:
     return path.suffix.lower() in (".parquet", ".pq")
-
-
-def _csv_value(v: str | None) -> object:
-    if v is None or v == "":
-        return None
-    try:
-        return float(v)
-    except ValueError:
-        return v
 
 
 def _hour_of(v: object) -> int | None:
@@ -59,194 +68,157 @@ def _hour_of(v: object) -> int | None:
     return None
 
 
-class _Rows:
-    """Rows of a CSV or JSON Lines file as dicts, with errors that name the file."""
-
-    def __init__(self, path: Path, role: str) -> None:
-        self.path, self.role = path, role
-
-    def fail(self, what: str) -> DataFileError:
-        return DataFileError(f"{self.role} file {self.path}: {what}")
-
-    def __iter__(self) -> Iterator[dict[str, object]]:
-        suffix = self.path.suffix.lower()
+def _hours_of(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The UTC hour of day of each value (-1 when it is no readable time), columnar where the type allows."""
+    t = arr.type
+    if pa.types.is_timestamp(t):
+        us = pc.cast(pc.cast(arr, pa.timestamp("us", tz="UTC")), pa.int64())
+        secs = np.asarray(pc.fill_null(us, -(2**62)).to_numpy(zero_copy_only=False), dtype=np.float64) / 1e6
+        return np.where(secs < -1e12, -1, (secs // 3600) % 24).astype(np.int64)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
         try:
-            if self.path.stat().st_size == 0:
-                raise self.fail("is empty")
-            if suffix in (".csv", ".tsv", ".txt"):
-                yield from self._csv()
-            elif suffix in (".jsonl", ".ndjson", ".json"):
-                yield from self._jsonl()
-            else:
-                raise self.fail(f"unsupported file type {suffix!r} (use .parquet, .csv or .jsonl)")
-        except UnicodeDecodeError as exc:
-            raise self.fail(f"is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-        except OSError as exc:
-            raise self.fail(f"cannot be read ({exc.strerror or exc})") from None
+            arr = pc.cast(arr, pa.float64())
+        except pa.ArrowInvalid:  # ISO 8601 text
+            return np.array([-1 if (h := _hour_of(v)) is None else h for v in arr.to_pylist()], dtype=np.int64)
+        t = arr.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        secs = np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            hours = np.where(np.isfinite(secs), (secs // 3600) % 24, -1)
+        return hours.astype(np.int64)
+    return np.array([-1 if (h := _hour_of(v)) is None else h for v in arr.to_pylist()], dtype=np.int64)
 
-    def _csv(self) -> Iterator[dict[str, object]]:
-        with self.path.open(newline="", encoding="utf-8-sig") as f:
-            sample = f.read(_SNIFF_BYTES)
-            f.seek(0)
-            if f.read(1) != "\ufeff":  # utf-8-sig drops a BOM on read, not on seek(0): skip it again
-                f.seek(0)
-            try:
-                dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(sample, delimiters=",;\t|")
-            except csv.Error:
-                dialect = csv.excel
-            reader = csv.DictReader(f, dialect=dialect)
-            if not reader.fieldnames:
-                raise self.fail("has no header line")
-            n = 0
-            for row in reader:
-                n += 1
-                yield {k: _csv_value(v) for k, v in row.items() if k is not None}
-            if n == 0:
-                raise self.fail(f"has a header ({', '.join(reader.fieldnames)}) but no rows")
 
-    def _jsonl(self) -> Iterator[dict[str, object]]:
-        n = 0
-        with self.path.open("rb") as f:
+def _jsonl_rows(path: Path, role: str) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    try:
+        if path.stat().st_size == 0:
+            raise DataFileError(f"{role} file {path}: is empty")
+        with path.open("rb") as f:
             for lineno, line in enumerate(f, 1):
                 if not line.strip():
                     continue
                 try:
                     doc = orjson.loads(line)
                 except orjson.JSONDecodeError as exc:
-                    raise self.fail(f"line {lineno} is not JSON ({exc})") from None
+                    if isinstance(exc.__cause__, UnicodeDecodeError) or "utf-8" in str(exc).lower():
+                        raise DataFileError(f"{role} file {path}: is not UTF-8 text (line {lineno})") from None
+                    raise DataFileError(f"{role} file {path}: line {lineno} is not JSON ({exc})") from None
                 if not isinstance(doc, dict):
-                    raise self.fail(f"line {lineno} is not a JSON object")
-                n += 1
-                yield doc
-        if n == 0:
-            raise self.fail("has no rows")
+                    raise DataFileError(f"{role} file {path}: line {lineno} is not a JSON object")
+                rows.append(doc)
+    except OSError as exc:
+        raise DataFileError(f"{role} file {path}: cannot be read ({exc.strerror or exc})") from None
+    if not rows:
+        raise DataFileError(f"{role} file {path}: has no rows")
+    return rows
 
 
-class _Column:
-    def __init__(self, kind: FeatureKind | None) -> None:
-        self.kind = kind
-        self.numbers = array("d")
-        self.counts: dict[str, int] = {}
-        self.total = 0
-        self.missing = 0
+def _table(path: Path, role: str, wanted: set[str] | None) -> tuple[pa.Table, int, bool]:
+    """(the columns as Arrow, CSV lines skipped, whether strings are CSV text)."""
+    suffix = path.suffix.lower()
+    if _is_parquet(path):
+        try:
+            import pyarrow.parquet as pq
 
-    def add(self, v: object) -> None:
-        self.total += 1
-        if v is None or (isinstance(v, float) and not math.isfinite(v)):
-            self.missing += 1
-            return
-        if self.kind is None:  # the first value decides, as for live events
-            self.kind = "numeric" if isinstance(v, int | float) else "categorical"
-        if self.kind == "numeric":
-            if isinstance(v, int | float):
-                self.numbers.append(float(v))
-            else:
-                self.missing += 1
+            pf = pq.ParquetFile(path)
+            names = [n for n in pf.schema_arrow.names if wanted is None or n in wanted]
+            return pf.read(columns=names), 0, False
+        except (OSError, pa.ArrowException) as exc:
+            raise DataFileError(f"{role} file {path}: not a readable Parquet file ({exc})") from None
+    if path.stat().st_size == 0:
+        raise DataFileError(f"{role} file {path}: is empty")
+    if suffix in _CSV:
+        t = read_csv_table(path, role, wanted=wanted)
+        return t.table, t.skipped, True
+    raise DataFileError(f"{role} file {path}: unsupported file type {suffix!r} (use .parquet, .csv or .jsonl)")
+
+
+def read_data_file(
+    path: str | Path,
+    *,
+    created_at: float,
+    max_rows: int,
+    seed: int = 0,
+    kinds: dict[str, FeatureKind] | None = None,
+    columns: list[str] | None = None,
+    role: str = "reference",
+    time_column: str | None = None,
+    hours: frozenset[int] | None = None,
+) -> DataFile:
+    """Every column of a Parquet, CSV or JSON Lines file, its kind decided from all its cells.
+
+    Numeric columns longer than ``max_rows`` are subsampled with a fixed seed (file order kept before it, so the
+    same rows are picked whatever the format). With ``hours``, only rows whose ``time_column`` falls in those
+    UTC hours of day are read.
+    """
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be at least 1, not {max_rows}")
+    p = Path(path)
+    if not p.exists():
+        raise DataFileError(f"{role} file {p}: does not exist")
+    kinds = kinds or {}
+    wanted = set(columns) if columns else None
+    read = None if wanted is None else wanted | ({time_column} if hours is not None and time_column else set())
+    cells: dict[str, ColumnCells] = {}
+    skipped = 0
+    if p.suffix.lower() in _JSONL:
+        jrows = _jsonl_rows(p, role)
+        rows_read = len(jrows)
+        if hours is not None and time_column:
+            jrows = [r for r in jrows if _hour_of(r.get(time_column)) in hours]
+        for r in jrows:
+            for name in r:
+                if (wanted is None or name in wanted) and name not in cells:
+                    cells[name] = ColumnCells(kinds.get(name))
+        for name, col in cells.items():
+            col.add_values([r.get(name) for r in jrows])
+        rows_kept = len(jrows)
+    else:
+        table, skipped, csv_text = _table(p, role, read)
+        rows_read = table.num_rows
+        if hours is not None and time_column:
+            if time_column not in table.column_names:
+                raise DataFileError(f"{role} file {p}: has no column {time_column!r}")
+            keep = np.isin(_hours_of(table.column(time_column)), np.fromiter(hours, dtype=np.int64))
+            table = table.filter(pa.array(keep, type=pa.bool_()))
+        rows_kept = table.num_rows
+        for name, chunked in zip(table.column_names, table.columns, strict=True):
+            if wanted is not None and name not in wanted:
+                continue
+            col = cells.setdefault(name, ColumnCells(kinds.get(name)))
+            for chunk in chunked.chunks:
+                col.add_arrow(chunk, parse_text=csv_text)
+    source = f"file:{p.name}"
+    rng = np.random.default_rng(seed)
+    out: dict[str, Decided] = {}
+    empty: list[str] = []
+    for name, col in cells.items():
+        decided = col.decide(source, created_at, max_rows, rng)
+        if decided is None:
+            empty.append(name)
+            ref = Reference("numeric", col.total, col.total, source, created_at)
+            out[name] = Decided(ref, 0, 0)
         else:
-            key = v if isinstance(v, str) else (str(int(v)) if isinstance(v, float) and v.is_integer() else str(v))
-            self.counts[key] = self.counts.get(key, 0) + 1
-
-
-def _parquet_columns(
-    path: Path,
-    role: str,
-    wanted: set[str] | None,
-    kinds: dict[str, FeatureKind],
-    time_column: str | None,
-    hours: frozenset[int] | None,
-) -> dict[str, _Column]:
-    """Column by column, batch by batch: numeric Arrow columns go to numpy without a Python object per
-    value (a 1M-row reference loads in well under a second); string columns are counted with
-    ``value_counts``; any other type, or a declared kind that does not match the Arrow type, falls back to
-    the per-value rules of CSV and JSON Lines."""
-    try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-    except ImportError as exc:  # pyarrow built for another numpy fails at import, not at install
-        raise DataFileError(f"{role} file {path}: reading Parquet needs a working pyarrow ({exc})") from None
-    try:
-        pf = pq.ParquetFile(path)
-        names = [n for n in pf.schema_arrow.names if wanted is None or n in wanted]
-        read = names + ([time_column] if hours is not None and time_column and time_column not in names else [])
-        cols: dict[str, _Column] = {}
-        for batch in pf.iter_batches(batch_size=65536, columns=read):
-            if hours is not None and time_column:
-                keep = [_hour_of(v) in hours for v in _time_values(batch.column(time_column))]
-                batch = batch.filter(pa.array(keep, type=pa.bool_()))
-            for name, arr in zip(batch.schema.names, batch.columns, strict=True):
-                if name not in names:
-                    continue
-                col = cols.get(name)
-                if col is None:
-                    col = cols[name] = _Column(kinds.get(name))
-                t = arr.type
-                numeric_type = (
-                    pa.types.is_integer(t)
-                    or pa.types.is_floating(t)
-                    or pa.types.is_boolean(t)
-                    or pa.types.is_decimal(t)
-                )
-                string_type = pa.types.is_string(t) or pa.types.is_large_string(t)
-                if col.kind is None and numeric_type:
-                    col.kind = "numeric"
-                elif col.kind is None and string_type:
-                    col.kind = "categorical"
-                if col.kind == "numeric" and numeric_type:
-                    vals = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)  # nulls -> NaN
-                    finite = vals[np.isfinite(vals)]
-                    col.total += len(vals)
-                    col.missing += len(vals) - len(finite)
-                    col.numbers.frombytes(np.ascontiguousarray(finite, dtype=np.float64).tobytes())
-                elif col.kind == "categorical" and string_type:
-                    col.total += len(arr)
-                    col.missing += arr.null_count
-                    for item in pc.value_counts(arr).to_pylist():
-                        if item["values"] is not None:
-                            key = str(item["values"])
-                            col.counts[key] = col.counts.get(key, 0) + int(item["counts"])
-                else:
-                    for v in arr.to_pylist():
-                        col.add(v)
-    except (OSError, pa.ArrowException) as exc:
-        raise DataFileError(f"{role} file {path}: not a readable Parquet file ({exc})") from None
-    return cols
-
-
-def _time_values(arr: Any) -> list[object]:
-    import pyarrow as pa
-
-    if pa.types.is_timestamp(arr.type):
-        return [None if v is None else v.timestamp() for v in arr.cast(pa.timestamp("us", tz="UTC")).to_pylist()]
-    return list(arr.to_pylist())
+            out[name] = decided
+    return DataFile(out, rows_read, rows_kept, skipped, hours, empty)
 
 
 def hours_covered(path: str | Path, time_column: str, *, role: str = "current") -> frozenset[int]:
     """The UTC hours of day (0..23) the rows of a file fall in, read from ``time_column``."""
     p = Path(path)
-    found: set[int] = set()
-    if _is_parquet(p):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        try:
-            pf = pq.ParquetFile(p)
-            if time_column not in pf.schema_arrow.names:
-                raise DataFileError(f"{role} file {p}: has no column {time_column!r}")
-            for batch in pf.iter_batches(batch_size=65536, columns=[time_column]):
-                found.update(h for h in map(_hour_of, _time_values(batch.column(0))) if h is not None)
-        except (OSError, pa.ArrowException) as exc:
-            raise DataFileError(f"{role} file {p}: not a readable Parquet file ({exc})") from None
-    else:
-        seen_column = False
-        for row in _Rows(p, role):
-            if time_column in row:
-                seen_column = True
-                h = _hour_of(row[time_column])
-                if h is not None:
-                    found.add(h)
-        if not seen_column:
+    if not p.exists():
+        raise DataFileError(f"{role} file {p}: does not exist")
+    if p.suffix.lower() in _JSONL:
+        rows = _jsonl_rows(p, role)
+        if not any(time_column in r for r in rows):
             raise DataFileError(f"{role} file {p}: has no column {time_column!r}")
+        found = {h for r in rows if (h := _hour_of(r.get(time_column))) is not None}
+    else:
+        table = _table(p, role, {time_column})[0]
+        if time_column not in table.column_names:
+            raise DataFileError(f"{role} file {p}: has no column {time_column!r}")
+        found = {int(h) for h in np.unique(_hours_of(table.column(time_column))) if h >= 0}
     if not found:
         raise DataFileError(
             f"{role} file {p}: column {time_column!r} holds no readable time (Unix seconds or ISO 8601)"
@@ -267,51 +239,20 @@ def load_columns(
     time_column: str | None = None,
     hours: frozenset[int] | None = None,
 ) -> dict[str, Reference]:
-    """One reference per column of a Parquet, CSV or JSON Lines file.
-
-    A column's kind is declared (``kinds``) or decided by its first non-missing value (a number -> numeric,
-    a string -> categorical); later values of the other kind count as missing. Numeric columns longer than
-    ``max_rows`` are subsampled with a fixed seed. ``keep_empty`` keeps a column without a single value (as
-    a numeric reference with no distribution) so a report can say so instead of leaving it out. With
-    ``hours``, only rows whose ``time_column`` falls in those UTC hours of day are read.
-    """
-    if max_rows < 1:
-        raise ValueError(f"max_rows must be at least 1, not {max_rows}")
-    p = Path(path)
-    kinds = kinds or {}
-    wanted = set(columns) if columns else None
-    if not p.exists():
-        raise DataFileError(f"{role} file {p}: does not exist")
-    if _is_parquet(p):
-        cols = _parquet_columns(p, role, wanted, kinds, time_column, hours)
-    else:
-        cols = {}
-        for row in _Rows(p, role):
-            if hours is not None and time_column and _hour_of(row.get(time_column)) not in hours:
-                continue
-            for name, v in row.items():
-                if wanted is not None and name not in wanted:
-                    continue
-                col = cols.get(name)
-                if col is None:
-                    col = cols[name] = _Column(kinds.get(name))
-                col.add(v)
-    out: dict[str, Reference] = {}
-    source = f"file:{p.name}"
-    rng = np.random.default_rng(seed)
-    for name, col in cols.items():
-        if col.kind is None:
-            if keep_empty:
-                out[name] = Reference("numeric", col.total, col.total, source, created_at)
-            continue
-        if col.kind == "numeric":
-            arr = np.frombuffer(col.numbers, dtype=np.float64)
-            if arr.shape[0] > max_rows:
-                arr = rng.choice(arr, size=max_rows, replace=False)
-            out[name] = Reference("numeric", col.total, col.missing, source, created_at, Ecdf.from_values(arr))
-        else:
-            out[name] = Reference("categorical", col.total, col.missing, source, created_at, counts=col.counts)
-    return out
+    """One reference per column (``read_data_file``). ``keep_empty`` keeps a column without a single value (as a
+    numeric reference with no distribution) so a report can say so instead of leaving it out."""
+    f = read_data_file(
+        path,
+        created_at=created_at,
+        max_rows=max_rows,
+        seed=seed,
+        kinds=kinds,
+        columns=columns,
+        role=role,
+        time_column=time_column,
+        hours=hours,
+    )
+    return {k: v.reference for k, v in f.columns.items() if keep_empty or k not in f.empty}
 
 
 def load_reference_file(
