@@ -4,12 +4,21 @@ refuses: one endpoint's load never takes another's capacity, and over the memory
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
+from pathlib import Path
 
+import httpx
 import pytest
 from fastapi import HTTPException
 from prometheus_client import CollectorRegistry
 
+from sidecar.app import create_app
+from sidecar.clock import FakeClock
+from sidecar.config import parse_config
 from sidecar.httpguard import RequestGuard
+from sidecar.service import Service
+from sidecar.store import Store
+from sidecar.wiring.alerting import build as alerting_build
+from sidecar.wiring.events import build as events_build
 
 MIB = 1024 * 1024
 
@@ -146,3 +155,29 @@ async def test_without_a_memory_limit_rss_is_not_read() -> None:
     async with g.admit("otlp_traces"), g.admit("otlp_traces"):
         pass
     assert reads == []
+
+
+async def test_through_the_app_each_push_route_reserves_its_body_on_its_own_endpoint(tmp_path: Path) -> None:
+    cfg = parse_config({"server": {"max_body_bytes": MIB, "max_inflight_bytes_mib": 1}, "alerting": {"enabled": True}})
+    svc = Service(
+        cfg,
+        clock=FakeClock(),
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200))),
+        factories=[events_build, alerting_build],
+    )
+    adm = svc.guard.admission
+    app = create_app(svc, manage_lifecycle=False)
+    event = {"model": "m", "timestamp": 1_700_000_000.0, "features": {"x": 1.0}}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sc") as c:
+        # As if another push to /v1/events held the endpoint's whole byte budget: this one is refused with 429...
+        adm._bytes["/v1/events"] = MIB
+        r = await c.post("/v1/events", json=event)
+        assert r.status_code == 429 and r.headers["retry-after"] == "1"
+        # ...while /v1/changes, whose budget is its own, is taken.
+        assert (await c.post("/v1/changes", json={"what": "deploy", "model": "m"})).status_code == 201
+        adm._bytes["/v1/events"] = 0
+        assert (await c.post("/v1/events", json=event)).status_code == 200
+    assert adm.inflight_bytes("/v1/events") == 0 and adm.inflight_bytes("changes") == 0
+    assert _refused(svc.registry, "/v1/events", "inflight_bytes") == 1
