@@ -188,7 +188,7 @@ class StatusPages(Passive):
                 why=why,
                 deliveries=m.deliveries,
                 drift=drift,
-                figures_text=lambda *a: "now: " + figures_text(*a),
+                figures_text=lambda *a, **kw: "now: " + figures_text(*a, **kw),
                 groups=[(s, [a for a in alerts if a.state == s]) for s in ("firing", "pending", "resolved")],
             )
         )

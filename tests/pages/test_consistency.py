@@ -328,7 +328,7 @@ def test_a_resolved_drift_alert_is_resolved_on_every_screen(firing: tuple[DriftS
     assert not _alert_rows(s.alerts, "firing"), [a["annotations"]["summary"] for a in s.api]
     assert "FeatureDrifting" not in s.status.by_id("alerts").text()  # `/` lists active and pending alerts only
     card = s.status.by_id("drift")
-    assert all("x" not in [td.text() for td in tr.find_all("td")[2:3]] for tr in card.find_all("tr"))
+    assert all("x" not in [td.text() for td in tr.find_all("td")[1:2]] for tr in card.find_all("tr"))
     [drow] = [r for r in _iter_drift_rows(s.drift) if r.attrs["data-feature"] == "x"]
     holds = s.metric("sidecar_drift_condition", model="ctr", version="2", feature="x", test="ks") == 1
     state = "condition holds" if holds else "ok"

@@ -258,7 +258,7 @@ def test_status_page_lists_only_drifting_features_and_each_gpu_with_its_use() ->
     doc = _get(svc, "/")
     rows = doc.by_id("drift").find("table").find_all("tr")
     assert [[td.text() for td in r.find_all("td")] for r in rows[1:]] == [
-        ["ctr", "2", "clicks_7d", "ks", "0.0001", "0.310"]
+        ["ctr v2", "clicks_7d", "ks", "0.0001", "0.310"]
     ]
     assert "2 feature(s) monitored." in doc.by_id("drift").text()
     gpu = doc.by_id("gpus").find("table").find_all("tr")[1]

@@ -93,7 +93,9 @@ def figures_text(
     if test == "ks":
         detail = f"KS D={_f(statistic, '.4f')}" + (f" ({method})" if method else "")
     else:
-        detail = f"chi2={_f(statistic, '.1f')} dof={dof} PSI={_f(psi, '.3f')}{new}"
+        detail = (
+            f"chi2={_f(statistic, '.1f')}" + (f" dof={dof}" if dof is not None else "") + f" PSI={_f(psi, '.3f')}{new}"
+        )
     return f"{detail}, p(BH)={_f(q, '.3g')}, n={n_cur} vs {n_ref}"
 
 
@@ -157,9 +159,12 @@ def evidence_text(facts: Facts) -> str:
     return _block_figures(facts, b) + _where(facts, b) + _held(facts)
 
 
-def now_text(facts: Facts) -> str:
-    """The latest look, labelled ``now``: ``now: KS D=0.0375, p(BH)=0.66, n=380 vs 300 (60s block to ...)``."""
+def now_text(facts: Facts, *, beside_evidence: bool = False) -> str:
+    """The latest look, labelled ``now``: ``now: KS D=0.0375, p(BH)=0.66, n=380 vs 300 (60s block to ...)``.
+    ``beside_evidence``: "" unless the finding is active on other looks than the latest (then both are shown)."""
     b = facts.get("now")
+    if beside_evidence and (not _evidence(facts) or _evidence(facts)[-1] == b):
+        return ""
     if not isinstance(b, DriftBlock):
         return "now: " + _flat_figures(facts) if facts.get("test") else ""
     return "now: " + _block_figures(facts, b) + _where(facts, b)
