@@ -9,18 +9,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sidecar.alerting.render.kinds import RENDERERS
+from sidecar.alerting.render.text import FindingText
 from sidecar.model import Finding
 
 __all__ = ["FindingText", "finding_text", "with_text"]
 
-# (summary, description) of one finding.
-FindingText = tuple[str, str]
-
 
 def finding_text(f: Finding) -> FindingText:
     """The summary and description a person reads for ``f``."""
-    from sidecar.alerting.render.kinds import RENDERERS  # lazy: kind modules import FindingText from here
-
     fn = RENDERERS.get(f.kind)
     if fn is None:
         return f.summary or f.check, f.description
@@ -30,8 +27,6 @@ def finding_text(f: Finding) -> FindingText:
 def with_text(f: Finding) -> Finding:
     """``f`` with the summary and description this renderer writes for it, so every consumer of findings (the
     alert book, the audit trail, webhooks) carries the same words; a kind without a renderer keeps its own."""
-    from sidecar.alerting.render.kinds import RENDERERS
-
     if f.kind not in RENDERERS:
         return f
     summary, description = finding_text(f)

@@ -6,7 +6,7 @@ description (rate, fill, queue time, the config), so the advice can be checked b
 
 from __future__ import annotations
 
-from sidecar.alerting.render import FindingText
+from sidecar.alerting.render.text import FindingText
 from sidecar.model import Finding
 from sidecar.naming import human_secs
 

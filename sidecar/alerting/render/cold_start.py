@@ -6,7 +6,7 @@ Summaries: ``ctr v3 took 95s to load (bound 60s)``, ``ctr v3 still loading after
 
 from __future__ import annotations
 
-from sidecar.alerting.render import FindingText
+from sidecar.alerting.render.text import FindingText
 from sidecar.model import Finding
 
 __all__ = ["render"]

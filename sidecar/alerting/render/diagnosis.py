@@ -6,7 +6,7 @@ do: <the rule's action>.``; a diagnosis that no longer holds: ``metrics_404: res
 
 from __future__ import annotations
 
-from sidecar.alerting.render import FindingText
+from sidecar.alerting.render.text import FindingText
 from sidecar.model import Finding
 
 __all__ = ["render"]

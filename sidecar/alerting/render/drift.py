@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sidecar.alerting.render import FindingText
+from sidecar.alerting.render.text import FindingText
 from sidecar.facts import DriftBlock, DriftReference
 from sidecar.model import Finding
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from sidecar.alerting.render import batching, business, canary, cold_start, diagnosis, drift, output_sanity
+import sidecar.alerting.render.batching as batching
+import sidecar.alerting.render.business as business
+import sidecar.alerting.render.canary as canary
+import sidecar.alerting.render.cold_start as cold_start
+import sidecar.alerting.render.diagnosis as diagnosis
+import sidecar.alerting.render.drift as drift
+import sidecar.alerting.render.output_sanity as output_sanity
 from sidecar.model import Finding
 
 RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sidecar.alerting.render import FindingText
+from sidecar.alerting.render.text import FindingText
 from sidecar.model import Finding
 from sidecar.naming import human_secs
 
