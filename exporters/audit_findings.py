@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from exporters.audit import AuditLog
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.model import Finding
 from sidecar.naming import fingerprint
 
@@ -34,7 +34,7 @@ _TABLE = "audit_findings_true"
 
 class FindingAudit(Passive):
     name = "finding_audit"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(
         self,
