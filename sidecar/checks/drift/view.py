@@ -26,7 +26,7 @@ from sidecar.model import Finding
 if TYPE_CHECKING:
     from sidecar.checks.drift.check import DriftCheck
 
-__all__ = ["Bar", "DriftView", "SeriesDetail", "SeriesRow", "ks_location"]
+__all__ = ["Bar", "DriftView", "SeriesDetail", "SeriesRow", "categorical_detail", "ks_location", "numeric_detail"]
 
 MAX_POINTS = 240  # ECDF points per curve the detail page draws (a 1M-row reference is not sent to a browser)
 MAX_BARS = 30  # categories drawn; the rest are pooled into one bar
@@ -203,6 +203,45 @@ def _bars(ref: Mapping[str, int], cur: Mapping[str, int]) -> tuple[tuple[Bar, ..
     return tuple(bars), new
 
 
+def numeric_detail(row: SeriesRow, ref: Ecdf | None, cur: Ecdf | None) -> SeriesDetail:
+    """Both ECDFs of one numeric series as bounded points, and where D lies (the detail page's drawing; the
+    offline report draws its files with it too)."""
+    if ref is None or cur is None or ref.n == 0 or cur.n == 0:
+        return SeriesDetail(row, ref_reason="", extra={"empty": True})
+    d, x, f_ref, f_cur = ks_location(ref, cur)
+    lo = min(_quantile(ref, 0.005), _quantile(cur, 0.005), x)
+    hi = max(_quantile(ref, 0.995), _quantile(cur, 0.995), x)
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    pad = (hi - lo) * 0.03
+    lo, hi = lo - pad, hi + pad
+    return SeriesDetail(
+        row,
+        ref_reason="",
+        ref_points=_points(ref, lo, hi, [x]),
+        cur_points=_points(cur, lo, hi, [x]),
+        d_at=(x, f_ref, f_cur),
+        d_now=d,
+        x_range=(lo, hi),
+        cur_total=cur.n,
+        ref_total=ref.n,
+    )
+
+
+def categorical_detail(row: SeriesRow, ref: Mapping[str, int], cur: Mapping[str, int]) -> SeriesDetail:
+    """The share per category of one categorical series, new categories marked."""
+    bars, new = _bars(ref, cur)
+    return SeriesDetail(
+        row,
+        ref_reason="",
+        bars=bars,
+        new_categories=tuple(new[:MAX_NEW_LISTED]),
+        new_count=len(new),
+        cur_total=sum(cur.values()),
+        ref_total=sum(ref.values()),
+    )
+
+
 class DriftView:
     """What the drift pages read. ``record`` keeps the last round's drift findings (bounded by the check's own
     series limits: at most two findings per series it holds)."""
@@ -254,40 +293,8 @@ class DriftView:
         if cur is None:
             return SeriesDetail(row, ref_reason="", extra={"no_current": True})
         if row.kind == "numeric":
-            return self._numeric(row, ref, cur.distribution())
-        bars, new = _bars(ref.counts or {}, cur.counts or {})
-        return SeriesDetail(
-            row,
-            ref_reason="",
-            bars=bars,
-            new_categories=tuple(new[:MAX_NEW_LISTED]),
-            new_count=len(new),
-            cur_total=sum((cur.counts or {}).values()),
-            ref_total=sum((ref.counts or {}).values()),
-        )
-
-    @staticmethod
-    def _numeric(row: SeriesRow, ref: Reference, cur: Ecdf | None) -> SeriesDetail:
-        if ref.ecdf is None or cur is None or ref.ecdf.n == 0 or cur.n == 0:
-            return SeriesDetail(row, ref_reason="", extra={"empty": True})
-        d, x, f_ref, f_cur = ks_location(ref.ecdf, cur)
-        lo = min(_quantile(ref.ecdf, 0.005), _quantile(cur, 0.005), x)
-        hi = max(_quantile(ref.ecdf, 0.995), _quantile(cur, 0.995), x)
-        if hi <= lo:
-            lo, hi = lo - 0.5, hi + 0.5
-        pad = (hi - lo) * 0.03
-        lo, hi = lo - pad, hi + pad
-        return SeriesDetail(
-            row,
-            ref_reason="",
-            ref_points=_points(ref.ecdf, lo, hi, [x]),
-            cur_points=_points(cur, lo, hi, [x]),
-            d_at=(x, f_ref, f_cur),
-            d_now=d,
-            x_range=(lo, hi),
-            cur_total=cur.n,
-            ref_total=ref.ecdf.n,
-        )
+            return numeric_detail(row, ref.ecdf, cur.distribution())
+        return categorical_detail(row, ref.counts or {}, cur.counts or {})
 
     def _row(self, key: tuple[str, str, str], tests: dict[str, Finding]) -> SeriesRow | None:
         main = next((tests[t] for t in ("ks", "chi2") if t in tests), None)
