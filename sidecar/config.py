@@ -25,6 +25,7 @@ from sidecar.diagnose.config import DiagnoseConfig
 from sidecar.errors import ConfigError
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.gpu.config import GpuConfig
+from sidecar.sources.servers.config import ServingTargetConfig, unique_server_names
 from sidecar.sources.triton_config import TritonConfig
 from sidecar.state.trace_config import TracesConfig
 
@@ -129,6 +130,10 @@ class SidecarConfig(StrictModel):
     alerting: AlertingConfig = AlertingConfig()
     gpu: GpuConfig = GpuConfig()
     diagnose: DiagnoseConfig = DiagnoseConfig()
+    servers: Annotated[list[ServingTargetConfig], AfterValidator(unique_server_names)] = Field(
+        default_factory=list,
+        description="Model servers read through a server profile (vLLM, Triton, ...): docs/servers.md.",
+    )
     webhooks: Annotated[list[WebhookConfig], AfterValidator(WebhookConfig.unique_names)] = Field(
         default_factory=list, description="Webhooks findings call (signed, retried, rate-limited): docs/webhooks.md."
     )

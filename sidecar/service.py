@@ -62,6 +62,7 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.events import build as events
     from sidecar.wiring.gpu import build as gpu
     from sidecar.wiring.pages import factories as drift_and_pages
+    from sidecar.wiring.servers import build as servers
     from sidecar.wiring.traces import build as traces
     from sidecar.wiring.triton import build as triton
     from sidecar.wiring.verdicts import build as verdicts
@@ -69,7 +70,7 @@ def default_factories() -> list[Factory]:
     # Build order = subscription order on the bus: the change log subscribes before the checks that publish.
     # The pages builder is handed the drift check the drift builder made (the drift pages read it).
     drift, pages = drift_and_pages()
-    return [alerting, triton, gpu, traces, events, drift, business, canary, diagnose, verdicts, pages]
+    return [alerting, triton, servers, gpu, traces, events, drift, business, canary, diagnose, verdicts, pages]
 
 
 class Service:

@@ -1,0 +1,48 @@
+"""The profiles, one line per server, and detection from the families an exposition holds.
+
+Detection scores each profile by how many of its families are present (a Triton serving vLLM through its vLLM
+backend holds both ``nv_*`` and ``vllm:*`` families and the Triton profile, which maps both, scores higher); a
+profile with none present never matches. Ties go to the earlier line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from sidecar.sources.servers.profile import Profile
+from sidecar.sources.servers.triton import PROFILE as TRITON
+from sidecar.sources.servers.vllm import PROFILE as VLLM
+
+__all__ = ["PROFILES", "detect", "family_names"]
+
+PROFILES: Mapping[str, Profile] = MappingProxyType(
+    {
+        p.name: p
+        for p in (
+            TRITON,
+            VLLM,
+        )
+    }
+)
+
+
+def family_names(sample_names: Iterable[str], types: Mapping[str, str]) -> set[str]:
+    """The family names present: declared ones, plus sample names with their suffixes stripped."""
+    out = set(types)
+    for name in sample_names:
+        out.add(name)
+        for suffix in ("_total", "_bucket", "_sum", "_count"):
+            if name.endswith(suffix):
+                out.add(name[: -len(suffix)])
+    return out
+
+
+def detect(families: set[str] | frozenset[str]) -> Profile | None:
+    best: Profile | None = None
+    best_score = 0
+    for profile in PROFILES.values():
+        score = len(profile.families & families)
+        if score > best_score:
+            best, best_score = profile, score
+    return best

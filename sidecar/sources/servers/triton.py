@@ -1,0 +1,49 @@
+"""Triton Inference Server: the classic per-model counters, the opt-in first-response histogram, and the
+pending-request gauge.
+
+Names, types and units read from triton-inference-server/core ``src/metrics.cc`` and
+``src/metric_model_reporter.h`` at commit 73aad7c3348d040c7087d57837d75822c488495e: counters in microseconds
+(``nv_inference_*_duration_us``), ``nv_inference_first_response_histogram_ms`` (a histogram in milliseconds,
+``--metrics-config histogram_latencies=true``, default buckets 100, 500, 2000, 5000). Labels ``model`` and
+``version``. The first response of a decoupled (streaming) model is its first chunk, not its first token: it is
+its own SLI, never called time to first token.
+
+Classic counters give averages only: latency and queue time are the duration counters over success + failure
+requests, compute time over successful ones, the batch size inferences over executions.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from sidecar.sources.servers.profile import MS, REQUESTS, US, Profile, Rule
+from sidecar.sources.servers.schema import DistName, Gauge
+
+__all__ = ["PROFILE", "RULES"]
+
+_WHY = MappingProxyType({"REJECTED": "failure", "CANCELED": "aborted", "BACKEND": "failure", "OTHER": "failure"})
+_E2E, _QUEUE, _COMPUTE = DistName.REQUEST_DURATION, DistName.QUEUE_DURATION, DistName.COMPUTE_DURATION
+
+RULES = (
+    Rule("nv_inference_request_success", "counter", REQUESTS, outcome="success"),
+    # Failures carry ``reason`` (REJECTED, CANCELED, BACKEND, OTHER) since Triton 24.x; older ones have none.
+    Rule("nv_inference_request_failure", "counter", REQUESTS, outcome="failure", outcome_label="reason", outcomes=_WHY),
+    Rule("nv_inference_request_success", "counter", _E2E, part="count"),
+    Rule("nv_inference_request_failure", "counter", _E2E, part="count"),
+    Rule("nv_inference_request_duration_us", "counter", _E2E, part="sum", scale=US),
+    Rule("nv_inference_request_success", "counter", _QUEUE, part="count"),
+    Rule("nv_inference_request_failure", "counter", _QUEUE, part="count"),
+    Rule("nv_inference_queue_duration_us", "counter", _QUEUE, part="sum", scale=US),
+    Rule("nv_inference_request_success", "counter", _COMPUTE, part="count"),
+    Rule("nv_inference_compute_infer_duration_us", "counter", _COMPUTE, part="sum", scale=US),
+    Rule("nv_inference_count", "counter", DistName.BATCH_SIZE, part="sum"),
+    Rule("nv_inference_exec_count", "counter", DistName.BATCH_SIZE, part="count"),
+    Rule("nv_inference_pending_request_count", "gauge", Gauge.WAITING),
+    Rule("nv_inference_first_response_histogram_ms", "histogram", DistName.FIRST_RESPONSE, scale=MS),
+)
+
+PROFILE = Profile(
+    name="triton",
+    rules=RULES,
+    source="triton-inference-server/core src/metrics.cc",
+)
