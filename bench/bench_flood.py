@@ -19,6 +19,7 @@ import collections
 import http.client
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -152,6 +153,7 @@ def main() -> None:
         flood_done = threading.Event()
         probe_log: list[tuple[float, int, int]] = []  # (time, events status, changes status)
         pressure_log: list[tuple[float, bool]] = []  # (time, sidecar_memory_pressure == 1)
+        latencies: list[tuple[float, float]] = []  # (sent at, seconds until an event push was answered)
 
         def sender() -> None:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -177,7 +179,9 @@ def main() -> None:
                 if end_at is None and flood_done.is_set():
                     end_at = time.monotonic() + a.after
                 n += 1
+                t_ev = time.monotonic()
                 ev = _post(conn, "/v1/events", orjson.dumps({"model": "m", "timestamp": time.time(), "score": 0.5}))
+                latencies.append((t_ev, time.monotonic() - t_ev))
                 ch = _post(conn, "/v1/changes", orjson.dumps({"what": f"probe {n}", "model": "m"}))
                 probe_log.append((time.monotonic(), ev, ch))
                 pressure_log.append((time.monotonic(), "sidecar_memory_pressure 1.0" in _metrics(port)))
@@ -215,6 +219,14 @@ def main() -> None:
         during = sum(t < flood_end for t, *_ in probe_log)
         print(f"event/change probes refused during the flood: {bad_during} of {during}")
         print(f"time from the end of the flood until events and changes succeed again: {recovery:.1f} s")
+        during_lat = sorted(d for t, d in latencies if t < flood_end)
+        after_lat = sorted(d for t, d in latencies if t >= flood_end)
+        if during_lat and after_lat:
+            print(
+                f"event push answered in (median / max): during the flood {statistics.median(during_lat) * 1000:.0f}"
+                f" / {during_lat[-1] * 1000:.0f} ms, after it {statistics.median(after_lat) * 1000:.0f} / "
+                f"{after_lat[-1] * 1000:.0f} ms"
+            )
         # The limiter lets go (the span endpoint takes concurrent pushes again) at the first probe after the flood
         # that saw sidecar_memory_pressure 0 and none after it that saw 1.
         after = [(t, p) for t, p in pressure_log if t >= flood_end]
