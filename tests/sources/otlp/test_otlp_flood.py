@@ -45,7 +45,7 @@ def _batch(rnd: random.Random, spans: int = 20, traces: int = 4, attrs: int = 8,
     out = []
     for i in range(spans):
         values = [
-            {"key": f"payload.{j}", "value": {"stringValue": "".join(rnd.choices("abcdefgh", k=chars))}}
+            {"key": f"payload.{j}", "value": {"stringValue": rnd.randbytes(chars // 2 + 1).hex()[:chars]}}
             for j in range(attrs)
         ]
         out.append(
