@@ -98,7 +98,7 @@ def _big_json(rnd: random.Random, spans: int, attrs: int, chars: int, trace: byt
                 "startTimeUnixNano": str(1_000 + i),
                 "endTimeUnixNano": str(2_000 + i),
                 "attributes": [
-                    {"key": f"k{j}", "value": {"stringValue": "".join(rnd.choices("abc", k=chars))}}
+                    {"key": f"k{j}", "value": {"stringValue": rnd.randbytes(chars // 2 + 1).hex()[:chars]}}
                     for j in range(attrs)
                 ],
             }
