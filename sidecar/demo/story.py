@@ -135,7 +135,7 @@ def replay(
     from sidecar.clock import FakeClock
     from sidecar.component import Batch
     from sidecar.config import parse_config
-    from sidecar.demo.run import demo_config
+    from sidecar.demo.config import demo_config
     from sidecar.demo.scenario import DemoScenario
     from sidecar.demo.tritonserver import demo_model_repository
     from sidecar.model import Event
