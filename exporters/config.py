@@ -13,7 +13,15 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from sidecar.configbase import StrictModel, Token
 
-__all__ = ["AlertmanagerConfig", "BasicAuthConfig", "ElasticsearchConfig", "HttpAuthConfig", "RetryConfig", "TlsConfig"]
+__all__ = [
+    "AlertmanagerConfig",
+    "BasicAuthConfig",
+    "ElasticsearchConfig",
+    "ForwardConfig",
+    "HttpAuthConfig",
+    "RetryConfig",
+    "TlsConfig",
+]
 
 
 class BasicAuthConfig(StrictModel):
@@ -263,3 +271,31 @@ class WebhookConfig(StrictModel):
                 raise ValueError(f"[{i}].name: {h.name!r} is used twice; webhook names must be unique")
             seen.add(h.name)
         return hooks
+
+
+class ForwardConfig(StrictModel):
+    endpoint: str | None = Field(
+        default=None,
+        description="OTLP/HTTP traces endpoint to forward every received span to, e.g. "
+        "http://tempo:4318/v1/traces. Unset: no forwarding.",
+    )
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers sent with each export.")
+    compression: Literal["none", "gzip"] = Field(default="gzip", description="Body compression of forwarded exports.")
+    timeout_secs: float = Field(
+        default=10.0,
+        gt=0,
+        description="Time one export may take, retries included (the exporter backs off with jitter "
+        "and honours Retry-After; it retries 429, 502, 503 and 504 only).",
+    )
+    queue_max_spans: int = Field(
+        default=20000, gt=0, description="Spans waiting to be forwarded; more are dropped and counted."
+    )
+    batch_max_spans: int = Field(default=512, gt=0, description="Spans sent in one export request.")
+    shutdown_flush_secs: float = Field(default=5.0, ge=0, description="Time spent flushing the queue at shutdown.")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return v

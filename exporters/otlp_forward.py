@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import httpx
 from prometheus_client import CollectorRegistry
 
-from exporters.config import HttpAuthConfig, split_credentials
+from exporters.config import ForwardConfig, HttpAuthConfig, split_credentials
 from exporters.httpauth import request_auth
 from exporters.otlp_encode import encode_spans
 from exporters.sender import MemoryQueue, RetryPolicy, Sender, check_response
@@ -34,7 +34,6 @@ from sidecar.component import Readiness, Role
 from sidecar.model import Span
 from sidecar.records import Record, to_span
 from sidecar.redact import mask_url
-from sidecar.state.trace_config import ForwardConfig
 
 __all__ = ["OTLP_RETRYABLE", "OtlpForwarder"]
 

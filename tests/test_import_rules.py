@@ -33,9 +33,16 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
         ("sidecar.alerting", "sidecar.sources", "exporters", "sidecar.pages", "sidecar.wiring", "sidecar.checks"),
     ),
 ]
-# The one allowed crossing: the YAML tree nests the exporters' sections under ``alerting``, so the alerting
-# config model imports the exporters' config models (``exporters/config.py``, which imports only pydantic).
-ALLOWED = {("sidecar.alerting.config", "exporters.config")}
+# The allowed crossings: config models that nest other layers' sections the way the YAML tree does. The alerting
+# config nests the exporters' sections (``exporters/config.py``, which imports only pydantic); the ``traces``
+# section nests the configs of the span side's sources and its forwarder, each beside its component.
+ALLOWED = {
+    ("sidecar.alerting.config", "exporters.config"),
+    ("sidecar.state.trace_config", "exporters.config"),
+    ("sidecar.state.trace_config", "sidecar.sources.otlp.config"),
+    ("sidecar.state.trace_config", "sidecar.sources.trace_files.config"),
+    ("sidecar.state.trace_config", "sidecar.sources.triton_failures_config"),
+}
 # The data types depend on nothing of ours (records may use the model: both are the shared vocabulary).
 DATA_TYPES = {
     "sidecar.facts": (),

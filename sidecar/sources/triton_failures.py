@@ -28,7 +28,7 @@ from sidecar.errors import ScrapeError
 from sidecar.polled import Polled, TickerFactory
 from sidecar.promtext import parse_labels
 from sidecar.scrape import fetch_exposition
-from sidecar.state.trace_config import FailureJoinConfig
+from sidecar.sources.triton_failures_config import FailureJoinConfig
 from sidecar.state.trace_hub import TraceHub
 
 __all__ = ["FailureJoin", "failure_counts"]

@@ -1,13 +1,24 @@
-"""TracesConfig: the span side (OTLP receiver, Triton trace files, trace store, stage histograms,
-forwarding)."""
+"""The ``traces`` section: the trace hub's own settings (store, stage histograms) at its top level, and the
+sections of the span side's other components, each model beside its component and nested here:
+
+- ``limits``: the OTLP receiver's (``sources/otlp/config.py``)
+- ``file``: the trace-file reader's (``sources/trace_files/config.py``)
+- ``failure_join``: the failure join's (``sources/triton_failures_config.py``)
+- ``forward``: the OTLP forwarder's (``exporters/config.py``)
+- ``store``: the trace store's byte budgets (here, beside ``state/traces.py`` and ``state/trace_hub.py``)
+
+The nested models are re-exported, so ``from sidecar.state.trace_config import TraceFileConfig`` still works.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, field_validator, model_validator
 
+from exporters.config import ForwardConfig
 from sidecar.configbase import StrictModel
+from sidecar.sources.otlp.config import SpanLimitsConfig
+from sidecar.sources.trace_files.config import TraceFileConfig
+from sidecar.sources.triton_failures_config import FailureJoinConfig
 
 __all__ = [
     "FailureJoinConfig",
@@ -36,115 +47,6 @@ _DEFAULT_BUCKETS = (
     2.5,
     5.0,
 )
-
-
-class TraceFileConfig(StrictModel):
-    path: str | None = Field(
-        default=None,
-        description="The file Triton was started with (`--trace-config triton,file=PATH`); the sidecar "
-        "follows PATH "
-        "and its rotations PATH.0, PATH.1, ... Unset: no trace files are read.",
-    )
-    poll_interval_secs: float = Field(
-        default=1.0, gt=0, description="How often the trace files are checked for new data."
-    )
-    settle_secs: float = Field(
-        default=5.0,
-        gt=0,
-        description="A file that is still not a complete JSON array after this long without changing is read "
-        "leniently (the records before the damage are used, the rest is counted as a parse error).",
-    )
-    max_pending_requests: int = Field(
-        default=10000,
-        gt=0,
-        description="Requests seen only partly (their records not all written yet) kept at once.",
-    )
-    max_files_remembered: int = Field(
-        default=10000,
-        gt=0,
-        description="Files whose read offsets are remembered; beyond it the oldest fully read ones are "
-        "summarised by their rotation index and mtime (they are still not read twice).",
-    )
-    delete_after_read: bool = Field(
-        default=False,
-        description="Delete a file once it is closed, fully read, and its spans and events were published "
-        "(Triton never deletes them itself). If `events.triton_trace` names the same path, either one asking "
-        "is enough: the one reader deletes only after both outputs were taken.",
-    )
-    max_read_bytes: int = Field(
-        default=16 * 1024 * 1024,
-        gt=0,
-        description="Most bytes read from the trace files per poll (a backlog is read over several polls); "
-        "one record larger than this is skipped and counted.",
-    )
-    max_string_length: int = Field(
-        default=256,
-        gt=0,
-        description="Longest model name, version, request id or tensor name taken from a trace record; a "
-        'longer one is refused and counted (`sidecar_trace_file_records_refused_total{reason="string_too_long"}`).',
-    )
-
-
-class ForwardConfig(StrictModel):
-    endpoint: str | None = Field(
-        default=None,
-        description="OTLP/HTTP traces endpoint to forward every received span to, e.g. "
-        "http://tempo:4318/v1/traces. Unset: no forwarding.",
-    )
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers sent with each export.")
-    compression: Literal["none", "gzip"] = Field(default="gzip", description="Body compression of forwarded exports.")
-    timeout_secs: float = Field(
-        default=10.0,
-        gt=0,
-        description="Time one export may take, retries included (the exporter backs off with jitter "
-        "and honours Retry-After; it retries 429, 502, 503 and 504 only).",
-    )
-    queue_max_spans: int = Field(
-        default=20000, gt=0, description="Spans waiting to be forwarded; more are dropped and counted."
-    )
-    batch_max_spans: int = Field(default=512, gt=0, description="Spans sent in one export request.")
-    shutdown_flush_secs: float = Field(default=5.0, ge=0, description="Time spent flushing the queue at shutdown.")
-
-    @field_validator("endpoint")
-    @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return v
-
-
-class FailureJoinConfig(StrictModel):
-    metrics_url: str | None = Field(
-        default=None,
-        description="Triton's /metrics URL; when set, increases of nv_inference_request_failure per model "
-        "and version mark the traces of that model and version in the same interval (see docs/traces.md).",
-    )
-    interval_secs: float = Field(default=15.0, gt=0, description="How often Triton's failure counters are read.")
-
-
-class SpanLimitsConfig(StrictModel):
-    max_name_chars: int = Field(
-        default=128,
-        ge=16,
-        le=65536,
-        description="Longest span name, model name or version, attribute key, event name or service.name; a "
-        "request with a longer one is refused with 400 naming the field (these become metric labels and keys).",
-    )
-    max_value_chars: int = Field(
-        default=4096,
-        ge=64,
-        le=1048576,
-        description="Longest stored attribute value, event attribute value or status message; longer ones are "
-        "kept cut to this length, ending with '…[truncated]', and counted.",
-    )
-
-    @model_validator(mode="after")
-    def _order(self) -> SpanLimitsConfig:
-        if self.max_value_chars < self.max_name_chars:
-            raise ValueError(
-                f"max_value_chars ({self.max_value_chars}) must be at least max_name_chars ({self.max_name_chars})"
-            )
-        return self
 
 
 class TraceStoreConfig(StrictModel):

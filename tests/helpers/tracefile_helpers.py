@@ -9,8 +9,8 @@ from sidecar.component import Bus
 from sidecar.sources.events.config import TritonTraceConfig
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.trace_files import TraceFileSource, merge
+from sidecar.sources.trace_files.config import TraceFileConfig
 from sidecar.sources.trace_files.metrics import TraceFileMetrics
-from sidecar.state.trace_config import TraceFileConfig
 from sidecar.store import Store
 
 

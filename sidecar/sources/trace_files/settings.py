@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sidecar.sources.events.config import TensorMapping, TritonTraceConfig
-from sidecar.state.trace_config import TraceFileConfig
+from sidecar.sources.trace_files.config import TraceFileConfig
 
 __all__ = ["TraceFileSettings", "merge"]
 
