@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
-from sidecar.facts import NO_FACTS, Facts, FactValue
+from sidecar.facts import NO_FACTS, Facts
 
 __all__ = [
     "BATCH_ITEM_TYPES",
@@ -230,9 +230,8 @@ class Finding:
     trace_id: str | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
     # The evidence, typed per kind (``sidecar.facts``): numbers and short tokens the one renderer
-    # (sidecar/alerting/render/) turns into every sentence a person reads; a check writes no prose. A plain
-    # mapping is accepted from code that builds findings by hand (tests, an external check).
-    facts: Facts | Mapping[str, FactValue] = field(default_factory=lambda: NO_FACTS)
+    # (sidecar/alerting/render/) turns into every sentence a person reads; a check writes no prose.
+    facts: Facts = field(default_factory=lambda: NO_FACTS)
 
 
 @dataclass(frozen=True, slots=True)
