@@ -73,6 +73,7 @@ def _every_area(tmp: Path) -> dict[str, Any]:
         },
         "gpu": {"enabled": True, "nvml": {"enabled": True}, "dcgm": {"enabled": True}},
         "diagnose": {"enabled": True},
+        "servers": [{"name": "vllm", "url": f"{off}/metrics"}],
         "webhooks": [{"name": "hook", "url": f"{off}/hook", "secret": "0123456789abcdef0123456789abcdef"}],
     }
 
@@ -131,7 +132,11 @@ def test_every_component_has_a_role_the_lifecycle_and_the_constructor_shape(serv
         "runbooks",
         "triton_metrics",
         "triton_series",
+        "server:vllm",
         "diagnose",
+        "tracing_governor",
+        "triton_model_api",
+        "webhook_hook",
     } <= set(names)
     assert len(names) == len(set(names)), "component names must be unique"
     assert {c.role for c in comps} == set(Role)
