@@ -285,6 +285,12 @@ def test_a_firing_alert_quotes_the_evidence_that_fired_it_everywhere(firing: tup
         a for a in s.posted if a["labels"].get("feature") == "x" and a["labels"]["alertname"] == "FeatureDrifting"
     ]
     assert posted["annotations"] == alert["annotations"]  # Alertmanager reads the same words
+    # The audit trail: the alert's row has its words, the finding's row the renderer's words it wraps.
+    rows = story.client.get("/v1/audit", params={"limit": 100}).json()["events"]
+    fired = [e for e in rows if e["kind"] == "alert_fired" and e["labels"].get("feature") == "x"]
+    assert [e["annotations"]["summary"] for e in fired] == [summary]
+    crossed = [e for e in rows if e["kind"] == "finding_crossed" and e["labels"].get("feature") == "x"]
+    assert crossed and all(e["summary"] and e["summary"] in summary for e in crossed)
     # `/alerts` and `/` show the book's summary whole.
     row = _row_with(_alert_rows(s.alerts, "firing"), "FeatureDrifting", 'feature="x"')
     assert summary in row.text()
