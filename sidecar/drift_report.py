@@ -3,7 +3,9 @@
 Reads Parquet, CSV or JSON Lines; every column of the reference is reported, tested the way the live check
 tests it (KS for numeric, chi-square with unseen categories and PSI for categorical, Benjamini-Hochberg across
 the columns, an effect floor, a rise of the missing ratio beyond a floor); a column that cannot be tested
-says why, and one the current file lacks is a finding.
+says why, and one the current file lacks is a finding. Notes under the table say what the numbers do not: how
+many reference rows ``--same-hours`` kept, cells of a numeric column that are not numbers, skipped CSV lines.
+``--html FILE`` also writes the report as one self-contained page (``sidecar.drift_report_html``).
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from typing import Any, TextIO
 
 import orjson
 
-from sidecar.checks.drift.datafile import DataFileError, hours_covered, load_columns
+from sidecar.checks.drift.datafile import DataFile, DataFileError, hours_covered, read_data_file
 from sidecar.checks.drift.references import Reference
 from sidecar.checks.stats.core import Ecdf, benjamini_hochberg, chi_square, ks_many, psi_numeric
 
@@ -46,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", required=True, help="reference file (.parquet, .csv, .jsonl)")
     p.add_argument("--current", required=True, help="current file (.parquet, .csv, .jsonl)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        default=None,
+        help="also write the report as one self-contained HTML file (ECDF and category drawings, no network)",
+    )
     p.add_argument(
         "--p-threshold",
         type=float,
@@ -240,12 +249,13 @@ def main(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) 
     cols = [c.strip() for c in args.columns.split(",") if c.strip()] or None
     try:
         hours = hours_covered(args.current, args.time_column) if args.same_hours else None
-        common = {"created_at": 0.0, "max_rows": args.max_rows, "columns": cols, "keep_empty": True}
-        ref = load_columns(args.reference, role="reference", time_column=args.time_column, hours=hours, **common)
-        cur = load_columns(args.current, role="current", **common)
+        common = {"created_at": 0.0, "max_rows": args.max_rows, "columns": cols}
+        ref_file = read_data_file(args.reference, role="reference", time_column=args.time_column, hours=hours, **common)
+        cur_file = read_data_file(args.current, role="current", **common)
     except DataFileError as exc:
         err.write(f"sidecar drift: {exc}\n")
         return EXIT_ERROR
+    ref, cur = ref_file.references(), cur_file.references()
     if args.time_column:  # a clock, not a feature
         ref.pop(args.time_column, None)
         cur.pop(args.time_column, None)
@@ -269,7 +279,13 @@ def main(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) 
         missing_floor=args.missing_increase_floor,
         min_rows=args.min_rows,
     )
+    for row in rows:
+        for role, f in (("reference", ref_file), ("current", cur_file)):
+            c = f.columns.get(row["feature"])
+            row[f"non_numeric_{role}"] = c.non_numeric_share if c else None
+            row[f"non_numeric_cells_{role}"] = c.non_numeric if c else 0
     drift = any(r["drift"] for r in rows)
+    notes = _notes(rows, ref_file, cur_file, args.reference, args.current)
     if args.json:
         doc = {
             "reference": args.reference,
@@ -280,13 +296,80 @@ def main(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) 
             "missing_increase_floor": args.missing_increase_floor,
             "min_rows": args.min_rows,
             "same_hours": sorted(hours) if hours is not None else None,
+            "reference_rows": {
+                "read": ref_file.rows_read,
+                "kept": ref_file.rows_kept,
+                "skipped": ref_file.rows_skipped,
+            },
+            "current_rows": {"read": cur_file.rows_read, "kept": cur_file.rows_kept, "skipped": cur_file.rows_skipped},
+            "notes": notes,
             "features": rows,
             "drift": drift,
         }
         out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
     else:
         _table(rows, out)
+        for n in notes:
+            out.write(f"note: {n}\n")
+    if args.html:
+        from sidecar.drift_report_html import render_report, write_report
+
+        settings = {
+            "p threshold (BH)": args.p_threshold,
+            "KS D floor": args.ks_effect_floor,
+            "PSI floor": args.psi_effect_floor,
+            "missing rise floor": args.missing_increase_floor,
+            "min rows": args.min_rows,
+        }
+        page = render_report(
+            rows,
+            ref,
+            cur,
+            reference=args.reference,
+            current=args.current,
+            settings=settings,
+            notes=notes,
+            now=time.time(),
+        )
+        try:
+            write_report(args.html, page)
+        except OSError as exc:
+            err.write(f"sidecar drift: --html {args.html}: cannot be written ({exc.strerror or exc})\n")
+            return EXIT_ERROR
     return EXIT_DRIFT if drift else EXIT_OK
+
+
+def _notes(rows: list[dict[str, Any]], ref: DataFile, cur: DataFile, ref_path: str, cur_path: str) -> list[str]:
+    """What the table does not say: the hours filter, cells that are not numbers, skipped lines."""
+    notes: list[str] = []
+    if ref.hours is not None:
+        span = ", ".join(f"{h:02d}" for h in sorted(ref.hours))
+        notes.append(
+            f"--same-hours: {ref.rows_kept} of {ref.rows_read} reference rows kept "
+            f"(UTC hours {span}: those the current file covers)"
+        )
+    for f, role, path in ((ref, "reference", ref_path), (cur, "current", cur_path)):
+        if f.rows_skipped:
+            notes.append(
+                f"{role} file {path}: {f.rows_skipped} lines skipped (another number of fields than the header)"
+            )
+    for row in rows:
+        for role, f in (("reference", ref), ("current", cur)):
+            c = f.columns.get(row["feature"])
+            if c is None or not c.non_numeric:
+                continue
+            share = c.non_numeric_share or 0.0
+            if c.reference.kind == "numeric":
+                notes.append(
+                    f"{row['feature']}: {c.non_numeric} of {c.cells} {role} cells ({share:.2%}) are not numbers; "
+                    "counted as missing"
+                )
+            elif share < 1:
+                notes.append(
+                    f"{row['feature']}: categorical in the {role} file: {c.non_numeric} of {c.cells} cells "
+                    f"({share:.2%}) are not numbers"
+                )
+    return notes
 
 
 if __name__ == "__main__":  # pragma: no cover
