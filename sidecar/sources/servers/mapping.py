@@ -80,7 +80,7 @@ def _declared(types: Mapping[str, str], rule: Rule) -> str | None:
 class _Acc:
     """Mutable per-model builder; frozen into ``ModelServing`` at the end."""
 
-    __slots__ = ("buckets", "counters", "dcount", "dsum", "gauges", "requests")
+    __slots__ = ("buckets", "counters", "dcount", "den", "dsum", "gauges", "num", "requests")
 
     def __init__(self) -> None:
         self.requests: dict[str, float] = defaultdict(float)
@@ -89,12 +89,17 @@ class _Acc:
         self.dsum: dict[str, float] = defaultdict(float)
         self.dcount: dict[str, float] = defaultdict(float)
         self.buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+        self.num: dict[str, float] = defaultdict(float)
+        self.den: dict[str, float] = defaultdict(float)
 
     def freeze(self) -> ModelServing:
         dists: dict[str, Dist] = {}
         for name in self.dsum.keys() & self.dcount.keys():
             b = self.buckets.get(name)
             dists[name] = Dist(self.dsum[name], self.dcount[name], tuple(sorted(b.items())) if b else ())
+        for name in self.num.keys() & self.den.keys():
+            if self.den[name] > 0:
+                self.gauges[name] = self.num[name] / self.den[name]
         return ModelServing(
             requests=MappingProxyType(dict(self.requests)),
             counters=MappingProxyType(dict(self.counters)),
@@ -204,7 +209,10 @@ def _fold(
 ) -> None:
     ml, vl = profile.model_label, profile.version_label
     target = rule.target
+    where = rule.where
     for part, labels, v in got:
+        if where and any(labels.get(k) != want for k, want in where):
+            continue
         key = (labels.get(ml, "") if ml else profile.default_model, labels.get(vl, "") if vl else "")
         acc = accs.get(key)
         if acc is None:
@@ -219,7 +227,10 @@ def _fold(
                 outcome = rule.outcome or "other"
             acc.requests[outcome] += v
         elif target in _COUNTERS:
-            acc.counters[target] += v
+            if rule.type == "counter" or part == rule.part:  # a histogram's _sum, when it counts tokens
+                acc.counters[target] += v
+        elif part == "value" and rule.part in ("num", "den"):
+            (acc.num if rule.part == "num" else acc.den)[target] += v
         elif target in _GAUGES:
             old = acc.gauges.get(target)
             acc.gauges[target] = v if old is None else (old + v if rule.gauge_agg == "sum" else max(old, v))

@@ -28,7 +28,10 @@ class Rule:
 
     ``family`` is the name the server declares (a counter without its ``_total``: ``prometheus_client`` writes
     ``# TYPE x counter`` and samples ``x_total``; the C++ client writes both as ``x``; both are read).
-    A counter may feed one half of a distribution (``part="sum"`` or ``"count"``): Triton's classic
+    A gauge may be one side of a ratio (``part="num"`` / ``"den"``: TensorRT-LLM's used and max KV-cache blocks
+    make the KV-cache usage), picked out of a family by label values (``where``). A histogram may feed a counter
+    with its ``_sum`` (``part="sum"``: TGI's tokens per request make the token counters). A counter may feed one
+    half of a distribution (``part="sum"`` or ``"count"``): Triton's classic
     ``nv_inference_request_duration_us`` is the sum of the request duration whose count is
     ``nv_inference_request_success``. ``scale`` converts the server's unit to the schema's (seconds);
     ``unit`` is the OpenMetrics ``# UNIT`` the family must carry when it declares one.
@@ -37,13 +40,14 @@ class Rule:
     family: str
     type: FamilyType
     target: str  # REQUESTS, a Counter, a Gauge or a DistName
-    part: Literal["value", "sum", "count"] = "value"
+    part: Literal["value", "sum", "count", "num", "den"] = "value"
     scale: float = 1.0
     unit: str | None = None
     outcome: str | None = None  # a fixed outcome for a requests counter
     outcome_label: str | None = None  # or the label that carries it ...
     outcomes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # ... mapped onto OUTCOMES
     gauge_agg: Literal["sum", "max"] = "sum"  # across engines/ranks of one model: sum (requests), max (a ratio)
+    where: tuple[tuple[str, str], ...] = ()  # only samples with these label values (a family of several meanings)
 
     def __post_init__(self) -> None:
         kinds = {REQUESTS, *Counter, *Gauge, *DistName}

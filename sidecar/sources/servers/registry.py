@@ -11,6 +11,9 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from sidecar.sources.servers.profile import Profile
+from sidecar.sources.servers.sglang import PROFILE as SGLANG
+from sidecar.sources.servers.tfserving import PROFILE as TFSERVING
+from sidecar.sources.servers.tgi import PROFILE as TGI
 from sidecar.sources.servers.triton import PROFILE as TRITON
 from sidecar.sources.servers.vllm import PROFILE as VLLM
 
@@ -22,6 +25,9 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
         for p in (
             TRITON,
             VLLM,
+            SGLANG,
+            TGI,
+            TFSERVING,
         )
     }
 )

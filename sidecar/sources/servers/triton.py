@@ -8,6 +8,12 @@ Names, types and units read from triton-inference-server/core ``src/metrics.cc``
 ``version``. The first response of a decoupled (streaming) model is its first chunk, not its first token: it is
 its own SLI, never called time to first token.
 
+The TensorRT-LLM backend's families read from triton-inference-server/tensorrtllm_backend
+``inflight_batcher_llm/src/custom_metrics_reporter/custom_metrics_reporter.cc`` at commit
+7f9aa4680aafaebce2d7576b5a40d5ddc7c3cbaa: gauges labelled ``model``, ``version`` and a category
+(``request_type``: active, max, scheduled, context; ``kv_cache_block_type``: max, free, used, ...). In flight is
+the active request count; the KV-cache usage is used blocks over max blocks.
+
 Classic counters give averages only: latency and queue time are the duration counters over success + failure
 requests, compute time over successful ones, the batch size inferences over executions.
 """
@@ -40,6 +46,22 @@ RULES = (
     Rule("nv_inference_exec_count", "counter", DistName.BATCH_SIZE, part="count"),
     Rule("nv_inference_pending_request_count", "gauge", Gauge.WAITING),
     Rule("nv_inference_first_response_histogram_ms", "histogram", DistName.FIRST_RESPONSE, scale=MS),
+    # TensorRT-LLM backend: gauges whose meaning is a label value (custom_metrics_reporter.cc).
+    Rule("nv_trt_llm_request_metrics", "gauge", Gauge.IN_FLIGHT, where=(("request_type", "active"),)),
+    Rule(
+        "nv_trt_llm_kv_cache_block_metrics",
+        "gauge",
+        Gauge.KV_CACHE_USAGE,
+        part="num",
+        where=(("kv_cache_block_type", "used"),),
+    ),
+    Rule(
+        "nv_trt_llm_kv_cache_block_metrics",
+        "gauge",
+        Gauge.KV_CACHE_USAGE,
+        part="den",
+        where=(("kv_cache_block_type", "max"),),
+    ),
 )
 
 PROFILE = Profile(

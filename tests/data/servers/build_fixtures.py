@@ -192,10 +192,219 @@ def triton() -> str:
     return "".join(out)
 
 
+SGLANG = """\
+# Source: sgl-project/sglang python/sglang/srt/metrics/collector.py at commit
+# 93d04878cfb9b08645fae7b11bd340ee33b34acf (SchedulerMetricsCollector gauges, TokenizerMetricsCollector counters
+# and histograms with their default buckets); labels model_name, engine_type (+ tp_rank, pp_rank on the
+# scheduler) as the scheduler and tokenizer manager set them. Written with prometheus_client, as SGLang does; the
+# inter-token latency observed the way observe_inter_token_latency does (sum += interval, the bucket of
+# interval / n incremented by n).
+"""
+TGI = """\
+# Source: huggingface/text-generation-inference at commit db931fcf42da018a3657580c64bf2720f167f9ab:
+# router/src/server.rs (request counters and histograms, describe_* units, the duration buckets: 35 geometric
+# from 0.0001 x 1.5), router/src/infer/mod.rs and backends/v3/src (tgi_request_failure{err}, tgi_queue_size,
+# tgi_batch_current_size, tgi_batch_next_size). No model label. Written in the Prometheus text format the
+# metrics-exporter-prometheus crate serves (counters without _total).
+"""
+TFSERVING = """\
+# Source: tensorflow/serving at commit 9d981c5c2708d23c5407c7c1e30309e6f9798874:
+# tensorflow_serving/servables/tensorflow/util.cc (request_count{model_name,status}, request_latency and
+# runtime_latency samplers in microseconds, Exponential(10, 1.8, 33) buckets) written in the shape of
+# tensorflow_serving/util/prometheus_exporter.cc (names with / as :, TYPE lines only, the last bucket +Inf).
+"""
+TRTLLM = """\
+# Source: triton-inference-server/tensorrtllm_backend
+# inflight_batcher_llm/src/custom_metrics_reporter/custom_metrics_reporter.cc at commit
+# 7f9aa4680aafaebce2d7576b5a40d5ddc7c3cbaa (gauge families labelled model, version and a category label), beside
+# Triton's own counters (triton-inference-server/core src/metrics.cc at 73aad7c3348d040c7087d57837d75822c488495e).
+# Written in prometheus-cpp's text shape.
+"""
+
+
+def sglang() -> str:
+    reg = CollectorRegistry()
+    sched = {"model_name": "qwen2.5-7b", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
+    tok = {"model_name": "qwen2.5-7b", "engine_type": "unified"}
+    for name, doc, v in (
+        ("sglang:num_running_reqs", "The number of running requests.", 12),
+        ("sglang:num_queue_reqs", "The number of requests in the waiting queue.", 3),
+        ("sglang:token_usage", "The token usage.", 0.42),
+    ):
+        Gauge(name, doc, list(sched), registry=reg).labels(**sched).set(v)
+    for name, doc, v in (
+        ("sglang:prompt_tokens_total", "Number of prefill tokens processed.", 5000),
+        ("sglang:generation_tokens_total", "Number of generation tokens processed.", 1200),
+        ("sglang:num_requests_total", "Number of requests processed.", 30),
+        ("sglang:num_aborted_requests_total", "Number of requests aborted.", 2),
+    ):
+        Counter(name, doc, list(tok), registry=reg).labels(**tok).inc(v)
+    ttft = Histogram(
+        "sglang:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        list(tok),
+        buckets=[0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400],
+        registry=reg,
+    )
+    itl = Histogram(
+        "sglang:inter_token_latency_seconds",
+        "Histogram of inter-token latency in seconds.",
+        list(tok),
+        buckets=[
+            0.002,
+            0.004,
+            0.006,
+            0.008,
+            0.010,
+            0.015,
+            0.020,
+            0.025,
+            0.030,
+            0.035,
+            0.040,
+            0.060,
+            0.080,
+            0.100,
+            0.200,
+            0.400,
+            0.600,
+            0.800,
+            1.000,
+            2.000,
+            4.000,
+            6.000,
+            8.000,
+        ],
+        registry=reg,
+    )
+    e2e = Histogram(
+        "sglang:e2e_request_latency_seconds",
+        "Histogram of End-to-end request latency in seconds",
+        list(tok),
+        buckets=[0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400],
+        registry=reg,
+    )
+    queue = Histogram(
+        "sglang:queue_time_seconds",
+        "Histogram of queueing time in seconds.",
+        list(sched),
+        buckets=[0.0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30],
+        registry=reg,
+    )
+    for _ in range(30):
+        ttft.labels(**tok).observe(0.3)
+        e2e.labels(**tok).observe(3.0)
+        queue.labels(**sched).observe(0.15)
+    # 40 decode steps of 30 ms; speculative decoding accepted 3 tokens per step: 120 tokens of 10 ms each.
+    cell = itl.labels(**tok)
+    for _ in range(40):
+        interval, n = 0.03, 3
+        cell._sum.inc(interval)
+        for i, bound in enumerate(cell._upper_bounds):
+            if interval / n <= bound:
+                cell._buckets[i].inc(n)
+                break
+    return generate_latest(reg).decode()
+
+
+def tgi() -> str:
+    out: list[str] = []
+    bounds, v = [], 0.0001
+    for _ in range(35):
+        v *= 1.5
+        bounds.append(v)
+
+    def hist(name: str, help_: str, les: list[float], values: list[float]) -> None:
+        out.append(f"# HELP {name} {help_}\n# TYPE {name} histogram\n")
+        for le in les:
+            out.append(f'{name}_bucket{{le="{le:g}"}} {sum(1 for x in values if x <= le)}\n')
+        out.append(
+            f'{name}_bucket{{le="+Inf"}} {len(values)}\n{name}_sum {sum(values):g}\n{name}_count {len(values)}\n'
+        )
+
+    out.append("# HELP tgi_request_success Number of successful requests\n# TYPE tgi_request_success counter\n")
+    out.append("tgi_request_success 20\n")
+    out.append("# HELP tgi_request_failure Number of failed requests\n# TYPE tgi_request_failure counter\n")
+    out.append('tgi_request_failure{err="validation"} 3\ntgi_request_failure{err="generation"} 1\n')
+    out.append("# HELP tgi_queue_size Current queue size\n# TYPE tgi_queue_size gauge\ntgi_queue_size 4\n")
+    out.append("# HELP tgi_batch_current_size Current batch size\n# TYPE tgi_batch_current_size gauge\n")
+    out.append("tgi_batch_current_size 6\n")
+    hist("tgi_request_duration", "Request duration", bounds, [1.5] * 20)
+    hist("tgi_request_queue_duration", "Request queue duration", bounds, [0.05] * 20)
+    hist("tgi_request_inference_duration", "Request inference duration", bounds, [1.4] * 20)
+    hist("tgi_request_mean_time_per_token_duration", "Mean time per token per request", bounds, [0.014] * 20)
+    hist("tgi_request_input_length", "Input tokens per request", [40.96 * (x + 1) for x in range(100)], [200] * 20)
+    hist(
+        "tgi_request_generated_tokens",
+        "Generated tokens per request",
+        [81.92 * (x + 1) for x in range(100)],
+        [100] * 20,
+    )
+    hist("tgi_batch_next_size", "Batch size", [float(x + 1) for x in range(1024)], [4] * 10)
+    return "".join(out)
+
+
+def tfserving() -> str:
+    out: list[str] = []
+    limits = [10 * 1.8**i for i in range(32)]
+
+    def sampler(name: str, labels: str, values_us: list[float]) -> None:
+        out.append(f"# TYPE {name} histogram\n")
+        cum = 0
+        for i, le in enumerate([*limits, None]):
+            cum = sum(1 for x in values_us if le is None or x <= le)
+            bound = f"{le:.6g}" if i < len(limits) else "+Inf"
+            out.append(f'{name}_bucket{{{labels},le="{bound}"}} {cum}\n')
+        out.append(f"{name}_sum{{{labels}}} {sum(values_us):g}\n{name}_count{{{labels}}} {cum}\n")
+
+    out.append("# TYPE :tensorflow:serving:request_count counter\n")
+    for status, n in (("OK", 50), ("INVALID_ARGUMENT", 4), ("CANCELLED", 1)):
+        out.append(f':tensorflow:serving:request_count{{model_name="half_plus_two",status="{status}"}} {n}\n')
+    api = 'model_name="half_plus_two",API="predict"'
+    sampler(":tensorflow:serving:request_latency", api + ',entrypoint="REST"', [3000.0] * 55)
+    sampler(":tensorflow:serving:runtime_latency", api + ',runtime="TF1"', [2000.0] * 54)
+    return "".join(out)
+
+
+def trtllm() -> str:
+    out: list[str] = []
+    m = 'model="tensorrt_llm",version="1"'
+
+    def gauge(name: str, help_: str, category: str, values: dict[str, int]) -> None:
+        out.append(f"# HELP {name} {help_}\n# TYPE {name} gauge\n")
+        out.extend(f'{name}{{{m},{category}="{k}"}} {v}\n' for k, v in values.items())
+
+    out.append("# HELP nv_inference_request_success Number of successful inference requests, all batch sizes\n")
+    out.append(f"# TYPE nv_inference_request_success counter\nnv_inference_request_success{{{m}}} 64\n")
+    gauge(
+        "nv_trt_llm_request_metrics",
+        "TRT LLM request metrics",
+        "request_type",
+        {"active": 9, "max": 64, "scheduled": 9, "context": 2},
+    )
+    gauge(
+        "nv_trt_llm_kv_cache_block_metrics",
+        "TRT LLM KV cache block metrics",
+        "kv_cache_block_type",
+        {"max": 4000, "free": 3000, "used": 1000, "tokens_per": 64, "alloc_total": 1000, "alloc_new": 10, "reused": 5},
+    )
+    gauge(
+        "nv_trt_llm_inflight_batcher_metrics",
+        "TRT LLM inflight_batcher-specific metrics",
+        "inflight_batcher_specific_metric",
+        {"total_context_tokens": 300, "generation_requests": 7, "micro_batch_id": 0, "paused_requests": 0},
+    )
+    return "".join(out)
+
+
 def main() -> None:
     (HERE / "vllm-current.prom").write_text(VLLM_CURRENT + vllm(current=True))
     (HERE / "vllm-0.8.prom").write_text(VLLM_OLD + vllm(current=False))
     (HERE / "triton-histograms.prom").write_text(TRITON + triton())
+    (HERE / "sglang.prom").write_text(SGLANG + sglang())
+    (HERE / "tgi.prom").write_text(TGI + tgi())
+    (HERE / "tfserving.prom").write_text(TFSERVING + tfserving())
+    (HERE / "triton-trtllm.prom").write_text(TRTLLM + trtllm())
 
 
 if __name__ == "__main__":
