@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from sidecar.alerting.render.batching import VERDICT_WORDS as _ADVICE
+from sidecar.alerting.render.cold_start import CHECK_WORDS as _COLD
+
 __all__ = ["gpu_memory_line", "verdict_line"]
 
 _FAMILIES = {"sidecar_cold_start_condition", "sidecar_batching_verdict", "sidecar_tracing_governor_boosted"}
-_ADVICE = {
-    "enable": "enable dynamic batching",
-    "saturated": "instances saturated",
-    "too_long": "queue delay too long",
-    "too_short": "queue delay too short",
-}
-_COLD = {"cold_start_load": "slow load", "cold_start_first_requests": "slow first requests"}
 
 
 def verdict_line(registry: CollectorRegistry) -> str | None:

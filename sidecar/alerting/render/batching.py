@@ -10,7 +10,15 @@ from sidecar.alerting.render.text import FindingText
 from sidecar.model import Finding
 from sidecar.naming import human_secs
 
-__all__ = ["render"]
+__all__ = ["VERDICT_WORDS", "render"]
+
+# The verdicts that call for a change, in the few words a one-line overview (``/``) gives each.
+VERDICT_WORDS = {
+    "enable": "enable dynamic batching",
+    "saturated": "instances saturated",
+    "too_long": "queue delay too long",
+    "too_short": "queue delay too short",
+}
 
 
 def _num(v: object) -> float:

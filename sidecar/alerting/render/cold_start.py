@@ -9,7 +9,10 @@ from __future__ import annotations
 from sidecar.alerting.render.text import FindingText
 from sidecar.model import Finding
 
-__all__ = ["render"]
+__all__ = ["CHECK_WORDS", "render"]
+
+# Each cold-start check in the few words a one-line overview (``/``) gives it.
+CHECK_WORDS = {"cold_start_load": "slow load", "cold_start_first_requests": "slow first requests"}
 
 
 def _num(v: object) -> float:
