@@ -40,15 +40,17 @@ class Facts(Mapping[str, Any]):
 
     __slots__ = ()
     _names: ClassVar[tuple[str, ...]] = ()
+    _index: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
-        cls._names = ()  # filled on first use: the dataclass decorator runs after this hook
+        cls._names, cls._index = (), frozenset()  # filled on first use: the dataclass decorator runs after this
 
     def _fields(self) -> tuple[str, ...]:
         cls = type(self)
         if not cls._names:
             cls._names = tuple(f.name for f in fields(self) if f.name != "extra")  # type: ignore[arg-type]
+            cls._index = frozenset(cls._names)
         return cls._names
 
     def _extra(self) -> Mapping[str, Any]:
@@ -56,16 +58,29 @@ class Facts(Mapping[str, Any]):
         return extra if isinstance(extra, Mapping) else _EMPTY
 
     def __getitem__(self, key: str) -> Any:
-        if key in self._fields():
+        self._fields()
+        if key in type(self)._index:
             return getattr(self, key)
         return self._extra()[key]
 
+    def get(self, key: str, default: Any = None) -> Any:  # no KeyError raised and caught: renderers call it a lot
+        self._fields()
+        if key in type(self)._index:
+            return getattr(self, key)
+        return self._extra().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._fields()
+        return key in type(self)._index or key in self._extra()
+
     def __iter__(self) -> Iterator[str]:
-        yield from self._fields()
-        yield from (k for k in self._extra() if k not in self._fields())
+        names = self._fields()
+        yield from names
+        yield from (k for k in self._extra() if k not in type(self)._index)
 
     def __len__(self) -> int:
-        return sum(1 for _ in self)
+        index = type(self)._index
+        return len(self._fields()) + sum(1 for k in self._extra() if k not in index)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
