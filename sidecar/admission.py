@@ -10,10 +10,13 @@ of input can never take another's capacity:
 The memory limiter (``memory_limit_bytes``, from ``server.memory_limit_mib``) does not refuse everything once
 the process is over the limit. Memory that pushed data holds is bounded by the stores' own byte budgets
 (``traces.store``); over the limit, the limiter first runs the *relief* hooks the big stores registered
-(``on_memory_pressure``: the trace store evicts its oldest traces) and hands freed memory back to the system
-(``malloc_trim``), at most once per ``relief_interval_secs``. While the process stays over the limit, each
-endpoint is cut to one request in flight (503 + Retry-After beyond it): every endpoint still gets through, and
-the memory held by bodies in flight is at most one body per endpoint. Every refusal is counted by endpoint
+(``on_memory_pressure``: the trace store evicts its oldest traces and holds its budget down, so it does not
+refill into the same pressure) and hands freed memory back to the system (``malloc_trim``), at most once per
+``relief_interval_secs``. Back under the limit, at most as often, each store may grow its budget back by half
+the headroom left (``restore``), until it has its configured size again. While the process stays over the
+limit (memory the stores cannot give back), each endpoint is cut to one request in flight (503 + Retry-After
+beyond it): every endpoint still gets through, and the memory held by bodies in flight is at most one body per
+endpoint. Every refusal is counted by endpoint
 and reason in ``sidecar_http_refused_total`` (by the ``refuse`` callable the guard passes in).
 """
 
@@ -90,7 +93,10 @@ class Admission:
         self._inflight: dict[str, int] = {}
         self._bytes: dict[str, int] = {}
         self._reliefs: list[tuple[str, Callable[[], int]]] = []
+        self._restores: list[tuple[str, Callable[[int], bool]]] = []
         self._last_relief: float | None = None
+        self._last_restore: float | None = None
+        self._held_down = False  # a store's budget is below its configured size since a relief
         self._retry_memory = str(max(1, math.ceil(relief_interval_secs)))
         self._inflight_g = Gauge(
             "sidecar_http_inflight_requests", "Push requests being handled now.", registry=registry
@@ -122,9 +128,15 @@ class Admission:
             "sidecar_memory_relief_errors", "Relief hooks that raised (logged), by store.", ["store"], registry=registry
         )
 
-    def on_memory_pressure(self, store: str, relieve: Callable[[], int]) -> None:
-        """Register a store's relief: called over the memory limit, it evicts and returns the bytes it freed."""
+    def on_memory_pressure(
+        self, store: str, relieve: Callable[[], int], restore: Callable[[int], bool] | None = None
+    ) -> None:
+        """Register a store's relief: called over the memory limit, ``relieve`` evicts, holds the store's budget
+        down and returns the bytes it freed; called under the limit, ``restore(headroom)`` may grow the budget
+        back by part of the headroom and returns whether it is still held down."""
         self._reliefs.append((store, relieve))
+        if restore is not None:
+            self._restores.append((store, restore))
         self._relief_freed.labels(store)
 
     def inflight(self, endpoint: str) -> int:
@@ -145,12 +157,30 @@ class Admission:
                 self._last_relief = now
                 self._relieve(rss, limit)
                 rss = self._rss()
+        elif self._held_down:
+            now = self._clock()
+            if self._last_restore is None or now - self._last_restore >= self.relief_interval_secs:
+                self._last_restore = now
+                self._restore(limit - rss)
         over = rss > limit
         self._pressure_g.set(1 if over else 0)
         return over
 
+    def _restore(self, headroom: int) -> None:
+        held = False
+        for store, restore in self._restores:
+            try:
+                held = restore(headroom) or held
+            except Exception:
+                self._relief_errors.labels(store).inc()
+                self._log.exception("memory restore of %s failed", store)
+        self._held_down = held
+        if not held:
+            self._log.info("memory under the limit again: every store has its configured budget back")
+
     def _relieve(self, rss: int, limit: int) -> None:
         self._relief_runs.inc()
+        self._held_down = bool(self._restores)
         freed = 0
         for store, relieve in self._reliefs:
             try:

@@ -149,6 +149,38 @@ async def test_still_over_the_limit_each_endpoint_gets_one_request_at_a_time_and
     assert mem.reliefs == 2
 
 
+async def test_under_the_limit_again_held_down_stores_get_headroom_back_once_per_interval() -> None:
+    reg = CollectorRegistry()
+    mem = Memory(600 * MIB)
+    g = _guard(reg, mem, memory_limit_bytes=512 * MIB)
+    given: list[int] = []
+
+    def restore(headroom: int) -> bool:
+        given.append(headroom)
+        return len(given) < 2  # held down after the first, restored after the second
+
+    g.admission.on_memory_pressure("traces", lambda: mem.relieve(200 * MIB), restore)
+    async with g.admit("otlp_traces"):
+        pass
+    assert mem.rss == 400 * MIB and given == []  # the relief itself gives nothing back
+    mem.now = 1.0
+    async with g.admit("otlp_traces"):
+        pass
+    assert given == [112 * MIB]
+    mem.now = 5.9
+    async with g.admit("otlp_traces"):
+        pass
+    assert given == [112 * MIB]  # once per relief interval
+    mem.now = 6.0
+    async with g.admit("otlp_traces"):
+        pass
+    assert given == [112 * MIB, 112 * MIB]
+    mem.now = 20.0
+    async with g.admit("otlp_traces"):
+        pass
+    assert len(given) == 2  # every store has its budget back: nothing more to give
+
+
 async def test_without_a_memory_limit_rss_is_not_read() -> None:
     reads = []
     g = RequestGuard(CollectorRegistry(), max_body_bytes=MIB, rss=lambda: reads.append(1) or 10**12)

@@ -90,7 +90,8 @@ class TraceHub:
 
     def relieve(self) -> int:
         """The memory limiter's relief (``Admission.on_memory_pressure``): evict the oldest traces down to
-        ``traces.store.pressure_keep_fraction`` of the bytes held; returns the estimated bytes freed."""
+        ``traces.store.pressure_keep_fraction`` of the bytes held and keep the store's budget there until
+        ``restore``; returns the estimated bytes freed."""
         freed = self.store.shed(self.cfg.store.pressure_keep_fraction)
         if freed:
             self.log.warning(
@@ -99,6 +100,11 @@ class TraceHub:
                 self.store.nbytes / 1048576,
             )
         return freed
+
+    def restore(self, headroom: int) -> bool:
+        """The memory limiter's all-clear (``Admission.on_memory_pressure``): the process is ``headroom`` bytes
+        under its limit, so a lowered store budget may grow back by half of it; returns whether still lowered."""
+        return self.store.restore(headroom)
 
     async def start(self) -> None:
         # Age eviction also happens on ingest; this loop covers a sidecar that stopped receiving.

@@ -41,6 +41,9 @@ class TraceStore:
         self.max_traces = max_traces
         self.max_bytes = max_bytes
         self.max_trace_bytes = max_trace_bytes
+        # The bytes the store may fill up to now: max_bytes, or less after ``shed`` until ``restore`` raises it
+        # back (so a store shed for memory does not refill into the same pressure).
+        self.budget = max_bytes
         # Estimated bytes of every stored trace (``TraceEntry.nbytes`` summed); changed under the lock only.
         self._bytes = 0
         self.max_age_secs = max_age_secs
@@ -81,6 +84,12 @@ class TraceStore:
             "Estimated bytes the in-memory trace store holds (at most traces.store.max_bytes_mib).",
             registry=registry,
         ).set_function(lambda: self._bytes)
+        Gauge(
+            "sidecar_traces_store_budget_bytes",
+            "Estimated bytes the trace store may fill up to now: traces.store.max_bytes_mib, or less while the "
+            "memory limiter holds it down (server.memory_limit_mib).",
+            registry=registry,
+        ).set_function(lambda: self.budget)
 
     @property
     def nbytes(self) -> int:
@@ -209,7 +218,7 @@ class TraceStore:
         """Evict by age, count and bytes; the evictions by reason (counted by the caller, outside the lock: at
         full store every new trace evicts one, and a labelled inc() per eviction cost more than storing it)."""
         horizon = now - self.max_age_secs
-        out = {"age": 0, "count_plain": 0, "count_kept": 0, "bytes_plain": 0, "bytes_kept": 0}
+        out = dict.fromkeys(EVICTION_REASONS, 0)
         for od in (self._plain, self._kept):
             while od:
                 e = next(iter(od.values()))
@@ -222,16 +231,20 @@ class TraceStore:
         while over > 0:
             out["count_" + self._pop_oldest()] += 1
             over -= 1
-        while self._bytes > self.max_bytes and (self._plain or self._kept):
-            out["bytes_" + self._pop_oldest()] += 1
+        pressed = self.budget < self.max_bytes
+        while self._bytes > self.budget and (self._plain or self._kept):
+            cls = self._pop_oldest()
+            out["memory_pressure" if pressed else "bytes_" + cls] += 1
         return out
 
     def shed(self, keep_fraction: float) -> int:
-        """Evict oldest-plain-first until at most ``keep_fraction`` of the bytes held now remain (the memory
-        limiter's relief when the process is over ``server.memory_limit_mib``); returns the bytes freed."""
+        """The memory limiter's relief when the process is over ``server.memory_limit_mib``: evict oldest-plain-
+        first until at most ``keep_fraction`` of the bytes held now remain, and hold the budget there (never below
+        one trace's ``max_trace_bytes``) until ``restore``; returns the bytes freed."""
         with self._lock:
             before = self._bytes
             target = int(before * keep_fraction)
+            self.budget = min(self.budget, max(target, min(self.max_trace_bytes, self.max_bytes)))
             n = 0
             while self._bytes > target and (self._plain or self._kept):
                 self._pop_oldest()
@@ -240,6 +253,14 @@ class TraceStore:
         if n:
             self._evicted_by["memory_pressure"].inc(n)
         return freed
+
+    def restore(self, headroom: int) -> bool:
+        """Raise a budget ``shed`` lowered by half the ``headroom`` the process has under its memory limit, up to
+        ``max_bytes``; returns whether it is still below ``max_bytes``."""
+        with self._lock:
+            if headroom > 0:
+                self.budget = min(self.max_bytes, self.budget + headroom // 2)
+            return self.budget < self.max_bytes
 
     def expire(self, now: float) -> None:
         with self._lock:

@@ -23,7 +23,7 @@ def build(ctx: Context) -> list[Any]:
     # Subscription order is delivery order: the store takes a batch before the forwarder queues it.
     ctx.bus.subscribe("spans", hub.name, hub.on_spans)
     # Over server.memory_limit_mib the trace store (the largest store of pushed data) evicts first.
-    ctx.guard.admission.on_memory_pressure("traces", hub.relieve)
+    ctx.guard.admission.on_memory_pressure("traces", hub.relieve, hub.restore)
     out: list[Any] = [hub]
     if cfg.forward.endpoint:
         from exporters.otlp_forward import OtlpForwarder

@@ -226,6 +226,32 @@ def test_shed_evicts_down_to_the_fraction_for_the_memory_limiter_and_counts_it()
     assert store.shed(0.0) > 0 and len(store) == 0 and store.nbytes == 0
 
 
+def test_a_shed_store_is_held_down_until_restored_by_half_the_headroom_each_time() -> None:
+    reg = CollectorRegistry()
+    store = _store(reg, max_bytes=8 * MIB, max_trace_bytes=256 * KIB)
+    rnd = random.Random(8)
+
+    def fill(n: int) -> None:
+        for _ in range(n):
+            store.add(decode_json(_big_json(rnd, 4, 8, 4000), DEFAULT_LIMITS).records, 0.0)
+
+    fill(40)  # ~5.3 MB
+    held = store.nbytes
+    store.shed(0.5)
+    assert store.budget == int(held * 0.5) and store.nbytes <= store.budget
+    assert _val(reg, "sidecar_traces_store_budget_bytes") == store.budget
+    fill(40)  # refilling stops at the lowered budget, evictions counted as memory pressure
+    assert store.nbytes <= store.budget < 8 * MIB
+    before = _val(reg, "sidecar_traces_evicted_total", {"reason": "memory_pressure"})
+    assert before > 0 and _val(reg, "sidecar_traces_evicted_total", {"reason": "bytes_plain"}) == 0
+    budget = store.budget
+    assert store.restore(2 * MIB) is True and store.budget == budget + MIB
+    assert store.restore(0) is True and store.budget == budget + MIB  # no headroom: no change
+    assert store.restore(64 * MIB) is False and store.budget == 8 * MIB  # never above max_bytes
+    store.shed(0.0)
+    assert store.budget == 256 * KIB  # held down to one trace at least, never to nothing
+
+
 def test_an_empty_trace_entry_is_counted_too() -> None:
     store = _store(CollectorRegistry())
     rnd = random.Random(6)
