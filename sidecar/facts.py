@@ -46,6 +46,12 @@ class Facts(Mapping[str, Any]):
         super().__init_subclass__(**kw)
         cls._names, cls._index = (), frozenset()  # filled on first use: the dataclass decorator runs after this
 
+    def __post_init__(self) -> None:
+        # Frozen all the way down: a plain dict handed in as ``extra`` is copied behind a read-only view.
+        extra = getattr(self, "extra", None)
+        if isinstance(extra, dict):
+            object.__setattr__(self, "extra", MappingProxyType(dict(extra)))
+
     def _fields(self) -> tuple[str, ...]:
         cls = type(self)
         if not cls._names:

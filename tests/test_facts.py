@@ -31,6 +31,8 @@ def test_facts_are_frozen() -> None:
         f.q = 0.5  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         f.evidence[0].q = 0.5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        f.extra["min_samples"] = 1  # type: ignore[index]
 
 
 def test_facts_read_as_a_mapping_of_their_fields_and_extra() -> None:
