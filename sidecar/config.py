@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_va
 from exporters.config import WebhookConfig
 from sidecar.alerting.config import AlertingConfig
 from sidecar.checks.config import ChecksConfig
+from sidecar.checks.probe.config import ProbesConfig
 from sidecar.configbase import StrictModel, Token
 from sidecar.configyaml import load_yaml
 from sidecar.diagnose.config import DiagnoseConfig
@@ -130,6 +131,7 @@ class SidecarConfig(StrictModel):
     alerting: AlertingConfig = AlertingConfig()
     gpu: GpuConfig = GpuConfig()
     diagnose: DiagnoseConfig = DiagnoseConfig()
+    probes: ProbesConfig = ProbesConfig()
     servers: Annotated[list[ServingTargetConfig], AfterValidator(unique_server_names)] = Field(
         default_factory=list,
         description="Model servers read through a server profile (vLLM, Triton, ...): docs/servers.md.",

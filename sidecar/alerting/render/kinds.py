@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+import sidecar.alerting.render.action as action
 import sidecar.alerting.render.batching as batching
 import sidecar.alerting.render.business as business
 import sidecar.alerting.render.canary as canary
@@ -12,10 +13,12 @@ import sidecar.alerting.render.cold_start as cold_start
 import sidecar.alerting.render.diagnosis as diagnosis
 import sidecar.alerting.render.drift as drift
 import sidecar.alerting.render.output_sanity as output_sanity
+import sidecar.alerting.render.probe as probe
 from sidecar.model import Finding
 
 RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType(
     {
+        "action": action.render,
         "advice": batching.render,
         "business": business.render,
         "canary": canary.render,
@@ -23,5 +26,6 @@ RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType
         "diagnosis": diagnosis.render,
         "drift": drift.render,
         "output_sanity": output_sanity.render,
+        "probe": probe.render,
     }
 )

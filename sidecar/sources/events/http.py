@@ -19,6 +19,7 @@ from sidecar.clock import Clock
 from sidecar.component import Bus, Passive, Role
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch
+from sidecar.probe_marker import split_probe_events
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.events.parse import parse_events
@@ -93,6 +94,9 @@ class EventsEndpoint(Passive):
                 )
             now = self.clock.now()
             events, rejected = parse_events(docs, self.cfg, now)
+            events, probes = split_probe_events(events)  # the model probe's own traffic: not an SLI
+            if probes:
+                self.m.rejected.labels("http", "probe").inc(probes)
             if events:
                 failed = self.bus.publish(Batch(kind="events", source="http", items=tuple(events), received_at=now))
                 if (failure := guard.push_failures.check(ENDPOINT, failed)) is not None:

@@ -11,6 +11,7 @@ from sidecar.clock import Clock
 from sidecar.component import Bus
 from sidecar.model import Batch, Event
 from sidecar.polled import Polled, TickerFactory
+from sidecar.probe_marker import split_probe_events
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.store import Store
 
@@ -45,6 +46,9 @@ class PolledEventSource(Polled):
         raise NotImplementedError
 
     def publish(self, events: list[Event]) -> None:
+        events, probes = split_probe_events(events)  # the model probe's own traffic: not an SLI
+        if probes:
+            self.m.rejected.labels(self.source, "probe").inc(probes)
         if events:
             self.bus.publish(
                 Batch(kind="events", source=self.source, items=tuple(events), received_at=self.clock.now())

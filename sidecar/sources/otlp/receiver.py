@@ -35,6 +35,7 @@ from sidecar.component import Bus, Passive, Role
 from sidecar.errors import ParseError
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch
+from sidecar.probe_marker import split_probe_records
 from sidecar.sources.otlp.decode import DecodeResult, decode_json, decode_protobuf
 from sidecar.sources.otlp.limits import DEFAULT_LIMITS, REASONS, TRUNCATED_FIELDS, SpanLimitError, SpanLimits
 
@@ -133,6 +134,11 @@ class OtlpReceiver(Passive):
             registry=registry,
         )
         self._truncated_by = {f: self._truncated.labels(f) for f in TRUNCATED_FIELDS}
+        self._probe = Counter(
+            "sidecar_otlp_probe_spans",
+            "Spans of the model probe's own requests (trace id sidecar/probe_marker.py), left out of SLIs.",
+            registry=registry,
+        )
         self._errors = Counter(
             "sidecar_otlp_ingest_errors",
             "Batches the trace hub failed on (a bug): answered 500, so the exporter sends them again.",
@@ -162,6 +168,9 @@ class OtlpReceiver(Passive):
                 except ParseError as pe:
                     self._refused.labels(pe.reason if isinstance(pe, SpanLimitError) else "undecodable").inc()
                     raise self.guard.refuse(_ENDPOINT, "bad_request", 400, str(pe)) from None
+                result.records, probes = split_probe_records(result.records)
+                if probes:
+                    self._probe.inc(probes)
                 if result.records:
                     failed = self.bus.publish(
                         Batch(kind="spans", source="otlp", items=tuple(result.records), received_at=self.clock.now())

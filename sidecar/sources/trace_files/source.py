@@ -31,6 +31,7 @@ from sidecar.clock import Clock
 from sidecar.component import Bus
 from sidecar.model import Batch, Event, Span
 from sidecar.polled import Polled, TickerFactory
+from sidecar.probe_marker import split_probe_events
 from sidecar.records import from_span
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.trace_files.metrics import TraceFileMetrics
@@ -332,6 +333,9 @@ class TraceFileSource(Polled):
             failed += self.bus.publish(
                 Batch(kind="spans", source="trace_file", items=tuple(from_span(s) for s in p.spans), received_at=now)
             )
+        p.events, probes = split_probe_events(p.events)  # the model probe's own requests: not an SLI
+        if probes and self.em is not None:
+            self.em.rejected.labels(EVENTS_SOURCE, "probe").inc(probes)
         if p.events:
             failed += self.bus.publish(
                 Batch(kind="events", source=EVENTS_SOURCE, items=tuple(p.events), received_at=now)

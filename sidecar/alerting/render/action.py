@@ -1,0 +1,52 @@
+"""The words of an action record, from its ``facts`` (see ``sidecar/actions/layer.py``).
+
+``[dry run] would reload ctr: POST /v2/repository/models/ctr/load | because ctr probe failing: 3 in a row``;
+``reloaded ctr: done | because ...``; ``reload ctr failed: connection refused | because ...``.
+"""
+
+from __future__ import annotations
+
+from sidecar.alerting.render.text import FindingText
+from sidecar.model import Finding
+
+__all__ = ["render", "words"]
+
+_VERB = {
+    "reload": "reload",
+    "revert": "revert",
+    "fallback": "load the fallback of",
+    "gpu_snapshot": "take a GPU snapshot for",
+    "webhook": "call the webhook for",
+}
+
+
+def words(action: str, outcome: str, model: str, plan: str, error: str, evidence: str) -> str:
+    """One line for an action: the change log's ``what``, the alert's summary."""
+    verb = _VERB.get(action, action)
+    because = f" | because {evidence}" if evidence else ""
+    if outcome == "planned":
+        return f"[dry run] would {verb} {model}: {plan}{because}"
+    if outcome == "done":
+        return f"did {verb} {model}: {plan}{because}"
+    if outcome == "refused":
+        return f"did not {verb} {model}: {error}{because}"
+    return f"failed to {verb} {model}: {error} (plan: {plan}){because}"
+
+
+def render(f: Finding) -> FindingText:
+    facts = f.facts
+    model = f.labels.get("model", "")
+    line = words(
+        str(facts.get("action", "")),
+        str(facts.get("outcome", "")),
+        model,
+        str(facts.get("plan", "")),
+        str(facts.get("error", "") or ""),
+        str(facts.get("evidence", "") or ""),
+    )
+    gpu = str(facts.get("gpu", "") or "")
+    desc = (
+        f"{line}. Action {facts.get('action_id')}, trigger {facts.get('trigger')} (evidence evaluated at "
+        f"{facts.get('evidence_at')})." + (f" GPU: {gpu}." if gpu else "")
+    )
+    return line, desc

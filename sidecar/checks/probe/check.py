@@ -1,0 +1,277 @@
+"""The model probe: a known request sent to each configured model on its interval over Triton's API (the
+official ``tritonclient``, injected as a ``ProbeClient``), its answer held to the expected names, shape,
+datatype, range and finiteness. ``failures_to_fire`` consecutive failures make the model's finding active
+(kind ``probe``, alert ``ModelProbeFailing``).
+
+Probe traffic is marked so the SLI, drift and business paths leave it out: its request id starts with
+``sidecar-probe-`` and its W3C ``traceparent`` trace id with ``PROBE_TRACE_PREFIX`` (Triton propagates it onto
+its spans). The rate is bounded by a token bucket (``max_per_sec``, all models together); a probe that finds
+no token waits for the next tick, counted in ``sidecar_probe_deferred_total``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from sidecar.checks.probe.client import ProbeAnswer, ProbeClient, ProbeFailure
+from sidecar.checks.probe.config import ProbeModelConfig, ProbeOutput, ProbesConfig
+from sidecar.clock import Clock
+from sidecar.component import Readiness, Role
+from sidecar.facts_actions import ProbeFacts
+from sidecar.model import Finding
+from sidecar.polled import Polled, TickerFactory
+from sidecar.probe_marker import (
+    PROBE_HEADER,
+    PROBE_REQUEST_PREFIX,
+    PROBE_TRACE_PREFIX,
+    is_probe_request,
+    is_probe_trace,
+)
+
+__all__ = ["ALERTNAME", "PROBE_HEADER", "PROBE_TRACE_PREFIX", "ModelProbe", "is_probe_request", "is_probe_trace"]
+
+ALERTNAME = "ModelProbeFailing"
+
+
+@dataclass
+class _State:
+    probes: int = 0
+    failures: int = 0
+    consecutive: int = 0
+    reason: str = ""
+    detail: str = ""
+    latency_s: float | None = None
+    last_at: float | None = None
+    last_ok_at: float | None = None
+    request_id: str = ""
+    next_due: float = 0.0  # monotonic
+
+
+def _shape_ok(want: Sequence[int], got: Sequence[int]) -> bool:
+    return len(want) == len(got) and all(w in (-1, g) for w, g in zip(want, got, strict=True))
+
+
+def judge(spec: ProbeOutput, answer: ProbeAnswer | None) -> tuple[str, str] | None:
+    """(reason, detail) of the first way ``answer`` fails ``spec``; None when it passes."""
+    if answer is None:
+        return "missing_output", f"output {spec.name} missing from the answer"
+    if spec.datatype is not None and answer.datatype != spec.datatype:
+        return "dtype", f"{spec.name} is {answer.datatype}, expected {spec.datatype}"
+    if spec.shape is not None and not _shape_ok(spec.shape, answer.shape):
+        return "shape", f"{spec.name} has shape {list(answer.shape)}, expected {spec.shape}"
+    values = np.asarray(answer.values)
+    if values.dtype.kind not in "fiub":
+        return None
+    values = values.astype(np.float64, copy=False)
+    finite = np.isfinite(values)
+    if spec.finite and not finite.all():
+        return "non_finite", f"{spec.name}: {int((~finite).sum())} of {values.size} values are NaN or inf"
+    vals = values[finite]
+    if vals.size and spec.min is not None and float(vals.min()) < spec.min:
+        return "out_of_range", f"{spec.name}: {float(vals.min()):g} below {spec.min:g}"
+    if vals.size and spec.max is not None and float(vals.max()) > spec.max:
+        return "out_of_range", f"{spec.name}: {float(vals.max()):g} above {spec.max:g}"
+    return None
+
+
+class ModelProbe(Polled):
+    name = "probe"
+    role = Role.CHECK
+
+    def __init__(
+        self,
+        cfg: ProbesConfig,
+        *,
+        client: ProbeClient,
+        registry: CollectorRegistry,
+        clock: Clock,
+        logger: logging.Logger | None = None,
+        ticker: TickerFactory | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.client = client
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._state: dict[str, _State] = {m: _State() for m in cfg.models}
+        self._seq = 0
+        self._tokens = max(1.0, cfg.max_per_sec)
+        self._refilled = clock.monotonic()
+        tick = min([cfg.interval_secs, *(m.interval_secs for m in cfg.models.values() if m.interval_secs)])
+        super().__init__(interval_secs=tick, registry=registry, logger=logger, ticker=ticker)
+        self._requests = Counter(
+            "sidecar_probe_requests",
+            "Probes sent, by model and result (ok, failed).",
+            ["model", "result"],
+            registry=registry,
+        )
+        self._failures = Counter(
+            "sidecar_probe_failures",
+            "Failed probes by model and reason (timeout, unavailable, server_error, missing_output, shape, dtype, "
+            "non_finite, out_of_range).",
+            ["model", "reason"],
+            registry=registry,
+        )
+        self._latency = Histogram(
+            "sidecar_probe_latency_seconds",
+            "Time from sending a probe to its answer (failed ones included).",
+            ["model"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=registry,
+        )
+        self._consecutive = Gauge(
+            "sidecar_probe_consecutive_failures", "Failed probes in a row, by model.", ["model"], registry=registry
+        )
+        self._up = Gauge("sidecar_probe_success", "1 when the model's last probe passed.", ["model"], registry=registry)
+        self._deferred = Counter(
+            "sidecar_probe_deferred",
+            "Probes due but not sent this tick: rate_limit (over max_per_sec).",
+            ["reason"],
+            registry=registry,
+        )
+        self._deferred.labels("rate_limit")
+
+    # -- probing -------------------------------------------------------------------------------------------
+    def _take_token(self) -> bool:
+        now = self.clock.monotonic()
+        cap = max(1.0, self.cfg.max_per_sec)
+        self._tokens = min(cap, self._tokens + (now - self._refilled) * self.cfg.max_per_sec)
+        self._refilled = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
+    async def poll_once(self) -> None:
+        mono = self.clock.monotonic()
+        due: list[str] = []
+        for model, st in self._state.items():
+            if st.next_due > mono:
+                continue
+            if not self._take_token():
+                self._deferred.labels("rate_limit").inc()
+                continue
+            st.next_due = mono + (self.cfg.models[model].interval_secs or self.cfg.interval_secs)
+            due.append(model)
+        if not due:
+            return
+        gate = asyncio.Semaphore(self.cfg.max_concurrent)
+
+        async def one(model: str) -> None:
+            async with gate:
+                await self.probe(model)
+
+        await asyncio.gather(*(one(m) for m in due))
+
+    def _ids(self, model: str) -> tuple[str, dict[str, str]]:
+        self._seq += 1
+        request_id = f"{PROBE_REQUEST_PREFIX}{model}-{self._seq}"
+        trace = PROBE_TRACE_PREFIX + secrets.token_hex(8)
+        return request_id, {"traceparent": f"00-{trace}-{secrets.token_hex(8)}-01", PROBE_HEADER: "1"}
+
+    async def probe(self, model: str) -> str:
+        """Send one probe to ``model`` now and record it; returns the reason (``ok`` when it passed)."""
+        mcfg: ProbeModelConfig = self.cfg.models[model]
+        request_id, headers = self._ids(model)
+        t0 = self.clock.monotonic()
+        reason, detail = "ok", ""
+        try:
+            answer = await self.client.infer(
+                model,
+                mcfg.version,
+                mcfg.inputs,
+                [o.name for o in mcfg.outputs],
+                request_id=request_id,
+                headers=headers,
+                timeout_secs=mcfg.timeout_secs or self.cfg.timeout_secs,
+            )
+            for spec in mcfg.outputs:
+                bad = judge(spec, answer.get(spec.name))
+                if bad is not None:
+                    reason, detail = bad
+                    break
+        except ProbeFailure as exc:
+            reason, detail = exc.reason, exc.detail
+        latency = max(0.0, self.clock.monotonic() - t0)
+        self._record(model, reason, detail, latency, request_id)
+        return reason
+
+    def _record(self, model: str, reason: str, detail: str, latency: float, request_id: str) -> None:
+        now = self.clock.now()
+        ok = reason == "ok"
+        with self._lock:
+            st = self._state[model]
+            st.probes += 1
+            st.consecutive = 0 if ok else st.consecutive + 1
+            st.failures += 0 if ok else 1
+            st.reason, st.detail, st.latency_s, st.last_at, st.request_id = reason, detail, latency, now, request_id
+            if ok:
+                st.last_ok_at = now
+            consecutive = st.consecutive
+        self._requests.labels(model, "ok" if ok else "failed").inc()
+        if not ok:
+            self._failures.labels(model, reason).inc()
+            self.log.info("probe of %s failed (%s): %s", model, reason, detail)
+        self._latency.labels(model).observe(latency)
+        self._consecutive.labels(model).set(consecutive)
+        self._up.labels(model).set(1.0 if ok else 0.0)
+
+    # -- evaluating ------------------------------------------------------------------------------------------
+    def evaluate(self, now: float) -> Sequence[Finding]:
+        n = self.cfg.failures_to_fire
+        out = []
+        with self._lock:
+            states = {m: _State(**vars(s)) for m, s in self._state.items()}
+        for model, st in states.items():
+            facts = ProbeFacts(
+                consecutive=st.consecutive,
+                failures_to_fire=n,
+                reason=st.reason or "none",
+                probes=st.probes,
+                failures=st.failures,
+                runbook=f"{ALERTNAME}.md",
+                detail=st.detail,
+                latency_s=st.latency_s,
+                last_at=st.last_at,
+                last_ok_at=st.last_ok_at,
+                request_id=st.request_id,
+                protocol=self.cfg.protocol,
+            )
+            out.append(
+                Finding(
+                    check=self.name,
+                    kind="probe",
+                    labels={"alertname": ALERTNAME, "model": model, "version": self.cfg.models[model].version},
+                    active=st.consecutive >= n,
+                    value=float(st.consecutive),
+                    threshold=float(n),
+                    severity=self.cfg.severity,
+                    evaluated_at=now,
+                    insufficient_data=st.probes == 0,
+                    for_secs=0.0,
+                    facts=facts,
+                )
+            )
+        return out
+
+    def readiness(self) -> Readiness | None:
+        return None
+
+    def snapshot(self) -> Mapping[str, Mapping[str, object]]:
+        """Per model: the last result (for pages and the admin API)."""
+        with self._lock:
+            return {
+                m: {"consecutive": s.consecutive, "reason": s.reason, "last_at": s.last_at, "probes": s.probes}
+                for m, s in self._state.items()
+            }
+
+    async def shutdown(self) -> None:
+        await super().shutdown()
+        await self.client.close()

@@ -1,0 +1,83 @@
+"""Probe traffic stays out of the SLI, drift and business paths: an event whose request id is a probe's and a
+span whose trace is a probe's are not published on the bus, and each is counted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
+
+from sidecar.app import create_app
+from sidecar.clock import FakeClock
+from sidecar.component import Context
+from sidecar.config import parse_config
+from sidecar.model import Batch
+from sidecar.probe_marker import PROBE_TRACE_PREFIX
+from sidecar.service import Service
+from sidecar.store import Store
+from sidecar.wiring.events import build as events
+from sidecar.wiring.traces import build as traces
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "traces"
+
+
+class Taken:
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def factory(self, ctx: Context) -> list[Any]:
+        for kind in ("events", "spans"):
+            ctx.bus.subscribe(kind, f"taken_{kind}", self.take)
+        return []
+
+    def take(self, batch: Batch) -> None:
+        self.items.extend(batch.items)
+
+
+def _client(tmp_path: Path, taken: Taken, registry: CollectorRegistry) -> tuple[Service, TestClient]:
+    cfg = parse_config({"triton": {"enabled": False}, "traces": {"enabled": True}})
+    svc = Service(
+        cfg,
+        clock=FakeClock(1_800_000_000.0),
+        registry=registry,
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={}))),
+        factories=[traces, events, taken.factory],
+    )
+    return svc, TestClient(create_app(svc))
+
+
+def test_a_probe_event_is_not_published_and_is_counted(tmp_path: Path) -> None:
+    taken, registry = Taken(), CollectorRegistry()
+    _, client = _client(tmp_path, taken, registry)
+    with client:
+        probe = {"model": "ctr", "version": "1", "score": 0.4, "request_id": "sidecar-probe-ctr-7"}
+        real = {"model": "ctr", "version": "1", "score": 0.4, "request_id": "req-7"}
+        r = client.post("/v1/events", json=[probe, real])
+    assert r.status_code == 200, r.text
+    assert [e.request_id for e in taken.items] == ["req-7"]
+    assert registry.get_sample_value("sidecar_events_rejected_total", {"source": "http", "reason": "probe"}) == 1
+
+
+def test_a_probe_trace_is_not_published_and_is_counted(tmp_path: Path) -> None:
+    taken, registry = Taken(), CollectorRegistry()
+    _, client = _client(tmp_path, taken, registry)
+    doc = json.loads((DATA / "otlp-traces-triton.json").read_text())
+    spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    traces_in = sorted({s["traceId"] for s in spans})
+    assert len(traces_in) >= 2
+    probe_trace = PROBE_TRACE_PREFIX + traces_in[0][16:]
+    n_probe = sum(1 for s in spans if s["traceId"] == traces_in[0])
+    for s in spans:
+        if s["traceId"] == traces_in[0]:
+            s["traceId"] = probe_trace
+    with client:
+        r = client.post("/v1/traces", content=json.dumps(doc), headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert len(taken.items) == len(spans) - n_probe > 0
+    assert all(rec[0].hex() != probe_trace for rec in taken.items)
+    assert registry.get_sample_value("sidecar_otlp_probe_spans_total") == n_probe
