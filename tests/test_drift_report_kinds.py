@@ -135,3 +135,24 @@ def test_the_table_says_how_many_reference_rows_same_hours_kept(tmp_path: Path) 
     assert notes == ["note: --same-hours: 2 of 48 reference rows kept (UTC hours 03: those the current file covers)"]
     _, by, doc = _report(ref, cur, "--time-column", "ts", "--same-hours", "--min-rows", "1")
     assert by["v"]["n_reference"] == 2 and doc["reference_rows"] == {"read": 48, "kept": 2, "skipped": 0}
+
+
+def test_dates_and_booleans_stay_the_text_they_are(tmp_path: Path) -> None:
+    # The reader converts numbers itself; what it would take for a date or a boolean is read again as text.
+    path = _csv(
+        tmp_path / "f.csv",
+        {
+            "day": ["2026-12-0" + str(1 + i % 3) for i in range(60)],
+            "flag": ["true" if i % 3 else "false" for i in range(60)],
+            "n": [str(i) for i in range(60)],
+        },
+    )
+    f = read_data_file(path, created_at=0.0, max_rows=1000)
+    assert f.columns["day"].reference.counts == {"2026-12-01": 20, "2026-12-02": 20, "2026-12-03": 20}
+    assert f.columns["flag"].reference.counts == {"true": 40, "false": 20}
+    assert f.columns["n"].reference.kind == "numeric"
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"a,b\n" + b"".join(b"%d,ok\n" % i for i in range(50)) + b"1,\xe9t\xe9\n")
+    err = io.StringIO()
+    assert main(["--reference", str(path), "--current", str(bad)], io.StringIO(), err) == 2
+    assert f"current file {bad}: is not UTF-8 text" in err.getvalue()
