@@ -23,6 +23,7 @@ from sidecar.checks.probe.config import ProbesConfig
 from sidecar.configbase import StrictModel, Token
 from sidecar.configyaml import load_yaml
 from sidecar.diagnose.config import DiagnoseConfig
+from sidecar.edge_config import EdgeConfig
 from sidecar.errors import ConfigError
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.gpu.config import GpuConfig
@@ -131,6 +132,7 @@ class SidecarConfig(StrictModel):
     alerting: AlertingConfig = AlertingConfig()
     gpu: GpuConfig = GpuConfig()
     diagnose: DiagnoseConfig = DiagnoseConfig()
+    edge: EdgeConfig = EdgeConfig()
     probes: ProbesConfig = ProbesConfig()
     servers: Annotated[list[ServingTargetConfig], AfterValidator(unique_server_names)] = Field(
         default_factory=list,
