@@ -168,7 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--duration-secs", type=float, default=None, help="stop by itself after this long")
     d.add_argument("--workdir", default=None, help="folder for Triton's files and the sidecar's store (kept)")
     d.add_argument("--keep", action="store_true", help="keep the temporary work folder on exit")
-    sub.add_parser("drift", help="offline drift report: sidecar drift --reference A --current B", add_help=False)
+    sub.add_parser(
+        "drift", help="offline drift report: sidecar drift --reference A --current B [--html FILE]", add_help=False
+    )
     g = sub.add_parser("dashboards", help="generate Grafana dashboards and provisioning files")
     g.add_argument("--out", default="dashboards")
     g.add_argument("--check", action="store_true", help="fail if the committed JSON is stale")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "pages"))
 from pagetree import parse
@@ -101,3 +102,12 @@ def test_an_unwritable_html_path_exits_2_with_the_path(tmp_path: Path) -> None:
     bad = tmp_path / "no" / "such" / "dir" / "r.html"
     assert main(["--reference", str(ref), "--current", str(cur), "--html", str(bad)], io.StringIO(), err) == 2
     assert str(bad) in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+def test_sidecar_drift_html_through_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sidecar.cli import main as cli
+
+    ref, cur = write_pair(tmp_path)
+    out_html = tmp_path / "r.html"
+    assert cli(["drift", "--reference", str(ref), "--current", str(cur), "--html", str(out_html)]) == 1
+    assert "DRIFT" in capsys.readouterr().out and out_html.read_text().count('class="feature"') == 6
