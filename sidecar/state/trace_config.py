@@ -69,7 +69,9 @@ class TraceStoreConfig(StrictModel):
         ge=0,
         lt=1,
         description="When the process is over server.memory_limit_mib, the share of the store's bytes kept: the "
-        "oldest traces beyond it are evicted (reason memory_pressure) before any push is refused.",
+        "oldest traces beyond it are evicted (reason memory_pressure) before any push is refused, and the store's "
+        "budget stays there until the process is back under the limit (then it grows back by half the headroom "
+        "every server.memory_relief_interval_secs).",
     )
 
     @model_validator(mode="after")
