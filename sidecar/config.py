@@ -92,9 +92,9 @@ class ServerConfig(StrictModel):
     memory_limit_mib: int | None = Field(
         None,
         gt=0,
-        description="Resident memory above which the stores are asked to evict (traces.store."
-        "pressure_keep_fraction) and each push endpoint is cut to one request in flight (503 + Retry-After "
-        "beyond it); no endpoint is refused outright. Unset: no limit.",
+        description="Resident memory above which the stores are asked to evict and hold their budgets down (traces."
+        "store.pressure_keep_fraction); while still above it after that, each push endpoint is cut to one request "
+        "in flight (503 + Retry-After beyond it); no endpoint is refused outright. Unset: no limit.",
     )
     memory_relief_interval_secs: float = Field(
         5.0, gt=0, le=3600, description="Over memory_limit_mib, the stores are asked to evict at most this often."
