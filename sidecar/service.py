@@ -59,6 +59,7 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.business import build as business
     from sidecar.wiring.canary import build as canary
     from sidecar.wiring.diagnose import build as diagnose
+    from sidecar.wiring.edge import build as edge
     from sidecar.wiring.events import build as events
     from sidecar.wiring.gpu import build as gpu
     from sidecar.wiring.pages import factories as drift_and_pages
@@ -70,7 +71,7 @@ def default_factories() -> list[Factory]:
     # Build order = subscription order on the bus: the change log subscribes before the checks that publish.
     # The pages builder is handed the drift check the drift builder made (the drift pages read it).
     drift, pages = drift_and_pages()
-    return [alerting, triton, servers, gpu, traces, events, drift, business, canary, diagnose, verdicts, pages]
+    return [alerting, triton, servers, gpu, traces, events, edge, drift, business, canary, diagnose, verdicts, pages]
 
 
 class Service:

@@ -18,19 +18,20 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from sidecar.clock import Clock
 from sidecar.component import Bus, Passive, Role
 from sidecar.configbase import StrictModel
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch, Change
+from sidecar.purge import purge_what
 from sidecar.sources.media import JSON, media_type
 from sidecar.state.changes import derived_id
 from sidecar.state.changes_config import ChangesConfig
@@ -52,6 +53,13 @@ class ChangeLookup(Protocol):
     def find_same(self, change: Change, since: float) -> Change | None: ...
 
 
+class PurgeIn(StrictModel):
+    """A cache purge posted as a change (docs/edge.md): its ``what`` is written as ``cache purge <scope> <pattern>``."""
+
+    pattern: str = Field(min_length=1, max_length=480, pattern=r"^\S+$", description="Path pattern purged.")
+    scope: Literal["prefix", "exact", "glob"] = Field("prefix", description="How the pattern matches paths.")
+
+
 class ChangeIn(StrictModel):
     """The body of ``POST /v1/changes`` (one object, or a list of them)."""
 
@@ -68,6 +76,18 @@ class ChangeIn(StrictModel):
         max_length=200,
         description="Idempotency key; default: the Idempotency-Key header, else derived from the fields.",
     )
+
+    purge: PurgeIn | None = Field(None, description="A cache purge; `what` is then written from it.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _purge_what(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(p := data.get("purge"), dict) and isinstance(p.get("pattern"), str):
+            what = purge_what(p["pattern"], str(p.get("scope", "prefix")))
+            if data.get("what") not in (None, what):
+                raise ValueError(f"what: leave it out with purge (it is written as {what!r})")
+            data = {**data, "what": what}
+        return data
 
     @field_validator("version", mode="before")
     @classmethod

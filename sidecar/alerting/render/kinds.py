@@ -12,6 +12,7 @@ import sidecar.alerting.render.canary as canary
 import sidecar.alerting.render.cold_start as cold_start
 import sidecar.alerting.render.diagnosis as diagnosis
 import sidecar.alerting.render.drift as drift
+import sidecar.alerting.render.edge as edge
 import sidecar.alerting.render.output_sanity as output_sanity
 import sidecar.alerting.render.probe as probe
 from sidecar.model import Finding
@@ -25,6 +26,9 @@ RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType
         "cold_start": cold_start.render,
         "diagnosis": diagnosis.render,
         "drift": drift.render,
+        "edge_purge": edge.render_purge,
+        "edge_sla": edge.render_sla,
+        "edge_tail": edge.render_tail,
         "output_sanity": output_sanity.render,
         "probe": probe.render,
     }
