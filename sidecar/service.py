@@ -61,6 +61,7 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.diagnose import build as diagnose
     from sidecar.wiring.edge import build as edge
     from sidecar.wiring.events import build as events
+    from sidecar.wiring.fleet import factories as fleet_factories
     from sidecar.wiring.gpu import build as gpu
     from sidecar.wiring.pages import factories as drift_and_pages
     from sidecar.wiring.servers import build as servers
@@ -71,7 +72,23 @@ def default_factories() -> list[Factory]:
     # Build order = subscription order on the bus: the change log subscribes before the checks that publish.
     # The pages builder is handed the drift check the drift builder made (the drift pages read it).
     drift, pages = drift_and_pages()
-    return [alerting, triton, servers, gpu, traces, events, edge, drift, business, canary, diagnose, verdicts, pages]
+    drift, fleet = fleet_factories(drift)
+    return [
+        alerting,
+        triton,
+        servers,
+        gpu,
+        traces,
+        events,
+        edge,
+        drift,
+        fleet,
+        business,
+        canary,
+        diagnose,
+        verdicts,
+        pages,
+    ]
 
 
 class Service:

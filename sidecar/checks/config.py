@@ -9,6 +9,7 @@ from sidecar.checks.business.config import BusinessConfig
 from sidecar.checks.canary.config import CanaryConfig
 from sidecar.checks.cold_start.config import ColdStartConfig
 from sidecar.checks.drift.config import DriftConfig
+from sidecar.checks.fleet.config import FleetConfig
 from sidecar.checks.model_api_config import ModelApiConfig
 from sidecar.checks.output_sanity.config import OutputSanityConfig
 from sidecar.checks.tracing_governor.config import GovernorConfig
@@ -20,6 +21,7 @@ __all__ = ["ChecksConfig"]
 class ChecksConfig(StrictModel):
     eval_interval_secs: float = Field(15.0, gt=0, description="How often checks evaluate their windows.")
     drift: DriftConfig = DriftConfig()
+    fleet: FleetConfig = FleetConfig()
     business: BusinessConfig = BusinessConfig()
     canary: CanaryConfig = CanaryConfig()
     output_sanity: OutputSanityConfig = OutputSanityConfig()

@@ -95,6 +95,12 @@ class DriftCheck:
         with self._lock:
             return self.refs.reference_for(model, version, feature, now)
 
+    def frozen_references(self) -> dict[tuple[str, str, str], Reference]:
+        """The file and pinned references held now, by (model, the version a reference is of or "*" for a
+        file, feature): a copy for readers outside the check (the fleet bins). Rolling ones are built per look."""
+        with self._lock:
+            return {k: r for k, r in self.refs.refs.items() if k[2]}
+
     def current_snapshot(self, model: str, version: str, feature: str) -> WindowSnapshot | None:
         """A copy of one series' current window (read-only, for the drift pages); None when not held."""
         with self._lock:
