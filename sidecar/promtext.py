@@ -90,8 +90,13 @@ def _locate_bad_line(text: str) -> tuple[int, str]:
     return 0, ""
 
 
-def parse_exposition(text: str, label_cache: dict[str, dict[str, str]] | None = None) -> Exposition:
-    """Parse a whole exposition; ``label_cache`` may be shared across scrapes of one target (bounded by the caller)."""
+def parse_exposition(
+    text: str, label_cache: dict[str, dict[str, str]] | None = None, *, eager_labels: bool = True
+) -> Exposition:
+    """Parse a whole exposition; ``label_cache`` may be shared across scrapes of one target (bounded by the caller).
+
+    ``eager_labels=False`` leaves label strings unparsed until ``Exposition.labels`` is asked for one (which then
+    raises ``ValueError`` on a malformed one), for a reader that maps a few families of a large exposition."""
     if text and not text.endswith("\n"):
         raise ParseError("exposition does not end with a newline (truncated body)", line=text.count("\n") + 1)
     found = _LINE.findall(text)
@@ -108,6 +113,8 @@ def parse_exposition(text: str, label_cache: dict[str, dict[str, str]] | None = 
         bad_name, bad_value = next((n, v) for n, _l, v, _t in found if n and not _is_float(v))
         raise ParseError(f"bad value {bad_value!r} for {bad_name}") from None
     cache = label_cache if label_cache is not None else {}
+    if not eager_labels:
+        return Exposition(samples=samples, types=dict(_TYPE.findall(text)), _label_cache=cache)
     for lab in {lab for _n, lab, _v in samples if lab and lab not in cache}:
         try:
             cache[lab] = parse_labels(lab)

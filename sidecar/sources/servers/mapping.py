@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
+from typing import Any
 
 from sidecar.promtext import Exposition
 from sidecar.sources.servers.profile import REQUESTS, Profile, Rule
@@ -108,29 +109,95 @@ class _Acc:
         )
 
 
-def _is_bound(le: str | None) -> bool:
-    if le is None:
-        return False
-    try:
-        return not math.isnan(float(le))
-    except ValueError:
-        return False
+_MISSING: Any = object()
+Row = tuple[str, dict[str, str], float, float]  # (part, labels without le, value, le or nan)
+_LE = re.compile(r'(^|,)[ \t]*le[ \t]*=[ \t]*"([^"\\]*)"[ \t]*(,|$)')
 
 
-def _check(rule: Rule, rows: list[tuple[str, dict[str, str], float]], limits: Limits) -> tuple[str, str] | None:
-    for part, labels, v in rows:
-        if part == "bucket" and not _is_bound(labels.get("le")):
-            return "labels", f"{rule.family} has a bucket without a numeric le"
-        if not math.isfinite(v):
-            return "non_finite", f"{rule.family} has a {v} sample"
-        if v < 0 and rule.type != "gauge":
-            return "negative", f"{rule.family} has a negative count ({v:g})"
-        if len(labels) > limits.max_labels:
-            return "labels", f"{rule.family} has {len(labels)} labels (limit {limits.max_labels})"
-        for val in labels.values():
-            if len(val) > limits.max_label_value_len:
-                return "labels", f"{rule.family} has a label value of {len(val)} characters"
-    return None
+class _Labels:
+    """Label strings parsed once per scrape and checked against the limits. A bucket's ``le`` is split off before
+    parsing, so the hundreds of bucket lines of one series share one parse (``le`` values are cached too)."""
+
+    def __init__(self, expo: Exposition, limits: Limits) -> None:
+        self._parse = expo.labels
+        self._limits = limits
+        self.seen: dict[str, dict[str, str] | str] = {}  # raw -> labels, or the problem
+        self._les: dict[str, float] = {}
+        self.buckets_seen: dict[str, tuple[dict[str, str] | str, float]] = {}
+
+    def get(self, raw: str) -> dict[str, str] | str:
+        got = self.seen.get(raw)
+        if got is None:
+            got = self.seen[raw] = self._resolve(raw)
+        return got
+
+    def _resolve(self, raw: str) -> dict[str, str] | str:
+        if not raw:
+            return {}
+        try:
+            labels = self._parse(raw)
+        except ValueError:
+            return "a malformed label set"
+        lim = self._limits
+        if len(raw) > lim.max_label_value_len or raw.count("=") > lim.max_labels:  # else within limits for sure
+            if len(labels) > lim.max_labels:
+                return f"{len(labels)} labels (limit {lim.max_labels})"
+            longest = max((len(v) for v in labels.values()), default=0)
+            if longest > lim.max_label_value_len:
+                return f"a label value of {longest} characters (limit {lim.max_label_value_len})"
+        return labels
+
+    def bucket(self, raw: str) -> tuple[dict[str, str] | str, float]:
+        got = self.buckets_seen.get(raw)
+        if got is None:
+            got = self.buckets_seen[raw] = self._split(raw)
+        return got
+
+    def _split(self, raw: str) -> tuple[dict[str, str] | str, float]:
+        i = raw.find('le="')
+        j = raw.find('"', i + 4) if i >= 0 else -1
+        if i >= 0 and j >= 0 and (i == 0 or raw[i - 1] == ",") and "\\" not in raw[i:j]:
+            le_s = raw[i + 4 : j]
+            base = raw[: i - 1] + raw[j + 1 :] if i else raw[j + 2 :] if raw[j + 1 : j + 2] == "," else raw[j + 1 :]
+        else:  # spaces around "=", or le not where a label starts: the exact (slower) way
+            m = _LE.search(raw)
+            if m is None:
+                return "a bucket without le", math.nan
+            le_s = m.group(2)
+            base = raw[: m.start()] + ("," if m.group(1) and m.group(3) else "") + raw[m.end() :]
+        le = self._les.get(le_s)
+        if le is None:
+            try:
+                le = float(le_s)
+            except ValueError:
+                le = math.nan
+            self._les[le_s] = le
+        if math.isnan(le):
+            return "a bucket without a numeric le", le
+        return self.get(base), le
+
+
+def _resolve(
+    rule: Rule, got: list[tuple[str, str, float]], labels: _Labels
+) -> tuple[tuple[str, str] | None, list[Row]]:
+    values = [v for _p, _r, v in got]
+    if not all(map(math.isfinite, values)):
+        bad = next(v for v in values if not math.isfinite(v))
+        return ("non_finite", f"{rule.family} has a {bad} sample"), []
+    if rule.type != "gauge" and min(values) < 0:
+        return ("negative", f"{rule.family} has a negative count ({min(values):g})"), []
+    out: list[Row] = []
+    add, nan = out.append, math.nan
+    seen_bucket, seen = labels.buckets_seen.get, labels.seen.get  # the hot path: a dict hit per row
+    for part, raw, v in got:
+        if part == "bucket":
+            lab, le = seen_bucket(raw) or labels.bucket(raw)
+        else:
+            lab, le = seen(raw) or labels.get(raw), nan
+        if lab.__class__ is str:
+            return ("labels", f"{rule.family} has {lab}"), []
+        add((part, lab, v, le))  # type: ignore[arg-type]
+    return None, out
 
 
 def map_exposition(
@@ -142,15 +209,14 @@ def map_exposition(
     limits: Limits = Limits(),
     units: Mapping[str, str] | None = None,
 ) -> ServingSnapshot:
+    """Map ``expo`` (parsed with ``eager_labels=False`` or not) onto the schema with ``profile``."""
     index = _index(profile)
-    rows: dict[Rule, list[tuple[str, dict[str, str], float]]] = defaultdict(list)
-    labels_of = expo.labels
+    rows: dict[Rule, list[tuple[str, str, float]]] = defaultdict(list)
     for name, raw, value in expo.samples:
         hits = index.get(name)
         if hits is not None:
-            labels = labels_of(raw) if raw else {}
             for rule, part in hits:
-                rows[rule].append((part, labels, value))
+                rows[rule].append((part, raw, value))
     # A renamed family exposed under both names (a release that keeps the old one hidden-but-on) is read once,
     # from the new name, never summed.
     for old, new in profile.renames:
@@ -159,19 +225,23 @@ def map_exposition(
                 del rows[r]
     refused: list[Refusal] = []
     bad: set[str] = set()
+    resolved: dict[Rule, list[Row]] = {}
+    labels = _Labels(expo, limits)
     for rule, got in rows.items():
-        problem = _problem(rule, got, expo.types, units or {}, limits)
+        problem = _declared_problem(rule, expo.types, units or {})
+        if problem is None:
+            problem, resolved[rule] = _resolve(rule, got, labels)
         if problem is not None:
             refused.append(Refusal(rule.family, *problem))
             bad.add(rule.family)
     accs: dict[ModelKey, _Acc] = {}
     over: set[ModelKey] = set()
     present: set[str] = set()
-    for rule, got in rows.items():
+    for rule, got2 in resolved.items():
         if rule.family in bad:
             continue
         present.add(rule.family)
-        _fold(rule, got, profile, accs, over, limits.max_models)
+        _fold(rule, got2, profile, accs, over, limits.max_models)
     return ServingSnapshot(
         server=server,
         profile=profile.name,
@@ -183,44 +253,49 @@ def map_exposition(
     )
 
 
-def _problem(
-    rule: Rule,
-    got: list[tuple[str, dict[str, str], float]],
-    types: Mapping[str, str],
-    units: Mapping[str, str],
-    limits: Limits,
-) -> tuple[str, str] | None:
+def _declared_problem(rule: Rule, types: Mapping[str, str], units: Mapping[str, str]) -> tuple[str, str] | None:
     declared = _declared(types, rule)
     if declared is not None and declared not in (rule.type, "untyped"):
         return "wrong_type", f"{rule.family} is a {declared}, the profile reads a {rule.type}"
     unit = units.get(rule.family)
     if unit is not None and rule.unit is not None and unit != rule.unit:
         return "unit", f"{rule.family} declares unit {unit!r}, the profile reads {rule.unit!r}"
-    return _check(rule, got, limits)
+    return None
 
 
 def _fold(
     rule: Rule,
-    got: list[tuple[str, dict[str, str], float]],
+    got: list[Row],
     profile: Profile,
     accs: dict[ModelKey, _Acc],
     over: set[ModelKey],
     max_models: int,
 ) -> None:
-    ml, vl = profile.model_label, profile.version_label
-    target = rule.target
-    where = rule.where
-    for part, labels, v in got:
-        if where and any(labels.get(k) != want for k, want in where):
-            continue
-        key = (labels.get(ml, "") if ml else profile.default_model, labels.get(vl, "") if vl else "")
+    ml, vl, default = profile.model_label, profile.version_label, profile.default_model
+    target, where, scale = rule.target, rule.where, rule.scale
+    keys: dict[int, _Acc | None] = {}  # id(labels) -> its model's builder: bucket rows of a series share labels
+
+    def acc_of(labels: dict[str, str]) -> _Acc | None:
+        key = (labels.get(ml, "") if ml else default, labels.get(vl, "") if vl else "")
         acc = accs.get(key)
         if acc is None:
             if len(accs) >= max_models:
                 over.add(key)
-                continue
+                return None
             acc = accs[key] = _Acc()
-        if target == REQUESTS:
+        return acc
+
+    for part, labels, v, le in got:
+        if where and any(labels.get(k) != want for k, want in where):
+            continue
+        acc = keys.get(id(labels), _MISSING)
+        if acc is _MISSING:
+            acc = keys[id(labels)] = acc_of(labels)
+        if acc is None:
+            continue
+        if part == "bucket":
+            acc.buckets[target][le * scale] += v
+        elif target == REQUESTS:
             if rule.outcome_label:
                 outcome = rule.outcomes.get(labels.get(rule.outcome_label, ""), rule.outcome or "other")
             else:
@@ -235,8 +310,6 @@ def _fold(
             old = acc.gauges.get(target)
             acc.gauges[target] = v if old is None else (old + v if rule.gauge_agg == "sum" else max(old, v))
         elif part == "sum" or (part == "value" and rule.part == "sum"):
-            acc.dsum[target] += v * rule.scale
+            acc.dsum[target] += v * scale
         elif part == "count" or (part == "value" and rule.part == "count"):
             acc.dcount[target] += v
-        elif part == "bucket":
-            acc.buckets[target][float(labels["le"]) * rule.scale] += v

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
+from sidecar.sources.servers.mlserver import PROFILE as MLSERVER
 from sidecar.sources.servers.profile import Profile
 from sidecar.sources.servers.sglang import PROFILE as SGLANG
 from sidecar.sources.servers.tfserving import PROFILE as TFSERVING
@@ -28,6 +29,7 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
             SGLANG,
             TGI,
             TFSERVING,
+            MLSERVER,
         )
     }
 )
@@ -35,9 +37,9 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
 
 def family_names(sample_names: Iterable[str], types: Mapping[str, str]) -> set[str]:
     """The family names present: declared ones, plus sample names with their suffixes stripped."""
-    out = set(types)
-    for name in sample_names:
-        out.add(name)
+    names = set(sample_names)  # a few hundred distinct names behind tens of thousands of samples
+    out = set(types) | names
+    for name in names:
         for suffix in ("_total", "_bucket", "_sum", "_count"):
             if name.endswith(suffix):
                 out.add(name[: -len(suffix)])

@@ -91,7 +91,7 @@ class ServerSource(Polled):
             )
             if len(self._label_cache) > _LABEL_CACHE_MAX:
                 self._label_cache.clear()
-            expo = parse_exposition(text, self._label_cache)
+            expo = parse_exposition(text, self._label_cache, eager_labels=False)  # parsed as mapped
         except ScrapeError as exc:
             return self._failed(exc.reason, str(exc))
         except ParseError as exc:

@@ -9,11 +9,19 @@ made up and fixed, so the tests know the figures the mapping must produce.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary, generate_latest
 
 HERE = Path(__file__).resolve().parent
+_CREATED = re.compile(r"(_created(?:\{[^}\n]*\})?) [0-9.e+]+\n")
+
+
+def _fixed_created(text: str) -> str:
+    """prometheus_client stamps each series' creation time; a fixed one keeps the fixtures stable."""
+    return _CREATED.sub(r"\1 1.7e+09\n", text)
+
 
 VLLM_CURRENT = """\
 # Source: vllm-project/vllm vllm/v1/metrics/loggers.py, PrometheusStatLogger.__init__, the version the search
@@ -131,7 +139,7 @@ def vllm(current: bool, models: list[str] | None = None) -> str:
                     h["tpot"].labels(*lv).observe(0.02)
             for _ in range(40):
                 h["itl"].labels(*lv).observe(0.02)
-    return generate_latest(reg).decode()
+    return _fixed_created(generate_latest(reg).decode())
 
 
 def triton() -> str:
@@ -304,7 +312,7 @@ def sglang() -> str:
             if interval / n <= bound:
                 cell._buckets[i].inc(n)
                 break
-    return generate_latest(reg).decode()
+    return _fixed_created(generate_latest(reg).decode())
 
 
 def tgi() -> str:
@@ -397,6 +405,29 @@ def trtllm() -> str:
     return "".join(out)
 
 
+MLSERVER = """\
+# Source: SeldonIO/MLServer mlserver/handlers/dataplane.py at commit a325e523b5a580d49aeb06e19e73e4a90176b63b
+# (model_infer_request_success / _failure counters, model_infer_request_duration summary, labels model and
+# version). Written with prometheus_client, as MLServer does.
+"""
+
+
+def mlserver(models: list[tuple[str, str]] | None = None) -> str:
+    """An MLServer exposition; many ``models`` make the benchmark's shape."""
+    reg = CollectorRegistry()
+    ok = Counter("model_infer_request_success", "Model infer request success count", ["model", "version"], registry=reg)
+    bad = Counter(
+        "model_infer_request_failure", "Model infer request failure count", ["model", "version"], registry=reg
+    )
+    dur = Summary("model_infer_request_duration", "Model infer request duration", ["model", "version"], registry=reg)
+    for model, version in models or [("iris", "v1.2")]:
+        ok.labels(model, version).inc(40)
+        bad.labels(model, version).inc(2)
+        for _ in range(42):
+            dur.labels(model, version).observe(0.025)
+    return _fixed_created(generate_latest(reg).decode())
+
+
 def main() -> None:
     (HERE / "vllm-current.prom").write_text(VLLM_CURRENT + vllm(current=True))
     (HERE / "vllm-0.8.prom").write_text(VLLM_OLD + vllm(current=False))
@@ -405,6 +436,7 @@ def main() -> None:
     (HERE / "tgi.prom").write_text(TGI + tgi())
     (HERE / "tfserving.prom").write_text(TFSERVING + tfserving())
     (HERE / "triton-trtllm.prom").write_text(TRTLLM + trtllm())
+    (HERE / "mlserver.prom").write_text(MLSERVER + mlserver())
 
 
 if __name__ == "__main__":

@@ -67,3 +67,12 @@ def test_models_beyond_the_limit_are_dropped_and_counted() -> None:
     snap = _map(text, Limits(max_models=3))
     assert len(snap.models) == 3
     assert snap.models_refused == 2
+
+
+def test_labels_parsed_on_demand_refuse_only_the_family_that_holds_a_malformed_set() -> None:
+    text = 'vllm:num_requests_running{model_name="m",stray} 1\n' + GOOD
+    text += "unrelated_family{oops} 1\n"  # never mapped, never parsed
+    expo = parse_exposition(text, eager_labels=False)
+    snap = map_exposition(expo, PROFILES["vllm"], server="s", taken_at=0.0)
+    assert [(r.family, r.reason) for r in snap.refused] == [("vllm:num_requests_running", "labels")]
+    assert snap.models[("m", "")].gauges[Gauge.WAITING] == 2
