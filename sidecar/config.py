@@ -17,6 +17,7 @@ from typing import Annotated, Any, get_args
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 
 from exporters.config import WebhookConfig
+from sidecar.actions.config import ActionsConfig
 from sidecar.alerting.config import AlertingConfig
 from sidecar.checks.config import ChecksConfig
 from sidecar.checks.probe.config import ProbesConfig
@@ -134,6 +135,7 @@ class SidecarConfig(StrictModel):
     diagnose: DiagnoseConfig = DiagnoseConfig()
     edge: EdgeConfig = EdgeConfig()
     probes: ProbesConfig = ProbesConfig()
+    actions: ActionsConfig = ActionsConfig()
     servers: Annotated[list[ServingTargetConfig], AfterValidator(unique_server_names)] = Field(
         default_factory=list,
         description="Model servers read through a server profile (vLLM, Triton, ...): docs/servers.md.",

@@ -55,6 +55,7 @@ Factory = Callable[[Context], list[Any]]
 
 def default_factories() -> list[Factory]:
     # Imported here so that a broken optional area fails loudly at build time with its own traceback.
+    from sidecar.wiring.actions import build as actions
     from sidecar.wiring.alerting import build as alerting
     from sidecar.wiring.business import build as business
     from sidecar.wiring.canary import build as canary
@@ -87,6 +88,7 @@ def default_factories() -> list[Factory]:
         canary,
         diagnose,
         verdicts,
+        actions,
         pages,
     ]
 

@@ -27,6 +27,9 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
         ("sidecar.checks", "sidecar.alerting", "sidecar.sources", "exporters", "sidecar.pages", "sidecar.wiring"),
     ),
     ("sidecar.pages", ("sidecar.checks", "sidecar.sources", "exporters", "sidecar.wiring")),
+    # Actions take findings and act through injected clients: they never read a check's insides (they never
+    # decide), nor the sources, pages or exporters.
+    ("sidecar.actions", ("sidecar.checks", "sidecar.sources", "exporters", "sidecar.pages", "sidecar.wiring")),
     # Diagnoses probe Triton and produce findings, like a check: the same rules.
     (
         "sidecar.diagnose",

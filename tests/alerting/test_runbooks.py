@@ -191,6 +191,34 @@ def _batching_findings() -> list[Finding]:
     return found
 
 
+def _probe_and_action_findings() -> list[Finding]:
+    from sidecar.actions.config import ActionsConfig
+    from sidecar.actions.layer import ActionLayer
+    from sidecar.checks.probe.check import ModelProbe
+    from sidecar.checks.probe.config import ProbesConfig
+    from sidecar.component import Bus
+
+    x = {"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}
+    probes = ProbesConfig.model_validate(
+        {"enabled": True, "models": {"m": {"inputs": [x], "outputs": [{"name": "y"}]}}}
+    )
+    probe = ModelProbe(probes, client=None, registry=CollectorRegistry(), clock=FakeClock())  # type: ignore[arg-type]
+    found = list(probe.evaluate(0.0))
+    reg, clock = CollectorRegistry(), FakeClock()
+    layer = ActionLayer(
+        ActionsConfig.model_validate({"enabled": True, "models": {"m": {}}}),
+        control=None,
+        bus=Bus(reg),
+        registry=reg,
+        clock=clock,
+    )
+    trigger = dataclasses.replace(found[0], active=True, insufficient_data=False, evaluated_at=clock.now())
+    layer.on_findings([trigger], clock.now())  # dry run: ActionPlanned
+    for outcome in ("done", "failed"):
+        layer.records.append(dataclasses.replace(layer.records[0], outcome=outcome, id=outcome))
+    return found + list(layer.evaluate(clock.now()))
+
+
 @pytest.fixture(scope="module")
 def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, str], str]]:
     """(labels, runbook file) of every alert the book makes from findings of each check kind."""
@@ -200,6 +228,7 @@ def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str
         + _verdict_findings()
         + _cold_start_findings()
         + _batching_findings()
+        + _probe_and_action_findings()
     )
     book = AlertBook(
         AlertingConfig.model_validate({"enabled": True}),

@@ -1,0 +1,356 @@
+"""The actions layer: takes every round's findings (``on_findings``), turns the configured triggers into planned
+steps behind the guard rails, carries them out on the event loop (a polled tick drains the queue), and reports
+each as a finding of kind ``action`` (alerts ActionPlanned, ActionTaken, ActionFailed) and a recorded change.
+
+Guard rails, in the order they are applied (each refusal counted in ``sidecar_actions_refused_total{reason}``):
+``paused`` (POST /admin/actions/pause), ``stale`` (evidence older than ``max_evidence_age_secs``), ``held`` (a
+revert holds its model until an operator clears it: no flapping between versions), ``cooldown`` (one action per
+model per ``cooldown_secs``), ``no_new_evidence`` (the next step waits for a probe after the previous step),
+``exhausted`` (no step left), ``queue_full``. A refusal other than cooldown and no_new_evidence (the normal
+pacing) is also a record (outcome ``refused``, alert ActionFailed) once per model and reason per cool-down.
+``dry_run`` (the default) records the exact plan (outcome ``planned``) and sends nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fastapi import APIRouter
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from sidecar.actions.api import actions_router
+from sidecar.actions.config import ActionsConfig, ModelActionsConfig
+from sidecar.actions.control import ActionError, ModelControl, Webhook, nvml_snapshot
+from sidecar.actions.plan import Plan, Trigger, plan_id, plan_text, trigger_of
+from sidecar.alerting.render.action import words
+from sidecar.clock import Clock
+from sidecar.component import Bus, Role
+from sidecar.facts_actions import ActionFacts
+from sidecar.httpguard import RequestGuard
+from sidecar.model import Batch, Change, Finding
+from sidecar.polled import Polled, TickerFactory
+
+__all__ = ["ALERTNAMES", "ActionLayer", "ActionRecord"]
+
+ALERTNAMES = {"planned": "ActionPlanned", "done": "ActionTaken", "failed": "ActionFailed", "refused": "ActionFailed"}
+_SEVERITY = {"planned": "info", "done": "warning", "failed": "warning", "refused": "warning"}
+_PACING = ("cooldown", "no_new_evidence")
+_WHY = {
+    "paused": "actions are paused (POST /admin/actions/resume)",
+    "stale": "the evidence is stale",
+    "held": "a revert holds this model until an operator clears it (POST /admin/actions/clear)",
+    "exhausted": "no step left for this trigger",
+    "queue_full": "too many actions queued",
+}
+
+
+@dataclass(frozen=True)
+class ActionRecord:
+    id: str
+    model: str
+    action: str
+    outcome: str  # planned | done | failed | refused
+    plan: str
+    trigger: str
+    evidence: str
+    evidence_at: float
+    at: float
+    error: str = ""
+    target_version: str | None = None
+    gpu: str = ""
+
+
+class ActionLayer(Polled):
+    name = "actions"
+    role = Role.SINK
+
+    def __init__(
+        self,
+        cfg: ActionsConfig,
+        *,
+        control: ModelControl | None,
+        bus: Bus,
+        registry: CollectorRegistry,
+        clock: Clock,
+        logger: logging.Logger | None = None,
+        ticker: TickerFactory | None = None,
+        gpu: Callable[[], str] = nvml_snapshot,
+        webhook: Webhook | None = None,
+        guard: RequestGuard | None = None,
+    ) -> None:
+        super().__init__(interval_secs=cfg.execute_interval_secs, registry=registry, logger=logger, ticker=ticker)
+        self.cfg, self.control, self.bus, self.clock = cfg, control, bus, clock
+        self.gpu, self.webhook, self.guard = gpu, webhook, guard
+        self._lock = threading.Lock()
+        self.paused = False
+        self.holds: dict[str, str] = {}
+        self._last: dict[str, float] = {}  # model -> when its last step was planned
+        self._step: dict[str, int] = {}  # model -> the probe ladder's next step
+        self._said: dict[tuple[str, str], float] = {}  # (model, reason) -> when that refusal was recorded
+        self._pending: deque[Plan] = deque()
+        self.records: deque[ActionRecord] = deque(maxlen=cfg.max_records)
+        self._actions = Counter(
+            "sidecar_actions",
+            "Actions by step and outcome (planned: dry run, done, failed, refused).",
+            ["action", "outcome"],
+            registry=registry,
+        )
+        self._refused = Counter(
+            "sidecar_actions_refused",
+            "Triggers that led to no action, by reason (paused, stale, held, cooldown, no_new_evidence, "
+            "exhausted, queue_full).",
+            ["reason"],
+            registry=registry,
+        )
+        for r in ("paused", "stale", "held", "cooldown", "no_new_evidence", "exhausted", "queue_full"):
+            self._refused.labels(r)
+        self._paused = Gauge("sidecar_actions_paused", "1 while actions are paused.", registry=registry)
+        self._held = Gauge("sidecar_actions_held_models", "Models a revert holds.", registry=registry)
+
+    # -- deciding nothing: mapping findings to planned steps --------------------------------------------------
+    def on_findings(self, findings: Sequence[Finding], now: float) -> None:
+        with self._lock:
+            for f in findings:
+                model = f.labels.get("model", "")
+                mcfg = self.cfg.models.get(model)
+                if mcfg is None:
+                    continue
+                if f.kind == "probe" and not f.active and not f.insufficient_data:
+                    self._step.pop(model, None)  # the probe passes: the next failure starts the ladder again
+                trig = trigger_of(f, mcfg)
+                if trig is not None:
+                    self._consider(trig, mcfg, now)
+
+    def _consider(self, trig: Trigger, mcfg: ModelActionsConfig, now: float) -> None:
+        model = trig.model
+        action = "revert"
+        if trig.kind == "probe":
+            step = self._step.get(model, 0)
+            action = mcfg.on_probe_failure[step] if step < len(mcfg.on_probe_failure) else "exhausted"
+        last = self._last.get(model)
+        reason = ""
+        if self.paused:
+            reason = "paused"
+        elif now - trig.evidence_at > self.cfg.max_evidence_age_secs:
+            reason = "stale"
+        elif trig.kind == "canary" and model in self.holds:
+            reason = "held"
+        elif last is not None and now - last < self.cfg.cooldown_secs:
+            reason = "cooldown"
+        elif trig.kind == "probe" and last is not None and trig.evidence_at <= last:
+            reason = "no_new_evidence"
+        elif action == "exhausted":
+            reason = "exhausted"
+        elif not self.cfg.dry_run and len(self._pending) >= self.cfg.max_pending:
+            reason = "queue_full"
+        if reason:
+            self._refuse(trig, action, reason, now)
+            return
+        target = mcfg.fallback_model or model if action == "fallback" else model
+        plan = Plan(
+            id=plan_id(model, action, now),
+            model=model,
+            action=action,
+            trigger=trig,
+            target=target,
+            also=tuple(mcfg.also),
+            webhook_url=mcfg.webhook_url,
+            at=now,
+        )
+        self._last[model] = now
+        if trig.kind == "probe":
+            self._step[model] = self._step.get(model, 0) + 1
+        if self.cfg.dry_run:
+            self._record(plan, "planned", now)
+        else:
+            self._pending.append(plan)
+
+    def _refuse(self, trig: Trigger, action: str, reason: str, now: float) -> None:
+        self._refused.labels(reason).inc()
+        if reason in _PACING:
+            return
+        key = (trig.model, reason)
+        said = self._said.get(key)
+        if said is not None and now - said < max(self.cfg.cooldown_secs, self.cfg.alert_secs):
+            return
+        if len(self._said) >= 4 * len(self.cfg.models) + 16:
+            self._said.clear()
+        self._said[key] = now
+        self.log.warning("no %s of %s: %s", action, trig.model, _WHY[reason])
+        self._keep(self._refusal(trig, action, reason, now))
+
+    @staticmethod
+    def _refusal(trig: Trigger, action: str, reason: str, now: float) -> ActionRecord:
+        return ActionRecord(
+            id=plan_id(trig.model, f"{action}-{reason}", now),
+            model=trig.model,
+            action=action,
+            outcome="refused",
+            plan=plan_text(action, trig.model, trig.baseline),
+            trigger=trig.alertname,
+            evidence=trig.evidence,
+            evidence_at=trig.evidence_at,
+            at=now,
+            error=_WHY[reason],
+            target_version=trig.baseline,
+        )
+
+    # -- acting -----------------------------------------------------------------------------------------------
+    async def poll_once(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    return
+                plan = self._pending.popleft()
+            await self._carry_out(plan)
+
+    async def _carry_out(self, plan: Plan) -> None:
+        error, gpu = "", ""
+        try:
+            if self.control is None:
+                raise ActionError("no model-control client (set actions.triton_url or triton.http_url)")
+            if plan.action == "revert":
+                version = plan.trigger.baseline or ""
+                config = await self.control.model_config(plan.model)
+                config["version_policy"] = {"specific": {"versions": [int(version)]}}
+                await self.control.load(plan.model, config)
+                with self._lock:
+                    self.holds[plan.model] = version
+                    self._held.set(len(self.holds))
+            else:
+                await self.control.load(plan.target)
+            outcome = "done"
+        except ActionError as exc:
+            outcome, error = "failed", str(exc)[:500]
+        except Exception as exc:  # a bug in a client: still recorded, never silent
+            outcome, error = "failed", f"{type(exc).__name__}: {exc}"[:500]
+        if "gpu_snapshot" in plan.also:
+            gpu = await asyncio.to_thread(self.gpu)
+        rec = self._record(plan, outcome, self.clock.now(), error=error, gpu=gpu)
+        if "webhook" in plan.also and plan.webhook_url and self.webhook is not None:
+            try:
+                await self.webhook(plan.webhook_url, asdict(rec))
+            except ActionError as exc:
+                self.log.warning("action %s: %s", rec.id, exc)
+
+    def _record(self, plan: Plan, outcome: str, now: float, *, error: str = "", gpu: str = "") -> ActionRecord:
+        rec = ActionRecord(
+            id=plan.id,
+            model=plan.model,
+            action=plan.action,
+            outcome=outcome,
+            plan=plan.text,
+            trigger=plan.trigger.alertname,
+            evidence=plan.trigger.evidence,
+            evidence_at=plan.trigger.evidence_at,
+            at=now,
+            error=error,
+            target_version=plan.trigger.baseline,
+            gpu=gpu,
+        )
+        self._keep(rec)
+        if outcome in ("done", "failed"):
+            what = words(rec.action, outcome, rec.model, rec.plan, rec.error, rec.evidence)
+            change = Change(
+                what=what[:1000],
+                at=now,
+                who="sidecar actions",
+                model=rec.model,
+                version=rec.target_version,
+                source="action",
+                id=rec.id,
+            )
+            failed = self.bus.publish(Batch(kind="changes", source="actions", items=(change,), received_at=now))
+            if failed:
+                self.log.error("action %s: the change log did not take its record (%s)", rec.id, ", ".join(failed))
+        return rec
+
+    def _keep(self, rec: ActionRecord) -> None:
+        self.records.append(rec)
+        self._actions.labels(rec.action, rec.outcome).inc()
+        self.log.info("action %s %s %s: %s %s", rec.id, rec.action, rec.model, rec.outcome, rec.error)
+
+    # -- reporting ----------------------------------------------------------------------------------------------
+    def evaluate(self, now: float) -> Sequence[Finding]:
+        out = []
+        for r in list(self.records):
+            age = now - r.at
+            if age > 2 * self.cfg.alert_secs:
+                continue
+            facts = ActionFacts(
+                action=r.action,
+                outcome=r.outcome,
+                plan=r.plan,
+                trigger=r.trigger,
+                evidence=r.evidence,
+                evidence_at=r.evidence_at,
+                at=r.at,
+                action_id=r.id,
+                runbook=f"{ALERTNAMES[r.outcome]}.md",
+                error=r.error,
+                target_version=r.target_version,
+                gpu=r.gpu,
+            )
+            labels = {"alertname": ALERTNAMES[r.outcome], "model": r.model, "action": r.action, "action_id": r.id}
+            out.append(
+                Finding(
+                    check=self.name,
+                    kind="action",
+                    labels=labels,
+                    active=age < self.cfg.alert_secs,
+                    value=1.0,
+                    severity=_SEVERITY[r.outcome],
+                    evaluated_at=now,
+                    for_secs=0.0,
+                    facts=facts,
+                )
+            )
+        return out
+
+    # -- operators ----------------------------------------------------------------------------------------------
+    def pause(self, paused: bool) -> None:
+        with self._lock:
+            self.paused = paused
+            dropped = list(self._pending) if paused else []
+            self._pending.clear()
+            for plan in dropped:  # not done: as if never planned, and said so
+                if plan.trigger.kind == "probe":
+                    self._step[plan.model] = max(0, self._step.get(plan.model, 1) - 1)
+                self._last.pop(plan.model, None)
+                self._refused.labels("paused").inc()
+                self._keep(self._refusal(plan.trigger, plan.action, "paused", self.clock.now()))
+        self._paused.set(1.0 if paused else 0.0)
+        self.log.warning("actions %s", "paused" if paused else "resumed")
+
+    def clear(self, model: str) -> bool:
+        """Clear a revert's hold on ``model`` (and its ladder); False when it held nothing."""
+        with self._lock:
+            held = self.holds.pop(model, None) is not None
+            self._step.pop(model, None)
+            self._held.set(len(self.holds))
+        return held
+
+    def describe(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "enabled": self.cfg.enabled,
+                "dry_run": self.cfg.dry_run,
+                "paused": self.paused,
+                "holds": dict(self.holds),
+                "pending": len(self._pending),
+                "records": [asdict(r) for r in reversed(self.records)][:100],
+            }
+
+    def routes(self) -> APIRouter | None:
+        return actions_router(self, self.guard) if self.guard is not None else None
+
+    async def shutdown(self) -> None:
+        await super().shutdown()
+        if self.control is not None:
+            await self.control.close()

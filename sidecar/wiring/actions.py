@@ -1,0 +1,50 @@
+"""Builds the model probe (``probes:``) and the actions layer (``actions:``): the probe's client is the official
+``tritonclient`` at ``probes.url`` (default: ``triton.http_url``'s host and port), the layer's model control
+the same client's HTTP flavour at ``actions.triton_url`` (default ``triton.http_url``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sidecar.actions.control import TritonModelControl, post_webhook
+from sidecar.actions.layer import ActionLayer
+from sidecar.checks.probe.check import ModelProbe
+from sidecar.checks.probe.client import TritonProbeClient
+from sidecar.component import Context
+
+__all__ = ["build"]
+
+
+def build(ctx: Context) -> list[Any]:
+    out: list[Any] = []
+    probes = ctx.config.probes
+    triton_url = ctx.config.triton.http_url
+    if probes.enabled:
+        url = probes.url or (triton_url if probes.protocol == "http" else None)
+        if url is None:
+            ctx.logger.warning("probes: no url (probes.url, or triton.http_url for protocol http): no probe runs")
+        else:
+            client = TritonProbeClient(url, protocol=probes.protocol)
+            out.append(
+                ModelProbe(
+                    probes, client=client, registry=ctx.registry, clock=ctx.clock, logger=ctx.logger.getChild("probe")
+                )
+            )
+    actions = ctx.config.actions
+    if actions.enabled:
+        control_url = actions.triton_url or triton_url
+        if control_url is None:
+            ctx.logger.warning("actions: no Triton URL (actions.triton_url or triton.http_url): every action fails")
+        out.append(
+            ActionLayer(
+                actions,
+                control=TritonModelControl(control_url, timeout_secs=actions.timeout_secs) if control_url else None,
+                bus=ctx.bus,
+                registry=ctx.registry,
+                clock=ctx.clock,
+                logger=ctx.logger.getChild("actions"),
+                webhook=post_webhook(ctx.http),
+                guard=ctx.guard,
+            )
+        )
+    return out
