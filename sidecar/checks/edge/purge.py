@@ -2,7 +2,8 @@
 
 A change whose ``what`` reads ``cache purge <scope> <pattern>`` (``POST /v1/changes`` writes it for a posted
 ``purge``) starts a watch of ``watch_secs``: every cache hit after ``grace_secs`` on a path the pattern covers is
-counted per path (``edge_purge_not_taken``: "purge of /model/weights/v1.3. at 04:00 did not take: 37 hits on
+counted per path until the path is fetched from the origin again (a miss: the purge took there, and later hits
+serve the fresh copy) (``edge_purge_not_taken``: "purge of /model/weights/v1.3. at 04:00 did not take: 37 hits on
 /model/weights/v1.3.7-onnx since"), and a pattern that covers no path seen in the logs (the last ``max_paths``
 distinct paths, and every path after it) is named (``edge_purge_unmatched``). Bounded: ``max_purges`` watched
 (the oldest dropped, counted), ``max_paths_per_purge`` paths counted per purge.
@@ -38,6 +39,7 @@ class _Watch:
     change_id: str
     matched: bool = False
     hits: dict[str, int] = field(default_factory=dict)
+    refilled: set[str] = field(default_factory=set)  # paths fetched from the origin since: their hits are fresh
     total: int = 0
     first_hit_at: float | None = None
 
@@ -106,8 +108,12 @@ class PurgeWatch(Passive):
                     if not w.purge.covers(path):
                         continue
                     w.matched = True
-                    if r.cache in self._hit and w.at + grace < r.at <= w.at + span:
+                    if not w.at + grace < r.at <= w.at + span or path in w.refilled:
+                        continue
+                    if r.cache in self._hit:
                         self._count(w, path, r.at)
+                    elif len(w.refilled) < self.cfg.max_paths_per_purge:
+                        w.refilled.add(path)  # a miss refetched it: the purge took here, later hits are fresh
 
     def _count(self, w: _Watch, path: str, at: float) -> None:
         if path not in w.hits and len(w.hits) >= self.cfg.max_paths_per_purge:

@@ -125,3 +125,11 @@ def test_a_bad_purge_is_400_naming_the_field(svc: tuple[TestClient, Service]) ->
     assert r.status_code == 400 and "purge.scope" in r.text
     r = c.post("/v1/changes", json={"purge": {"pattern": "/a"}, "what": "something else"})
     assert r.status_code == 400 and "leave it out with purge" in r.text
+
+
+def test_hits_after_a_refill_are_fresh_and_not_counted() -> None:
+    w = _watch(grace_secs=0)
+    w.add(Purge("/m/", "prefix"), at=T)
+    w.observe([_hit("/m/a", T + 1, cache="MISS"), _hit("/m/a", T + 2), _hit("/m/a", T + 3), _hit("/m/b", T + 4)])
+    taken, _ = w.evaluate(T + 60)
+    assert taken.value == 1 and taken.facts["top_path"] == "/m/b"
