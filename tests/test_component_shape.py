@@ -46,6 +46,7 @@ def _every_area(tmp: Path) -> dict[str, Any]:
         },
         "checks": {
             "drift": {"enabled": True},
+            "fleet": {"enabled": True},
             "business": {
                 "enabled": True,
                 "checks": {
@@ -74,6 +75,17 @@ def _every_area(tmp: Path) -> dict[str, Any]:
         "gpu": {"enabled": True, "nvml": {"enabled": True}, "dcgm": {"enabled": True}},
         "diagnose": {"enabled": True},
         "servers": [{"name": "vllm", "url": f"{off}/metrics"}],
+        "edge": {"enabled": True, "source": {"http": True, "files": [{"path": str(tmp / "edge.jsonl")}]}},
+        "probes": {
+            "enabled": True,
+            "models": {
+                "ctr": {
+                    "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1], "data": [0.5]}],
+                    "outputs": [{"name": "score"}],
+                }
+            },
+        },
+        "actions": {"enabled": True},
         "webhooks": [{"name": "hook", "url": f"{off}/hook", "secret": "0123456789abcdef0123456789abcdef"}],
     }
 
@@ -137,6 +149,15 @@ def test_every_component_has_a_role_the_lifecycle_and_the_constructor_shape(serv
         "tracing_governor",
         "triton_model_api",
         "webhook_hook",
+        "fleet",
+        "edge_series",
+        "edge_hit_ratio",
+        "edge_tail",
+        "edge_purges",
+        "edge_http",
+        "edge_file_0",
+        "probe",
+        "actions",
     } <= set(names)
     assert len(names) == len(set(names)), "component names must be unique"
     assert {c.role for c in comps} == set(Role)
