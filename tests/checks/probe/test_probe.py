@@ -126,7 +126,7 @@ async def test_a_model_is_probed_once_per_interval_and_never_above_the_rate(
         clock.advance(0.5)
         await probe.ticker.tick()  # type: ignore[attr-defined]
     assert len(client.calls) <= 2 + 2 * 10
-    sent = [c["model"] for c in client.calls]
+    sent = [str(c["model"]) for c in client.calls]
     assert sorted(set(sent)) == sorted(models)
     assert all(sent.count(m) <= 2 for m in models)  # each at most once per 10 s interval (+ the one at t=10)
 
