@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sidecar.alerting.render.drift import blocks_text, reason_text
 from sidecar.checks.drift.check import DriftCheck
 from sidecar.checks.drift.view import DriftView
 from sidecar.component import Context
@@ -28,7 +29,7 @@ __all__ = ["build", "factories"]
 def build(ctx: Context, drift: DriftCheck | None = None) -> list[Any]:
     log = ctx.logger.getChild("pages")
     api = Api(ctx.registry, log)
-    view = DriftView(drift) if drift is not None else None
+    view = DriftView(drift, reason_words=reason_text, blocks_words=blocks_text) if drift is not None else None
     # No base configured: the sidecar serves docs/runbooks itself at /runbooks (so links work offline).
     return [
         StatusPages(

@@ -157,7 +157,7 @@ def test_unknown_series_is_a_404_with_a_message_and_every_name_is_escaped(tmp_pa
     doc = parse(detail.text)
     assert evil_model in doc.find("h1").text() and evil_feature in doc.find("h1").text()
     # Still collecting its reference: no drawing, the reason instead.
-    assert "reference collecting: 300 of 500 events of version 1" in doc.by_id("no-reference").text()
+    assert "reference collecting 300/500 events of version 1" in doc.by_id("no-reference").text()
     for r in (unknown, other_version):
         assert r.status_code == 404
     msg = parse(unknown.text).by_id("not-found").text()

@@ -146,7 +146,7 @@ def test_drift_page_lists_every_feature_with_the_checks_numbers_worst_first(tmp_
     # Worst first: drifting (x by KS, y by its missing values, country by PSI), then insufficient data.
     assert list(state.values()) == ["drifting", "drifting", "drifting", "insufficient data"]
     assert list(rows)[-1] == "rank/z"
-    assert rows["rank/z"]["state"].find(cls="reason").text() == "reference collecting: 200 of 500 events of version 1"
+    assert rows["rank/z"]["state"].find(cls="reason").text() == "reference collecting 200/500 events of version 1"
     assert "missing values rose" in rows["ctr/y"]["state"].text()
     assert rows["ctr/y"]["held / needed"].text() == "10m / 10m"  # the missing-values test's hold
     cfg = svc.config.checks.drift

@@ -16,7 +16,16 @@ from sidecar.alerting.render.text import FindingText
 from sidecar.facts import DriftBlock, DriftReference
 from sidecar.model import Finding
 
-__all__ = ["evidence_text", "figures_text", "now_text", "render", "state_text", "version_text"]
+__all__ = [
+    "blocks_text",
+    "evidence_text",
+    "figures_text",
+    "now_text",
+    "reason_text",
+    "render",
+    "state_text",
+    "version_text",
+]
 
 Facts = Mapping[str, Any]
 # Versions that mean "no version was given": the events source's default, or nothing at all.
@@ -51,6 +60,19 @@ def _reason(facts: Facts) -> str:
     if code == "no_traffic_last_week":
         return "no traffic in the same hours last week yet"
     return str(code)
+
+
+def reason_text(facts: Facts) -> str:
+    """Why a drift test could not run, from the reason code ``insufficient`` and its numbers (every screen)."""
+    return _reason(facts)
+
+
+def blocks_text(facts: Facts) -> str:
+    """Method multiscale: how much evidence holds, ``2 of the last 3 60s blocks (need 2)``; "" otherwise."""
+    got, of, need, scale = (facts.get(k) for k in ("looks_drifting", "looks", "sustained_looks", "scale_secs"))
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (got, of, need, scale)):
+        return ""
+    return f"{got} of the last {of} {scale:.0f}s blocks (need {need})"
 
 
 def _hms(t: float) -> str:

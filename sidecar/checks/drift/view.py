@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,27 +33,22 @@ MAX_BARS = 30  # categories drawn; the rest are pooled into one bar
 MAX_NEW_LISTED = 50  # new category names listed on the detail page (the rest are counted)
 _STATE_ORDER = {"drifting": 0, "condition": 1, "insufficient": 2, "ok": 3}
 
-_REASONS = {
-    "too_few_samples": "{n_cur} current / {n_ref} reference values, need {min_samples}",
-    "collecting": "reference collecting: {collected} of {target} events of version {ref_version}",
-    "waiting_for_version": "waiting for version {ref_version}'s first events (the pinned reference)",
-    "absent_from_pin": "feature absent from version {ref_version}'s pinned reference",
-    "not_in_file": "feature not in the reference file {path}",
-    "no_history": "no history yet for the rolling reference",
-    "no_traffic_last_week": "no traffic in the same hours last week yet",
-}
+# The words of an insufficient-data reason and of multiscale evidence: the alerts' renderer's
+# (sidecar/alerting/render/drift.py), handed in by wiring, so a page and an alert say the same thing. Without
+# them (a test) the reason code and nothing are shown.
+Words = Callable[[Mapping[str, object]], str]
+
+
+def _code(facts: Mapping[str, object]) -> str:
+    return str(facts.get("insufficient") or "")
+
+
+def _nothing(facts: Mapping[str, object]) -> str:
+    return ""
 
 
 def _num(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and not math.isnan(v) else None
-
-
-def reason_text(code: str, facts: Mapping[str, object]) -> str:
-    """An insufficient-data reason code as a phrase (an unknown code is shown as it is)."""
-    try:
-        return _REASONS[code].format_map({k: ("?" if v is None else v) for k, v in facts.items()})
-    except (KeyError, ValueError, IndexError):
-        return code
 
 
 @dataclass(frozen=True)
@@ -246,8 +241,9 @@ class DriftView:
     """What the drift pages read. ``record`` keeps the last round's drift findings (bounded by the check's own
     series limits: at most two findings per series it holds)."""
 
-    def __init__(self, check: DriftCheck) -> None:
+    def __init__(self, check: DriftCheck, *, reason_words: Words = _code, blocks_words: Words = _nothing) -> None:
         self._check = check
+        self._reason, self._blocks = reason_words, blocks_words
         self._lock = threading.Lock()
         self._findings: dict[tuple[str, str, str], dict[str, Finding]] = {}
         self.evaluated_at: float | None = None
@@ -289,7 +285,7 @@ class DriftView:
         ref = self._check.reference_for(model, version, feature, now)
         cur = self._check.current_snapshot(model, version, feature)
         if isinstance(ref, NoReference):
-            return SeriesDetail(row, ref_reason=reason_text(ref.reason, ref.facts))
+            return SeriesDetail(row, ref_reason=self._reason({**ref.facts, "insufficient": ref.reason}))
         if cur is None:
             return SeriesDetail(row, ref_reason="", extra={"no_current": True})
         if row.kind == "numeric":
@@ -321,8 +317,7 @@ class DriftView:
             )
             if _STATE_ORDER[missing_state] < _STATE_ORDER[state]:
                 state = missing_state
-        code = str(facts.get("insufficient") or "")
-        reason = reason_text(code, facts) if code else ""
+        reason = self._reason(facts) if facts.get("insufficient") else ""
         if missing_state in ("drifting", "condition"):
             reason = "missing values rose" + (f"; {reason}" if reason else "")
         spec = self._check.spec_for(model)
@@ -359,7 +354,7 @@ class DriftView:
                 else None
             ),
             sustained_secs=_num(facts.get("sustained_secs")),
-            evidence=_evidence(facts),
+            evidence=self._blocks(facts),
             n_cur=_int(facts.get("n_cur")),
             n_ref=_int(facts.get("n_ref")),
             missing_cur=_num(facts.get("missing_ratio")),
@@ -386,14 +381,6 @@ class DriftView:
             active=main is not None and main.active,
             missing_active=miss is not None and miss.active,
         )
-
-
-def _evidence(facts: Mapping[str, object]) -> str:
-    """Multiscale findings count drifting blocks, not seconds held: say how many of how many."""
-    got, of, need, scale = (_int(facts.get(k)) for k in ("looks_drifting", "looks", "sustained_looks", "scale_secs"))
-    if got is None or of is None or need is None or scale is None:
-        return ""
-    return f"{got} of the last {of} {scale}s blocks (need {need})"
 
 
 def _int(v: object) -> int | None:
