@@ -10,7 +10,7 @@ import inspect
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import pytest
@@ -18,7 +18,7 @@ import pytest
 from sidecar.clock import FakeClock
 from sidecar.component import Context, Role
 from sidecar.config import parse_config
-from sidecar.service import Service
+from sidecar.service import Factory, Service, default_factories
 from sidecar.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,16 +90,38 @@ def _every_area(tmp: Path) -> dict[str, Any]:
     }
 
 
+class Built(NamedTuple):
+    service: Service
+    per_builder: dict[str, int]  # components each wiring builder returned
+
+
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
+def built(tmp_path: Path) -> Iterator[Built]:
     def no_network(request: httpx.Request) -> httpx.Response:
         raise AssertionError(f"a component called {request.url} while being built")
 
+    # Each builder's output counted, so a builder that builds nothing here (an area this config leaves off) shows.
+    per_builder: dict[str, int] = {}
+
+    def counted(factory: Factory) -> Factory:
+        def build(ctx: Context) -> list[Any]:
+            out = factory(ctx)
+            per_builder[f"{factory.__module__}.{factory.__qualname__}"] = len(out)
+            return out
+
+        return build
+
     store = Store(tmp_path / "state.sqlite")
     http = httpx.AsyncClient(transport=httpx.MockTransport(no_network))
-    svc = Service(parse_config(_every_area(tmp_path)), clock=FakeClock(1_700_000_000.0), http=http, store=store)
+    svc = Service(
+        parse_config(_every_area(tmp_path)),
+        clock=FakeClock(1_700_000_000.0),
+        http=http,
+        store=store,
+        factories=[counted(f) for f in default_factories()],
+    )
     try:
-        yield svc
+        yield Built(svc, per_builder)
     finally:
         store.close()
 
@@ -116,8 +138,8 @@ def _shape_errors(cls: type) -> list[str]:
     return errors
 
 
-def test_every_component_has_a_role_the_lifecycle_and_the_constructor_shape(service: Service) -> None:
-    comps = service.components
+def test_every_component_has_a_role_the_lifecycle_and_the_constructor_shape(built: Built) -> None:
+    comps = built.service.components
     names = [c.name for c in comps]
     # Every area is on: the check covers all of them (a component missing here would go unchecked).
     assert {
@@ -174,6 +196,12 @@ def test_every_component_has_a_role_the_lifecycle_and_the_constructor_shape(serv
     assert not problems, problems
 
 
+def test_every_builder_builds_something_here(built: Built) -> None:
+    """A new area must be turned on in ``_every_area``, or its components would go unchecked."""
+    assert len(built.per_builder) == len(default_factories())
+    assert [name for name, n in built.per_builder.items() if n == 0] == []
+
+
 def test_the_shape_check_finds_a_component_built_from_the_context() -> None:
     class Located:
         def __init__(self, ctx: Context, cfg: object) -> None: ...
@@ -188,8 +216,8 @@ def test_the_shape_check_finds_a_component_built_from_the_context() -> None:
     assert _shape_errors(Shaped) == []
 
 
-def test_the_wiring_subscribes_the_drift_check_before_anything_starts(service: Service) -> None:
-    assert "drift" in service.bus.subscribers("events")
+def test_the_wiring_subscribes_the_drift_check_before_anything_starts(built: Built) -> None:
+    assert "drift" in built.service.bus.subscribers("events")
 
 
 def _modules() -> Iterator[tuple[str, ast.Module]]:
