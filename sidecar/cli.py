@@ -137,6 +137,16 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     import subprocess
     from pathlib import Path
 
+    if args.fleet:
+        from sidecar.fleet_rules import FleetRulesOptions, write
+
+        try:
+            opts = FleetRulesOptions(window_secs=args.window_secs, features=args.features)
+        except ValueError as exc:
+            print(f"rules --fleet: {exc}", file=sys.stderr)
+            return 2
+        print(f"wrote {write(Path(args.out or args.dir), opts)}")
+        return 0
     rules = sorted(str(p) for p in Path(args.dir).glob("*.rules.yml"))
     if not rules:
         print(f"no *.rules.yml in {args.dir}", file=sys.stderr)
@@ -176,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--check", action="store_true", help="fail if the committed JSON is stale")
     ru = sub.add_parser("rules", help="promtool check and test the alerting rules")
     ru.add_argument("--dir", default="alerts")
+    ru.add_argument("--fleet", action="store_true", help="write fleet.rules.yml (drift merged across sidecars)")
+    ru.add_argument("--out", default=None, help="--fleet: folder to write into (default: --dir)")
+    ru.add_argument("--window-secs", type=float, default=1800.0, help="--fleet: span each look merges")
+    ru.add_argument("--features", type=int, default=20, help="--fleet: features per model sharing the budget")
     return p
 
 
