@@ -143,7 +143,7 @@ class ServingDeriver:
                             st[f"p{round(q * 100)}"] = got
         finished = {o: v for o, v in incs.items() if o.startswith("requests:") and isinstance(v, float)}
         done = sum(v for o, v in finished.items() if o != "requests:aborted")
-        if done > 0:
+        if done > 0 and "requests:failure" in finished:  # a server without a failure count has no error ratio
             d.error_ratio = finished.get("requests:failure", 0.0) / done
         return d
 

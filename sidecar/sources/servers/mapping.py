@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from sidecar.promtext import Exposition
-from sidecar.sources.servers.profile import REQUESTS, Profile, Rule
+from sidecar.sources.servers.profile import ALL, REQUESTS, Profile, Rule
 from sidecar.sources.servers.schema import (
     Counter,
     Dist,
@@ -101,8 +101,13 @@ class _Acc:
         for name in self.num.keys() & self.den.keys():
             if self.den[name] > 0:
                 self.gauges[name] = self.num[name] / self.den[name]
+        requests = dict(self.requests)
+        total = requests.pop(ALL, None)
+        if total is not None:  # a count of every finished request beside a failure count (Ray Serve)
+            rest = sum(requests.get(o, 0.0) for o in ("failure", "aborted", "other"))
+            requests["success"] = requests.get("success", 0.0) + max(total - rest, 0.0)
         return ModelServing(
-            requests=MappingProxyType(dict(self.requests)),
+            requests=MappingProxyType(requests),
             counters=MappingProxyType(dict(self.counters)),
             gauges=MappingProxyType(dict(self.gauges)),
             dists=MappingProxyType(dists),
@@ -263,6 +268,14 @@ def _declared_problem(rule: Rule, types: Mapping[str, str], units: Mapping[str, 
     return None
 
 
+def _http_outcome(code: str) -> str:
+    if code[:1] in ("2", "3"):
+        return "success"
+    if code == "499":  # the client closed the connection
+        return "aborted"
+    return "failure" if code[:1] in ("4", "5") else "other"
+
+
 def _fold(
     rule: Rule,
     got: list[Row],
@@ -272,7 +285,7 @@ def _fold(
     max_models: int,
 ) -> None:
     ml, vl, default = profile.model_label, profile.version_label, profile.default_model
-    target, where, scale = rule.target, rule.where, rule.scale
+    target, where, skip, scale = rule.target, rule.where, rule.skip, rule.scale
     keys: dict[int, _Acc | None] = {}  # id(labels) -> its model's builder: bucket rows of a series share labels
 
     def acc_of(labels: dict[str, str]) -> _Acc | None:
@@ -288,6 +301,8 @@ def _fold(
     for part, labels, v, le in got:
         if where and any(labels.get(k) != want for k, want in where):
             continue
+        if skip and any(labels.get(k) == no for k, no in skip):
+            continue
         acc = keys.get(id(labels), _MISSING)
         if acc is _MISSING:
             acc = keys[id(labels)] = acc_of(labels)
@@ -296,7 +311,9 @@ def _fold(
         if part == "bucket":
             acc.buckets[target][le * scale] += v
         elif target == REQUESTS:
-            if rule.outcome_label:
+            if rule.http_status_label:
+                outcome = _http_outcome(labels.get(rule.http_status_label, ""))
+            elif rule.outcome_label:
                 outcome = rule.outcomes.get(labels.get(rule.outcome_label, ""), rule.outcome or "other")
             else:
                 outcome = rule.outcome or "other"

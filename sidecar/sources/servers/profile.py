@@ -14,10 +14,11 @@ from typing import Literal
 
 from sidecar.sources.servers.schema import Counter, DistName, Gauge
 
-__all__ = ["MS", "REQUESTS", "US", "FamilyType", "Profile", "Rule"]
+__all__ = ["ALL", "MS", "REQUESTS", "US", "FamilyType", "Profile", "Rule"]
 
 FamilyType = Literal["counter", "gauge", "histogram", "summary"]
 REQUESTS = "requests"  # the target of a requests-by-outcome counter
+ALL = "all"  # the outcome of a counter of every finished request: success is what failures and aborts leave
 US = 1e-6  # microseconds -> seconds
 MS = 1e-3  # milliseconds -> seconds
 
@@ -48,6 +49,8 @@ class Rule:
     outcomes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # ... mapped onto OUTCOMES
     gauge_agg: Literal["sum", "max"] = "sum"  # across engines/ranks of one model: sum (requests), max (a ratio)
     where: tuple[tuple[str, str], ...] = ()  # only samples with these label values (a family of several meanings)
+    skip: tuple[tuple[str, str], ...] = ()  # not samples with one of these label values (health-check routes)
+    http_status_label: str | None = None  # outcome from an HTTP status code: 2xx/3xx success, 499 aborted, else failure
 
     def __post_init__(self) -> None:
         kinds = {REQUESTS, *Counter, *Gauge, *DistName}

@@ -10,11 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
+from sidecar.sources.servers.bentoml import PROFILE as BENTOML
+from sidecar.sources.servers.kserve import PROFILE as KSERVE
 from sidecar.sources.servers.mlserver import PROFILE as MLSERVER
 from sidecar.sources.servers.profile import Profile
+from sidecar.sources.servers.rayserve import PROFILE as RAYSERVE
 from sidecar.sources.servers.sglang import PROFILE as SGLANG
 from sidecar.sources.servers.tfserving import PROFILE as TFSERVING
 from sidecar.sources.servers.tgi import PROFILE as TGI
+from sidecar.sources.servers.torchserve import PROFILE as TORCHSERVE
 from sidecar.sources.servers.triton import PROFILE as TRITON
 from sidecar.sources.servers.vllm import PROFILE as VLLM
 
@@ -30,6 +34,10 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
             TGI,
             TFSERVING,
             MLSERVER,
+            BENTOML,
+            KSERVE,
+            RAYSERVE,
+            TORCHSERVE,
         )
     }
 )

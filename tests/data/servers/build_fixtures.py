@@ -428,6 +428,115 @@ def mlserver(models: list[tuple[str, str]] | None = None) -> str:
     return _fixed_created(generate_latest(reg).decode())
 
 
+BENTOML = """\
+# Source: bentoml/BentoML src/bentoml/_internal/server/http/instruments.py at commit
+# 32230a5276a8da8b23c4a06a9ec6272c1993451a (namespace bentoml_api_server: request_total, request_duration_seconds,
+# request_in_progress; labels endpoint, service_name, service_version, http_response_code). Written with
+# prometheus_client, as BentoML does (default duration buckets here: BentoML's are configurable).
+"""
+KSERVE = """\
+# Source: kserve/kserve python/kserve/kserve/metrics.py at commit 40efa16cdadf5f74380db5365e80665dfe3694be
+# (request_preprocess/predict/postprocess_seconds histograms, default buckets, label model_name). Written with
+# prometheus_client, as KServe does.
+"""
+RAYSERVE = """\
+# Source: ray-project/ray python/ray/serve/_private/replica.py at commit 007a8014db4844dec8b879b5f8e344a1e9435f7a
+# (serve_deployment_request_counter, serve_deployment_error_counter with tag route,
+# serve_deployment_processing_latency_ms with DEFAULT_LATENCY_BUCKET_MS 1..5000 ms, serve_replica_processing_queries);
+# the deployment, replica and application tags of python/ray/serve/metrics.py; the ray_ prefix of the metrics
+# agent's Prometheus exporter (namespace "ray"). Written in the Prometheus text format.
+"""
+TORCHSERVE = """\
+# Source: pytorch/serve ts/configs/metrics.yaml at commit 62c4d6a1fdc1d071dbcf758ebd756029af20bd5e
+# (ts_inference_requests_total, ts_inference_latency_microseconds, ts_queue_latency_microseconds; labels
+# model_name, model_version, hostname) in the shape docs/metrics_api.md shows for the Prometheus simpleclient
+# the frontend uses (help "Torchserve prometheus counter metric with unit: ...", a trailing comma in labels).
+"""
+
+
+def bentoml() -> str:
+    reg = CollectorRegistry()
+    labels = ["endpoint", "service_name", "service_version", "http_response_code"]
+    ns = "bentoml_api_server"
+    total = Counter("request_total", "Total number of HTTP requests", labels, namespace=ns, registry=reg)
+    dur = Histogram(
+        "request_duration_seconds", "API HTTP request duration in seconds", labels, namespace=ns, registry=reg
+    )
+    live = Gauge(
+        "request_in_progress",
+        "Total number of HTTP requests in progress now",
+        ["endpoint", "service_name", "service_version"],
+        namespace=ns,
+        registry=reg,
+    )
+    for endpoint, code, n in (
+        ("/classify", "200", 30),
+        ("/classify", "500", 2),
+        ("/classify", "422", 1),
+        ("/healthz", "200", 100),
+        ("/readyz", "200", 100),
+    ):
+        total.labels(endpoint, "iris_classifier", "abc123", code).inc(n)
+        for _ in range(n):
+            dur.labels(endpoint, "iris_classifier", "abc123", code).observe(0.2 if endpoint == "/classify" else 0.001)
+    live.labels("/classify", "iris_classifier", "abc123").set(2)
+    live.labels("/healthz", "iris_classifier", "abc123").set(1)
+    return _fixed_created(generate_latest(reg).decode())
+
+
+def kserve() -> str:
+    reg = CollectorRegistry()
+    for name, doc, v in (
+        ("request_preprocess_seconds", "pre-process request latency", 0.002),
+        ("request_predict_seconds", "predict request latency", 0.08),
+        ("request_postprocess_seconds", "post-process request latency", 0.001),
+    ):
+        h = Histogram(name, doc, ["model_name"], registry=reg)
+        for _ in range(25):
+            h.labels("sklearn-iris").observe(v)
+    return _fixed_created(generate_latest(reg).decode())
+
+
+def rayserve() -> str:
+    out: list[str] = []
+    tags = 'application="default",deployment="Summarizer",replica="default#Summarizer#abc"'
+    out.append(
+        "# HELP ray_serve_deployment_request_counter The number of queries that have been processed in "
+        "this replica.\n# TYPE ray_serve_deployment_request_counter counter\n"
+    )
+    out.append(f'ray_serve_deployment_request_counter{{{tags},route="/summarize"}} 50\n')
+    out.append(
+        "# HELP ray_serve_deployment_error_counter The number of exceptions that have occurred in this "
+        "replica.\n# TYPE ray_serve_deployment_error_counter counter\n"
+    )
+    out.append(f'ray_serve_deployment_error_counter{{{tags},route="/summarize"}} 5\n')
+    name = "ray_serve_deployment_processing_latency_ms"
+    out.append(f"# HELP {name} The latency for queries to be processed.\n# TYPE {name} histogram\n")
+    for le in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000):
+        out.append(f'{name}_bucket{{{tags},le="{le:.1f}",route="/summarize"}} {50 if le >= 200 else 0}\n')
+    out.append(f'{name}_bucket{{{tags},le="+Inf",route="/summarize"}} 50\n')
+    out.append(f'{name}_sum{{{tags},route="/summarize"}} 7500.0\n{name}_count{{{tags},route="/summarize"}} 50\n')
+    out.append(
+        "# HELP ray_serve_replica_processing_queries The current number of queries being processed.\n"
+        "# TYPE ray_serve_replica_processing_queries gauge\n"
+    )
+    out.append(f"ray_serve_replica_processing_queries{{{tags}}} 3\n")
+    return "".join(out)
+
+
+def torchserve() -> str:
+    out: list[str] = []
+    m = 'model_name="resnet18",model_version="default",hostname="worker-0",'
+    for name, unit, v in (
+        ("ts_inference_requests_total", "Count", 40.0),
+        ("ts_inference_latency_microseconds", "Microseconds", 2_000_000.0),
+        ("ts_queue_latency_microseconds", "Microseconds", 400_000.0),
+    ):
+        out.append(f"# HELP {name} Torchserve prometheus counter metric with unit: {unit}\n")
+        out.append(f"# TYPE {name} counter\n{name}{{{m}}} {v}\n")
+    return "".join(out)
+
+
 def main() -> None:
     (HERE / "vllm-current.prom").write_text(VLLM_CURRENT + vllm(current=True))
     (HERE / "vllm-0.8.prom").write_text(VLLM_OLD + vllm(current=False))
@@ -437,6 +546,10 @@ def main() -> None:
     (HERE / "tfserving.prom").write_text(TFSERVING + tfserving())
     (HERE / "triton-trtllm.prom").write_text(TRTLLM + trtllm())
     (HERE / "mlserver.prom").write_text(MLSERVER + mlserver())
+    (HERE / "bentoml.prom").write_text(BENTOML + bentoml())
+    (HERE / "kserve.prom").write_text(KSERVE + kserve())
+    (HERE / "rayserve.prom").write_text(RAYSERVE + rayserve())
+    (HERE / "torchserve.prom").write_text(TORCHSERVE + torchserve())
 
 
 if __name__ == "__main__":

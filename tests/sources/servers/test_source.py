@@ -141,3 +141,17 @@ async def test_too_many_series_fails_the_scrape() -> None:
     src = _source(Target(_vllm(1, 1, 1.0)), reg, clock, max_series=3)
     assert not await src.scrape_once()
     assert _v(reg, "sidecar_server_scrape_failures_total", server="llm", reason="too_many_series") == 1
+
+
+async def test_a_server_without_a_failure_count_has_no_error_ratio_rather_than_zero(
+    fixture_text: Callable[[str], str],
+) -> None:
+    reg, clock, target = CollectorRegistry(), FakeClock(), Target(fixture_text("torchserve.prom"))
+    src = _source(target, reg, clock)
+    await src.scrape_once()
+    clock.advance(10)
+    target.text = target.text.replace("} 40.0", "} 60.0")
+    await src.scrape_once()
+    lab = {"server": "llm", "model": "resnet18", "version": "default"}
+    assert _v(reg, "sidecar_serving_requests_per_second", **lab, outcome="other") == pytest.approx(2.0)
+    assert _v(reg, "sidecar_serving_error_ratio", **lab) is None
