@@ -156,3 +156,25 @@ def test_dates_and_booleans_stay_the_text_they_are(tmp_path: Path) -> None:
     err = io.StringIO()
     assert main(["--reference", str(path), "--current", str(bad)], io.StringIO(), err) == 2
     assert f"current file {bad}: is not UTF-8 text" in err.getvalue()
+
+
+def test_same_hours_reads_iso_times_in_csv_and_timestamps_in_parquet(tmp_path: Path) -> None:
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sidecar.checks.drift.datafile import hours_covered
+
+    iso = _csv(
+        tmp_path / "iso.csv",
+        {"ts": [f"2026-12-0{1 + i % 3}T0{i % 4}:30:00Z" for i in range(40)], "v": [str(i) for i in range(40)]},
+    )
+    assert hours_covered(iso, "ts") == frozenset({0, 1, 2, 3})
+    f = read_data_file(iso, created_at=0.0, max_rows=100, time_column="ts", hours=frozenset({1}))
+    assert (f.rows_read, f.rows_kept, f.columns["v"].reference.n) == (40, 10, 10)
+    ts = [dt.datetime(2026, 12, 1 + h // 24, h % 24) for h in range(48)]  # no zone: UTC
+    pq.write_table(pa.table({"ts": pa.array(ts, type=pa.timestamp("us")), "v": list(range(48))}), tmp_path / "t.pq")
+    assert hours_covered(tmp_path / "t.pq", "ts") == frozenset(range(24))
+    f = read_data_file(tmp_path / "t.pq", created_at=0.0, max_rows=100, time_column="ts", hours=frozenset({1, 2}))
+    assert (f.rows_read, f.rows_kept) == (48, 4)
