@@ -25,7 +25,7 @@ from prometheus_client import (
 
 from sidecar.alerting.render import with_text
 from sidecar.clock import Clock, SystemClock
-from sidecar.component import Bus, Context, Readiness
+from sidecar.component import START_ORDER, Bus, Context, Readiness, Role
 from sidecar.config import SidecarConfig
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Finding
@@ -33,7 +33,7 @@ from sidecar.store import Store
 
 __all__ = ["Check", "FindingSink", "Service", "default_factories"]
 
-_ROLE_ORDER = {"exporter": 0, "sink": 1, "check": 2, "source": 3}
+_ROLE_ORDER = {role: i for i, role in enumerate(START_ORDER)}
 
 
 @runtime_checkable
@@ -179,7 +179,7 @@ class Service:
             ProcessCollector(registry=self.registry)
 
     def _ordered(self) -> list[Any]:
-        return sorted(self.components, key=lambda c: _ROLE_ORDER.get(getattr(c, "role", "source"), 3))
+        return sorted(self.components, key=lambda c: _ROLE_ORDER[Role(c.role)])
 
     async def start(self) -> None:
         self._up.set(self.clock.now())
