@@ -29,7 +29,7 @@ from exporters.audit_retention import CLASS_SQL, CLASSES, Budget, class_of, unif
 from exporters.es_template import index_for
 from exporters.sender import Sender
 from sidecar.clock import Clock, SystemClock
-from sidecar.component import Readiness
+from sidecar.component import Readiness, Role
 from sidecar.listparams import ListParams
 from sidecar.store import Store, error_reason
 
@@ -42,7 +42,7 @@ _PRUNE_EVERY = 500  # writes between two retention sweeps (a sweep is one indexe
 
 class AuditLog:
     name = "audit"
-    role = "exporter"
+    role = Role.EXPORTER
 
     def __init__(
         self,

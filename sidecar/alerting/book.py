@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from sidecar.alerting import book_state
 from sidecar.alerting.config import AlertingConfig
 from sidecar.alerting.render.annotations import Annotator, ChangeLookup, began_at, cited_changes
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.listparams import ListParams
 from sidecar.model import Finding
 from sidecar.naming import alert_name, camel_alertname, fingerprint
@@ -75,7 +75,7 @@ class Alert:
 
 class AlertBook(Passive):
     name = "alert_book"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(
         self,

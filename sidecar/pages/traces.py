@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import HTMLResponse
 
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.pages.render import render, static_routes
 from sidecar.pages.waterfall import (
     ERROR_COLOR,
@@ -102,7 +102,7 @@ def render_list(hub: TraceHub, model: str | None, version: str | None, show_all:
 
 class TracePages(Passive):
     name = "trace_pages"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(self, hub: TraceHub) -> None:
         self.hub = hub

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
-from sidecar.component import Passive
+from sidecar.component import Passive, Role
 from sidecar.listparams import ListParamError, ListParams, finite, text
 from sidecar.model import Batch, Change
 from sidecar.state.changes_config import ChangesConfig
@@ -57,7 +57,7 @@ def derived_id(c: Change) -> str:
 
 class ChangeLog(Passive):
     name = "changes"
-    role = "sink"
+    role = Role.SINK
 
     def __init__(
         self,
