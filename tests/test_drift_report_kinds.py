@@ -7,6 +7,7 @@ DRIFT "kind differs", while the same cell in row 3 gave ok; ``n/a`` and ``NA`` w
 from __future__ import annotations
 
 import io
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -178,3 +179,14 @@ def test_same_hours_reads_iso_times_in_csv_and_timestamps_in_parquet(tmp_path: P
     assert hours_covered(tmp_path / "t.pq", "ts") == frozenset(range(24))
     f = read_data_file(tmp_path / "t.pq", created_at=0.0, max_rows=100, time_column="ts", hours=frozenset({1, 2}))
     assert (f.rows_read, f.rows_kept) == (48, 4)
+
+
+def test_without_a_working_pyarrow_the_report_says_so_for_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = _csv(tmp_path / "ref.csv", {"x": _normal(1, 50)})
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as a pyarrow built for another numpy: fails at import
+    monkeypatch.setitem(sys.modules, "pyarrow.compute", None)
+    err = io.StringIO()
+    assert main(["--reference", str(ref), "--current", str(ref)], io.StringIO(), err) == 2
+    assert f"reference file {ref}: reading data files needs a working pyarrow" in err.getvalue()

@@ -14,17 +14,19 @@ import datetime as dt
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from sidecar.checks.drift.cells import ColumnCells, Decided
-from sidecar.checks.drift.csvread import read_csv_table
 from sidecar.checks.drift.references import Reference
 from sidecar.checks.stats.windows import FeatureKind
 from sidecar.errors import DataFileError
+
+if TYPE_CHECKING:  # pyarrow is imported when a file is read: the drift check loads without a working one
+    import pyarrow as pa
+
+    from sidecar.checks.drift.cells import Decided
 
 __all__ = ["DataFile", "DataFileError", "hours_covered", "load_columns", "load_reference_file", "read_data_file"]
 
@@ -45,6 +47,14 @@ class DataFile:
 
     def references(self) -> dict[str, Reference]:
         return {k: v.reference for k, v in self.columns.items()}
+
+
+def _need_pyarrow(path: Path, role: str) -> None:
+    """pyarrow built for another numpy fails at import, not at install: say so for the file, once."""
+    try:
+        import pyarrow.compute  # noqa: F401
+    except ImportError as exc:
+        raise DataFileError(f"{role} file {path}: reading data files needs a working pyarrow ({exc})") from None
 
 
 def _is_parquet(path: Path) -> bool:
@@ -70,6 +80,9 @@ def _hour_of(v: object) -> int | None:
 
 def _hours_of(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The UTC hour of day of each value (-1 when it is no readable time), columnar where the type allows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     t = arr.type
     if pa.types.is_timestamp(t):
         us = pc.cast(pc.cast(arr, pa.timestamp("us", tz="UTC")), pa.int64())
@@ -116,6 +129,10 @@ def _jsonl_rows(path: Path, role: str) -> list[dict[str, object]]:
 
 def _table(path: Path, role: str, wanted: set[str] | None) -> tuple[pa.Table, int, bool]:
     """(the columns as Arrow, CSV lines skipped, whether strings are CSV text)."""
+    import pyarrow as pa
+
+    from sidecar.checks.drift.csvread import read_csv_table
+
     suffix = path.suffix.lower()
     if _is_parquet(path):
         try:
@@ -157,6 +174,11 @@ def read_data_file(
     p = Path(path)
     if not p.exists():
         raise DataFileError(f"{role} file {p}: does not exist")
+    _need_pyarrow(p, role)
+    import pyarrow as pa
+
+    from sidecar.checks.drift.cells import ColumnCells, Decided
+
     kinds = kinds or {}
     wanted = set(columns) if columns else None
     read = None if wanted is None else wanted | ({time_column} if hours is not None and time_column else set())
@@ -209,6 +231,7 @@ def hours_covered(path: str | Path, time_column: str, *, role: str = "current") 
     p = Path(path)
     if not p.exists():
         raise DataFileError(f"{role} file {p}: does not exist")
+    _need_pyarrow(p, role)
     if p.suffix.lower() in _JSONL:
         rows = _jsonl_rows(p, role)
         if not any(time_column in r for r in rows):
