@@ -14,6 +14,12 @@ The TensorRT-LLM backend's families read from triton-inference-server/tensorrtll
 (``request_type``: active, max, scheduled, context; ``kv_cache_block_type``: max, free, used, ...). In flight is
 the active request count; the KV-cache usage is used blocks over max blocks.
 
+Triton's vLLM backend, read from triton-inference-server/vllm_backend ``src/utils/metrics.py`` at commit
+2b3cb9306214c290f4b42522080329fd1a35957d: ``vllm:prompt_tokens_total`` and ``vllm:generation_tokens_total``
+(counters declared with their ``_total``), ``vllm:time_to_first_token_seconds`` and
+``vllm:time_per_output_token_seconds`` (observed with vLLM's inter-token latencies, so the inter-token SLI),
+labelled ``model`` and ``version`` (``src/model.py``).
+
 Classic counters give averages only: latency and queue time are the duration counters over success + failure
 requests, compute time over successful ones, the batch size inferences over executions.
 """
@@ -23,7 +29,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from sidecar.sources.servers.profile import MS, REQUESTS, US, Profile, Rule
-from sidecar.sources.servers.schema import DistName, Gauge
+from sidecar.sources.servers.schema import Counter, DistName, Gauge
 
 __all__ = ["PROFILE", "RULES"]
 
@@ -46,6 +52,12 @@ RULES = (
     Rule("nv_inference_exec_count", "counter", DistName.BATCH_SIZE, part="count"),
     Rule("nv_inference_pending_request_count", "gauge", Gauge.WAITING),
     Rule("nv_inference_first_response_histogram_ms", "histogram", DistName.FIRST_RESPONSE, scale=MS),
+    # vLLM backend (src/utils/metrics.py): token counters and the TTFT and inter-token histograms, labelled
+    # model/version by Triton. Its e2e histogram is not read: the request duration comes from Triton's counters.
+    Rule("vllm:prompt_tokens", "counter", Counter.INPUT_TOKENS),
+    Rule("vllm:generation_tokens", "counter", Counter.OUTPUT_TOKENS),
+    Rule("vllm:time_to_first_token_seconds", "histogram", DistName.TIME_TO_FIRST_TOKEN),
+    Rule("vllm:time_per_output_token_seconds", "histogram", DistName.INTER_TOKEN_LATENCY),
     # TensorRT-LLM backend: gauges whose meaning is a label value (custom_metrics_reporter.cc).
     Rule("nv_trt_llm_request_metrics", "gauge", Gauge.IN_FLIGHT, where=(("request_type", "active"),)),
     Rule(

@@ -537,6 +537,62 @@ def torchserve() -> str:
     return "".join(out)
 
 
+TRITON_VLLM = """\
+# Source: triton-inference-server/vllm_backend src/utils/metrics.py at commit
+# 2b3cb9306214c290f4b42522080329fd1a35957d (TritonMetrics: vllm:prompt_tokens_total, vllm:generation_tokens_total
+# counters, vllm:time_to_first_token_seconds, vllm:time_per_output_token_seconds, vllm:e2e_request_latency_seconds
+# histograms with their buckets; labels model and version from src/model.py), beside Triton's own counters
+# (triton-inference-server/core src/metrics.cc at 73aad7c3348d040c7087d57837d75822c488495e). Written in
+# prometheus-cpp's text shape (Triton serves the backend's families through its own registry).
+"""
+
+
+def triton_vllm() -> str:
+    out: list[str] = []
+    m = 'model="vllm_model",version="1"'
+
+    def hist(name: str, help_: str, les: list[float], values: list[float]) -> None:
+        out.append(f"# HELP {name} {help_}\n# TYPE {name} histogram\n")
+        out.append(f"{name}_count{{{m}}} {len(values)}\n{name}_sum{{{m}}} {sum(values):g}\n")
+        for le in les:
+            out.append(f'{name}_bucket{{{m},le="{le:g}"}} {sum(1 for v in values if v <= le)}\n')
+        out.append(f'{name}_bucket{{{m},le="+Inf"}} {len(values)}\n')
+
+    out.append("# HELP nv_inference_request_success Number of successful inference requests, all batch sizes\n")
+    out.append(f"# TYPE nv_inference_request_success counter\nnv_inference_request_success{{{m}}} 10\n")
+    for name, help_, v in (
+        ("nv_inference_count", "Number of inferences performed (does not include cached requests)", 10),
+        ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)", 10),
+        (
+            "nv_inference_request_duration_us",
+            "Cumulative inference request duration in microseconds (includes cached requests)",
+            12_000_000,
+        ),
+        ("vllm:prompt_tokens_total", "Number of prefill tokens processed.", 700),
+        ("vllm:generation_tokens_total", "Number of generation tokens processed.", 300),
+    ):
+        out.append(f"# HELP {name} {help_}\n# TYPE {name} counter\n{name}{{{m}}} {v}\n")
+    hist(
+        "vllm:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0],
+        [0.09] * 10,
+    )
+    hist(
+        "vllm:time_per_output_token_seconds",
+        "Histogram of time per output token in seconds.",
+        [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5],
+        [0.03] * 290,
+    )
+    hist(
+        "vllm:e2e_request_latency_seconds",
+        "Histogram of end to end request latency in seconds.",
+        [1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0],
+        [1.2] * 10,
+    )
+    return "".join(out)
+
+
 def main() -> None:
     (HERE / "vllm-current.prom").write_text(VLLM_CURRENT + vllm(current=True))
     (HERE / "vllm-0.8.prom").write_text(VLLM_OLD + vllm(current=False))
@@ -546,6 +602,7 @@ def main() -> None:
     (HERE / "tfserving.prom").write_text(TFSERVING + tfserving())
     (HERE / "triton-trtllm.prom").write_text(TRTLLM + trtllm())
     (HERE / "mlserver.prom").write_text(MLSERVER + mlserver())
+    (HERE / "triton-vllm.prom").write_text(TRITON_VLLM + triton_vllm())
     (HERE / "bentoml.prom").write_text(BENTOML + bentoml())
     (HERE / "kserve.prom").write_text(KSERVE + kserve())
     (HERE / "rayserve.prom").write_text(RAYSERVE + rayserve())

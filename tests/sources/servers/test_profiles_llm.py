@@ -66,3 +66,15 @@ def test_triton_with_tensorrt_llm(fixture_text: Callable[[str], str]) -> None:
     assert m.gauges[Gauge.IN_FLIGHT] == 9  # request_type="active" only, not max or scheduled
     assert m.gauges[Gauge.KV_CACHE_USAGE] == pytest.approx(0.25)  # used 1000 of max 4000 blocks
     assert m.requests["success"] == 64
+
+
+def test_triton_with_its_vllm_backend(fixture_text: Callable[[str], str]) -> None:
+    snap = _detect_and_map(fixture_text("triton-vllm.prom"))
+    assert snap.profile == "triton"  # Triton's own families and the backend's vllm:* ones, read together
+    m = snap.models[("vllm_model", "1")]
+    assert (m.counters[Counter.INPUT_TOKENS], m.counters[Counter.OUTPUT_TOKENS]) == (700, 300)
+    assert m.dists[DistName.TIME_TO_FIRST_TOKEN].sum / 10 == pytest.approx(0.09)
+    itl = m.dists[DistName.INTER_TOKEN_LATENCY]
+    assert itl.count == 290 and itl.sum / itl.count == pytest.approx(0.03)
+    e2e = m.dists[DistName.REQUEST_DURATION]  # from Triton's counters, not summed with the backend's histogram
+    assert (e2e.sum, e2e.count) == (pytest.approx(12.0), 10)
