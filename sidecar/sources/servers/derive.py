@@ -72,7 +72,7 @@ class ServingDeriver:
 
     def totals_items(self) -> list[tuple[ModelKey, dict[str, float]]]:
         """Reset-corrected totals of the models the last good scrape held."""
-        return list(self._totals.items())
+        return [(k, dict(v)) for k, v in list(self._totals.items())]  # copies: /metrics reads beside a scrape
 
     def mark_stale(self) -> None:
         """A scrape failed: interval values are withdrawn; the next good scrape derives over the whole gap."""

@@ -11,6 +11,7 @@ renderer words them. Bounded: one entry per family of the profile.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from sidecar.facts import DiagnosisFacts
@@ -39,9 +40,15 @@ class FamilyGuard:
         self._prev: tuple[str, frozenset[str]] | None = None
         self.active: dict[str, FamilyChange] = {}
         self._resolved: set[str] = set()
+        # observe() runs on the scrape loop, findings() in the evaluation worker thread.
+        self._lock = threading.Lock()
 
     def observe(self, profile: Profile, families: frozenset[str], now: float) -> list[FamilyChange]:
         """Compare with the previous good scrape; returns the changes first seen now (for counters and logs)."""
+        with self._lock:
+            return self._observe(profile, families, now)
+
+    def _observe(self, profile: Profile, families: frozenset[str], now: float) -> list[FamilyChange]:
         prev = self._prev
         self._prev = (profile.name, families)
         for fam in [f for f in self.active if f in families]:  # it came back
@@ -82,6 +89,10 @@ class FamilyGuard:
         return new
 
     def findings(self, now: float) -> list[Finding]:
+        with self._lock:
+            return self._findings(now)
+
+    def _findings(self, now: float) -> list[Finding]:
         out: list[Finding] = []
         for fam, c in list(self.active.items()):
             if c.change == "renamed" and now - c.since > self.renamed_hold_secs:
