@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from onestory import HOOK, T0, Sidecar, alert_of, row_with, same_everywhere
+from waiting import wait_until
 
 from sidecar.wiring.diagnose import build as diagnose
 
@@ -131,7 +132,8 @@ def test_a_diagnosis_reads_the_same_everywhere_and_in_the_webhook_body(tmp_path:
     try:
         asyncio.run(side.svc.component("diagnose").probe_once())  # Triton's metrics answer 404
         side.evaluate_at(T0 + 30)
-        asyncio.run(side.svc.component("webhook_ops").sender.drain_now())
+        # The webhook's own sender delivers it (started with the app): wait for that call, not a clock.
+        assert wait_until(lambda: side.webhook, 10)
         s = side.screens()
         alert = alert_of(s, "Diagnosis", diagnosis="metrics_404")
         same_everywhere(s, alert, "firing")
