@@ -8,15 +8,14 @@ edge lines are not an item type of ``sidecar.model``'s closed set of batch kinds
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 __all__ = ["EdgeRecord", "EdgeSink"]
 
 
-@dataclass(frozen=True, slots=True)
-class EdgeRecord:
-    """``cache`` is the edge's cache status upper-cased (``HIT``, ``MISS``, ``STALE``...; ``""`` when the edge
+class EdgeRecord(NamedTuple):
+    """One per log line on the hot path, so a named tuple (built several times faster than a frozen dataclass).
+    ``cache`` is the edge's cache status upper-cased (``HIT``, ``MISS``, ``STALE``...; ``""`` when the edge
     logged none); latencies are seconds (``origin_s`` None when the edge did not go to the origin); ``trace_id``
     is a W3C trace id (32 lowercase hex) and ``request_id`` any other id, kept opaque whatever its width."""
 

@@ -69,7 +69,7 @@ class LatencyRing:
         self.hist: list[dict[int, int]] = [{} for _ in range(minutes)]
         self.newest = -1
 
-    def add(self, minute: int, bins: np.ndarray) -> bool:
+    def add_counts(self, minute: int, counts: dict[int, int]) -> bool:
         if minute <= self.newest - self.n:
             return False
         i = minute % self.n
@@ -77,8 +77,7 @@ class LatencyRing:
         if self.stamp[i] != minute:
             h = self.hist[i] = {}
             self.stamp[i] = minute
-        keys, counts = np.unique(bins, return_counts=True)
-        for k, c in zip(keys.tolist(), counts.tolist(), strict=True):
+        for k, c in counts.items():
             h[k] = h.get(k, 0) + c
         self.newest = max(self.newest, minute)
         return True

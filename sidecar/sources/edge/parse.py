@@ -15,7 +15,7 @@ from typing import Any
 from sidecar.errors import EventError
 from sidecar.processors.edge_record import EdgeRecord
 from sidecar.sources.edge.config import EdgeSourceConfig
-from sidecar.timerange import check_unix_seconds
+from sidecar.timerange import MIN_AT, check_unix_seconds
 
 __all__ = ["EdgeParser", "EventError"]
 
@@ -37,12 +37,19 @@ class EdgeParser:
         f = cfg.fields
         self.f = f
         self.node = node
-        self.known = f.mapped() | set(cfg.extra_fields)
+        self.known = frozenset(f.mapped() | set(cfg.extra_fields))
         self.check_unknown = cfg.unknown_fields == "reject"
         self.edge_unit = _UNIT[f.edge_latency_unit]
         self.origin_unit = _UNIT[f.origin_latency_unit]
         self.time_scale = 1e-3 if f.time_unit == "ms" else 1.0
         self.maxlen = cfg.max_string_length
+        self.lo = MIN_AT
+        self.ahead = min(cfg.max_future_skew_secs, 1e12)
+        self.max_age = cfg.max_age_secs
+        self.fast_time = f.date is None and f.time_unit == "s"
+        self.k_time, self.k_path, self.k_cache, self.k_status = f.time, f.path, f.cache_status, f.status
+        self.k_edge, self.k_origin, self.k_node, self.k_route = f.edge_latency, f.origin_latency, f.node, f.route
+        self.k_trace, self.k_request = f.trace_id, f.request_id
 
     # ---- fields -------------------------------------------------------------------------------------------
     def _str(self, v: object, where: str, key: str) -> str:
@@ -114,6 +121,8 @@ class EdgeParser:
     def _ids(self, doc: Mapping[str, Any], where: str) -> tuple[str | None, str | None]:
         trace: str | None = None
         request: str | None = None
+        if self.f.trace_id is None and self.f.request_id is None:
+            return None, None
         if (k := self.f.request_id) and (v := doc.get(k)) not in (None, "", "-"):
             request = self._str(v, where, k)
         if (k := self.f.trace_id) and (v := doc.get(k)) not in (None, "", "-"):
@@ -129,60 +138,73 @@ class EdgeParser:
 
     # ---- a line -------------------------------------------------------------------------------------------
     def parse(self, doc: object, where: str, now: float) -> EdgeRecord:
-        if not isinstance(doc, Mapping):
-            raise EventError(where, "must be a JSON object")
-        if self.check_unknown:
-            for k in doc:
-                if k not in self.known:
-                    raise EventError(
-                        f"{where}.{k}",
-                        "unknown field (map it in edge.source.fields or list it in edge.source.extra_fields)",
-                    )
-        f = self.f
-        at = self._time(doc, where, now)
-        path = doc.get(f.path)
-        if path is None:
-            raise EventError(f"{where}.{f.path}", "required (the request path)")
-        path = self._str(path, where, f.path)
-        if (q := path.find("?")) >= 0:
-            path = path[:q]
-        cache_raw = doc.get(f.cache_status)
-        cache = "" if cache_raw is None else self._str(cache_raw, where, f.cache_status).upper()
+        """The common shapes (numbers, short strings) take inline fast paths; anything else goes through the
+        checking helpers, which raise naming the field."""
+        if type(doc) is not dict:
+            if not isinstance(doc, Mapping):
+                raise EventError(where, "must be a JSON object")
+            doc = dict(doc)
+        if self.check_unknown and not self.known.issuperset(doc):
+            unknown = doc.keys() - self.known
+            raise EventError(
+                f"{where}.{sorted(unknown)[0]}",
+                "unknown field (map it in edge.source.fields or list it in edge.source.extra_fields)",
+            )
+        f, maxlen = self.f, self.maxlen
+        v = doc.get(self.k_time)
+        if type(v) is float and self.fast_time and now - self.max_age <= v < now + self.ahead and v > self.lo:
+            at = v
+        else:
+            at = self._time(doc, where, now)
+        path = doc.get(self.k_path)
+        if type(path) is not str or len(path) > maxlen:
+            if path is None:
+                raise EventError(f"{where}.{f.path}", "required (the request path)")
+            path = self._str(path, where, f.path)
+        if "?" in path:
+            path = path[: path.index("?")]
+        cache = doc.get(self.k_cache)
+        if type(cache) is str and len(cache) <= 32:
+            cache = cache.upper()
+        else:
+            cache = "" if cache is None else self._str(cache, where, f.cache_status).upper()
         if cache == "-":
             cache = ""
-        status_raw = doc.get(f.status)
-        try:
-            status = int(status_raw)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise EventError(f"{where}.{f.status}", "must be an HTTP status (100..599)") from None
-        if isinstance(status_raw, bool) or not 100 <= status <= 599:
-            raise EventError(f"{where}.{f.status}", "must be an HTTP status (100..599)")
-        edge_s = (
-            self._latency(doc.get(f.edge_latency), where, f.edge_latency, self.edge_unit) if f.edge_latency else None
-        )
-        origin_s = (
-            self._latency(doc.get(f.origin_latency), where, f.origin_latency, self.origin_unit)
-            if f.origin_latency
-            else None
-        )
+        status = doc.get(self.k_status)
+        if type(status) is not int or not 100 <= status <= 599:
+            status = self._status(status, where, f.status)
+        edge_s: float | None = None
+        if (k := self.k_edge) is not None:
+            e = doc.get(k)
+            if type(e) is float and 0.0 <= e <= 86_400.0:
+                edge_s = e * self.edge_unit
+            else:
+                edge_s = self._latency(e, where, k, self.edge_unit)
+        origin_s: float | None = None
+        if (k := self.k_origin) is not None:
+            o = doc.get(k)
+            origin_s = None if type(o) is str and o in _NONE else self._latency(o, where, k, self.origin_unit)
         node = self.node
         if node is None:
             node = "edge"
-            if f.node and (v := doc.get(f.node)) not in (None, ""):
-                node = self._str(v, where, f.node)
+            if (kn := self.k_node) and (n := doc.get(kn)) not in (None, ""):
+                node = n if type(n) is str and len(n) <= maxlen else self._str(n, where, kn)
         route = None
-        if f.route and (v := doc.get(f.route)) not in (None, "", "-"):
-            route = self._str(v, where, f.route)
-        trace_id, request_id = self._ids(doc, where)
-        return EdgeRecord(
-            at=at,
-            path=path,
-            cache=cache,
-            edge_s=edge_s,
-            origin_s=origin_s,
-            status=status,
-            node=node,
-            trace_id=trace_id,
-            request_id=request_id,
-            route=route,
-        )
+        if (kr := self.k_route) and (v := doc.get(kr)) not in (None, "", "-"):
+            route = self._str(v, where, kr)
+        trace_id: str | None = None
+        request_id: str | None = None
+        if (kq := self.k_request) and (v := doc.get(kq)):
+            request_id = v if type(v) is str and len(v) <= maxlen and v != "-" else self._ids(doc, where)[1]
+        if (kt := self.k_trace) and (v := doc.get(kt)) and v != "-":
+            trace_id, request_id = self._ids(doc, where)
+        return EdgeRecord(at, path, cache, edge_s, origin_s, status, node, trace_id, request_id, route)
+
+    def _status(self, v: object, where: str, key: str) -> int:
+        try:
+            status = int(v)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            raise EventError(f"{where}.{key}", "must be an HTTP status (100..599)") from None
+        if isinstance(v, bool) or not 100 <= status <= 599:
+            raise EventError(f"{where}.{key}", "must be an HTTP status (100..599)")
+        return status
