@@ -88,11 +88,6 @@ class EdgeSourceConfig(StrictModel):
     max_age_secs: float = Field(
         7 * 86400.0, gt=0, le=366 * 86400.0, description="Older lines are refused (CDN logs may come a day late)."
     )
-    request_id_header: str | None = Field(
-        None,
-        description="The request-id header the edge forwards and the model server records as a span attribute "
-        "(`http.request.header.<name>`): the key that joins a line to spans when no W3C trace id is shared.",
-    )
     files: list[EdgeFileConfig] = Field(default_factory=list, max_length=64, description="Access logs to tail.")
 
     @model_validator(mode="after")
