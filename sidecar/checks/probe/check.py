@@ -104,7 +104,8 @@ class ModelProbe(Polled):
         self._seq = 0
         self._tokens = max(1.0, cfg.max_per_sec)
         self._refilled = clock.monotonic()
-        tick = min([cfg.interval_secs, *(m.interval_secs for m in cfg.models.values() if m.interval_secs)])
+        # The ticker only looks at who is due: once a second, so the bucket's tokens spread the probes out.
+        tick = min([1.0, cfg.interval_secs, *(m.interval_secs for m in cfg.models.values() if m.interval_secs)])
         super().__init__(interval_secs=tick, registry=registry, logger=logger, ticker=ticker)
         self._requests = Counter(
             "sidecar_probe_requests",

@@ -167,3 +167,21 @@ def test_inputs_from_a_file_and_bad_config_named(tmp_path: Path) -> None:
             "outputs": [{"name": "s"}],
         }
         parse_config({"probes": {"enabled": True, "models": {"ctr": bad}}})
+
+
+async def test_fifty_models_at_the_default_rate_are_each_probed_once_per_interval(
+    clock: FakeClock, registry: CollectorRegistry
+) -> None:
+    client = FakeClient()
+    cfg = ProbesConfig.model_validate({"enabled": True, "models": {f"m{i}": MODEL for i in range(50)}})
+    probe = ModelProbe(cfg, client=client, registry=registry, clock=clock, ticker=ManualTicker)
+    assert probe.ticker.interval_secs == 1.0  # type: ignore[attr-defined]
+    for _ in range(10):  # the first interval: 5 per second (max_per_sec) spread the 50 over 10 ticks
+        await probe.ticker.tick()  # type: ignore[attr-defined]
+        clock.advance(1)
+    assert sorted(str(c["model"]) for c in client.calls) == sorted(f"m{i}" for i in range(50))
+    for _ in range(10):  # the next interval: each once more, staggered the same way
+        await probe.ticker.tick()  # type: ignore[attr-defined]
+        clock.advance(1)
+    sent = [str(c["model"]) for c in client.calls]
+    assert len(sent) == 100 and all(sent.count(f"m{i}") == 2 for i in range(50))

@@ -1,0 +1,114 @@
+"""The probe against a real Triton 2.51 (CPU) that sends OpenTelemetry spans to a live sidecar: the probe's
+request passes over HTTP and over gRPC with the official ``tritonclient``, and Triton carries the probe's
+``traceparent`` onto its spans, so the sidecar's OTLP receiver leaves them out (counted) while a caller's
+request's spans arrive."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+from traces_helpers import live_sidecar, sample, wait_for
+
+from sidecar.checks.probe.check import ModelProbe
+from sidecar.checks.probe.client import TritonProbeClient
+from sidecar.checks.probe.config import ProbesConfig
+from sidecar.clock import SystemClock
+from sidecar.demo.tritonserver import TritonServer, demo_model_repository
+
+pytestmark = pytest.mark.triton
+
+PROBE = {
+    "version": "1",
+    "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [0.1, 0.2, 0.3, 0.4]}],
+    "outputs": [{"name": "score", "datatype": "FP32", "shape": [1, 1], "min": 0, "max": 1}],
+}
+
+
+@pytest.fixture(scope="module")
+def sidecar() -> Iterator[tuple[str, Any, CollectorRegistry]]:
+    reg = CollectorRegistry()
+    with live_sidecar({}, registry=reg) as (url, svc):
+        yield url, svc, reg
+
+
+@pytest.fixture(scope="module")
+def triton(
+    sidecar: tuple[str, Any, CollectorRegistry], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TritonServer]:
+    url, _, _ = sidecar
+    server = TritonServer(
+        demo_model_repository(),
+        tmp_path_factory.mktemp("triton-probe"),
+        summary_latencies=False,
+        extra_args=[
+            "--trace-config",
+            "mode=opentelemetry",
+            "--trace-config",
+            f"opentelemetry,url={url}/v1/traces",
+            "--trace-config",
+            "rate=1",
+            "--trace-config",
+            "level=TIMESTAMPS",
+        ],
+    )
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+async def test_the_probe_passes_over_each_protocol(triton: TritonServer, protocol: str) -> None:
+    port = triton.http_port if protocol == "http" else triton.grpc_port
+    client = TritonProbeClient(f"127.0.0.1:{port}", protocol=protocol)  # type: ignore[arg-type]
+    cfg = ProbesConfig.model_validate({"enabled": True, "protocol": protocol, "models": {"ctr": PROBE}})
+    probe = ModelProbe(cfg, client=client, registry=CollectorRegistry(), clock=SystemClock())
+    try:
+        assert await probe.probe("ctr") == "ok"
+        bad = ProbesConfig.model_validate(
+            {"enabled": True, "models": {"ctr": {**PROBE, "outputs": [{"name": "score", "shape": [1, 2]}]}}}
+        )
+        wrong = ModelProbe(bad, client=client, registry=CollectorRegistry(), clock=SystemClock())
+        assert await wrong.probe("ctr") == "shape"
+        missing = ModelProbe(
+            ProbesConfig.model_validate({"enabled": True, "models": {"nope": PROBE}}),
+            client=client,
+            registry=CollectorRegistry(),
+            clock=SystemClock(),
+        )
+        assert await missing.probe("nope") == "server_error"
+    finally:
+        await probe.shutdown()
+
+
+async def test_tritons_spans_of_a_probe_are_left_out(
+    sidecar: tuple[str, Any, CollectorRegistry], triton: TritonServer
+) -> None:
+    _, _, reg = sidecar
+    received = lambda: sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "json"})  # noqa: E731
+    left_out = lambda: sample(reg, "sidecar_otlp_probe_spans_total")  # noqa: E731
+    body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.1, 0.2, 0.3, 0.4]}]}
+    # A caller's request first: its spans arrive (and show how many spans Triton sends per request).
+    r0 = received()
+    assert httpx.post(f"{triton.http_url}/v2/models/ctr/versions/1/infer", json=body, timeout=30).status_code == 200
+    assert wait_for(lambda: received() > r0, 30)
+    assert wait_for(lambda: received() - r0 >= 3, 5)
+    per_request = received() - r0
+    r1, p1 = received(), left_out()
+
+    cfg = ProbesConfig.model_validate({"enabled": True, "models": {"ctr": PROBE}})
+    client = TritonProbeClient(f"127.0.0.1:{triton.http_port}")
+    probe = ModelProbe(cfg, client=client, registry=CollectorRegistry(), clock=SystemClock())
+    try:
+        for _ in range(3):
+            assert await probe.probe("ctr") == "ok"
+    finally:
+        await probe.shutdown()
+    # Every span of the probe's requests carries its trace id: all left out, none received.
+    assert wait_for(lambda: left_out() - p1 >= 3 * per_request, 30), (left_out() - p1, per_request)
+    assert received() == r1
