@@ -53,6 +53,7 @@ NEEDS: dict[str, str] = {
     "gpu": "an NVIDIA GPU visible to NVML or a dcgm-exporter scrape",
     "dcgm": "a dcgm-exporter scrape (DCGM profiling fields; NVML does not give them)",
     "cache": "Triton's response cache enabled for a model (--cache-config and response_cache in config.pbtxt)",
+    "edge": "edge access-log lines read by the sidecar (edge.enabled, a tailed log or POST /v1/edge)",
     "process": "prometheus_client's ProcessCollector registered on the sidecar's registry (not done yet)",
 }
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from grafanalib._gen import DashboardEncoder
 
-from dashboards import business, drift, gpu, health, serving
+from dashboards import business, drift, edge, gpu, health, serving
 from dashboards.common import Board, PanelInfo
 
 __all__ = ["BOARDS", "main", "panel_infos", "render"]
@@ -27,6 +27,7 @@ BOARDS: dict[str, Callable[[], Board]] = {
     "gpu": gpu.board,
     "drift": drift.board,
     "business": business.board,
+    "edge": edge.board,
     "health": health.board,
 }
 
