@@ -111,6 +111,8 @@ class ActionLayer(Polled):
         for r in ("paused", "stale", "held", "cooldown", "no_new_evidence", "exhausted", "queue_full"):
             self._refused.labels(r)
         self._paused = Gauge("sidecar_actions_paused", "1 while actions are paused.", registry=registry)
+        dry = Gauge("sidecar_actions_dry_run", "1 when actions only plan (actions.dry_run).", registry=registry)
+        dry.set(1.0 if cfg.dry_run else 0.0)
         self._held = Gauge("sidecar_actions_held_models", "Models a revert holds.", registry=registry)
 
     # -- deciding nothing: mapping findings to planned steps --------------------------------------------------

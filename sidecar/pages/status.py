@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from sidecar.alerting.render.drift import figures_text
 from sidecar.clock import Clock
 from sidecar.component import Passive, Role
+from sidecar.pages.probe_line import probe_line
 from sidecar.pages.readers import MAX_ROWS, Api, read_metrics
 from sidecar.pages.render import render, static_routes
 from sidecar.pages.verdicts_line import gpu_memory_line, verdict_line
@@ -172,6 +173,7 @@ class StatusPages(Passive):
                 runbook_url=self.runbook_url,
                 verdicts=verdicts(self.registry),
                 verdict_line=verdict_line(self.registry),
+                probe_line=probe_line(self.registry),
                 gpu_memory_line=gpu_memory_line(self.registry),
             )
         )
