@@ -35,12 +35,14 @@ from sidecar.facts_actions import ActionFacts
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch, Change, Finding
 from sidecar.polled import Polled, TickerFactory
+from sidecar.store import Store
 
 __all__ = ["ALERTNAMES", "ActionLayer", "ActionRecord"]
 
 ALERTNAMES = {"planned": "ActionPlanned", "done": "ActionTaken", "failed": "ActionFailed", "refused": "ActionFailed"}
 _SEVERITY = {"planned": "info", "done": "warning", "failed": "warning", "refused": "warning"}
 _PACING = ("cooldown", "no_new_evidence")
+_NS = "actions"
 _WHY = {
     "paused": "actions are paused (POST /admin/actions/resume)",
     "stale": "the evidence is stale",
@@ -83,6 +85,7 @@ class ActionLayer(Polled):
         gpu: Callable[[], str] = nvml_snapshot,
         webhook: Webhook | None = None,
         guard: RequestGuard | None = None,
+        store: Store | None = None,
     ) -> None:
         super().__init__(interval_secs=cfg.execute_interval_secs, registry=registry, logger=logger, ticker=ticker)
         self.cfg, self.control, self.bus, self.clock = cfg, control, bus, clock
@@ -114,6 +117,15 @@ class ActionLayer(Polled):
         dry = Gauge("sidecar_actions_dry_run", "1 when actions only plan (actions.dry_run).", registry=registry)
         dry.set(1.0 if cfg.dry_run else 0.0)
         self._held = Gauge("sidecar_actions_held_models", "Models a revert holds.", registry=registry)
+        # The pause and the holds are an operator's decisions: kept in the store, so a restart keeps them.
+        self.store = store
+        if store is not None:
+            self.paused = store.get(_NS, "paused") == "1"
+            for key in store.keys(_NS):
+                if key.startswith("hold:") and key[5:] in cfg.models:
+                    self.holds[key[5:]] = str(store.get(_NS, key))
+        self._paused.set(1.0 if self.paused else 0.0)
+        self._held.set(len(self.holds))
 
     # -- deciding nothing: mapping findings to planned steps --------------------------------------------------
     def on_findings(self, findings: Sequence[Finding], now: float) -> None:
@@ -232,6 +244,8 @@ class ActionLayer(Polled):
             outcome, error = "failed", str(exc)[:500]
         except Exception as exc:  # a bug in a client: still recorded, never silent
             outcome, error = "failed", f"{type(exc).__name__}: {exc}"[:500]
+        if outcome == "done" and plan.action == "revert":
+            self._persist(f"hold:{plan.model}", plan.trigger.baseline or "")
         if "gpu_snapshot" in plan.also:
             gpu = await asyncio.to_thread(self.gpu)
         rec = self._record(plan, outcome, self.clock.now(), error=error, gpu=gpu)
@@ -328,6 +342,7 @@ class ActionLayer(Polled):
                 self._refused.labels("paused").inc()
                 self._keep(self._refusal(plan.trigger, plan.action, "paused", self.clock.now()))
         self._paused.set(1.0 if paused else 0.0)
+        self._persist("paused", "1" if paused else "0")
         self.log.warning("actions %s", "paused" if paused else "resumed")
 
     def clear(self, model: str) -> bool:
@@ -336,7 +351,21 @@ class ActionLayer(Polled):
             held = self.holds.pop(model, None) is not None
             self._step.pop(model, None)
             self._held.set(len(self.holds))
+        if held:
+            self._persist(f"hold:{model}", None)
         return held
+
+    def _persist(self, key: str, value: str | None) -> None:
+        """Keep an operator's decision (or a hold) in the store; a failure is logged, the state in memory holds."""
+        if self.store is None:
+            return
+        try:
+            if value is None:
+                self.store.delete(_NS, key)
+            else:
+                self.store.put(_NS, key, value)
+        except Exception:
+            self.log.exception("actions: could not store %s (it holds until a restart only)", key)
 
     def describe(self) -> dict[str, Any]:
         with self._lock:

@@ -45,6 +45,7 @@ def build(ctx: Context) -> list[Any]:
                 logger=ctx.logger.getChild("actions"),
                 webhook=post_webhook(ctx.http),
                 guard=ctx.guard,
+                store=ctx.store,
             )
         )
     return out

@@ -4,6 +4,7 @@ fallback), the canary revert and its hold, and every outcome reported as a findi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from sidecar.facts import CanaryFacts
 from sidecar.facts_actions import ProbeFacts
 from sidecar.model import Change, Finding
 from sidecar.polled import ManualTicker
+from sidecar.store import Store
 
 
 class FakeControl:
@@ -273,3 +275,29 @@ async def test_shutdown_closes_the_client(clock: FakeClock, registry: CollectorR
     await layer.shutdown()
     await layer.shutdown()
     assert control.closed
+
+
+async def test_the_pause_and_a_hold_survive_a_restart(
+    clock: FakeClock, registry: CollectorRegistry, tmp_path: Path
+) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    cfg = ActionsConfig.model_validate(
+        {"enabled": True, "dry_run": False, "models": {"rank": {"on_canary_worse": ["revert"]}}}
+    )
+
+    def layer(reg: CollectorRegistry) -> ActionLayer:
+        return ActionLayer(
+            cfg, control=FakeControl(), bus=Bus(reg), registry=reg, clock=clock, ticker=ManualTicker, store=store
+        )
+
+    first = layer(registry)
+    first.on_findings([_canary(clock)], clock.now())
+    await first.ticker.tick()  # type: ignore[attr-defined]
+    first.pause(True)
+    second = layer(CollectorRegistry())
+    assert second.paused and second.holds == {"rank": "1"}
+    second.pause(False)
+    assert second.clear("rank")
+    third = layer(CollectorRegistry())
+    assert not third.paused and third.holds == {}
+    store.close()
