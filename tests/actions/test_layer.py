@@ -301,3 +301,34 @@ async def test_the_pause_and_a_hold_survive_a_restart(
     third = layer(CollectorRegistry())
     assert not third.paused and third.holds == {}
     store.close()
+
+
+async def test_the_layer_calls_the_webhook_with_each_record(clock: FakeClock, registry: CollectorRegistry) -> None:
+    bodies: list[tuple[str, dict[str, Any]]] = []
+
+    async def hook(url: str, body: Any) -> None:
+        bodies.append((url, dict(body)))
+
+    cfg = ActionsConfig.model_validate(
+        {
+            "enabled": True,
+            "dry_run": False,
+            "models": {"ctr": {"also": ["webhook", "gpu_snapshot"], "webhook_url": "http://hooks.example/a"}},
+        }
+    )
+    layer = ActionLayer(
+        cfg,
+        control=FakeControl(),
+        bus=Bus(registry),
+        registry=registry,
+        clock=clock,
+        ticker=ManualTicker,
+        gpu=lambda: "no GPU",
+        webhook=hook,
+    )
+    layer.on_findings([_probe_finding(clock)], clock.now())
+    await layer.ticker.tick()  # type: ignore[attr-defined]
+    ((url, body),) = bodies
+    assert url == "http://hooks.example/a"
+    assert body["action"] == "reload" and body["outcome"] == "done" and body["gpu"] == "no GPU"
+    assert body["plan"] == "POST /v2/repository/models/ctr/load"
