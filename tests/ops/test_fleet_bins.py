@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.parser import text_string_to_metric_families
 from scipy import stats as sps
 
@@ -170,9 +171,10 @@ def test_a_new_reference_restarts_the_series_under_its_new_id() -> None:
 
 def test_exposition_has_buckets_reference_cdf_with_lower_edges_and_size() -> None:
     reg = CollectorRegistry()
-    refs = _Refs({("m", "*", "x"): _numeric(np.arange(10.0))})
+    refs = _Refs({("m", "*", "x"): _numeric(np.arange(10.0) - 1.0)})
     fleet = FleetBins(FleetConfig(enabled=True, bins=2), references=refs, registry=reg, clock=FakeClock())
-    fleet.observe(_events("m", "1", [{"x": 1.0}, {"x": 4.0}, {"x": 4.5}, {"x": 11.0}]))
+    fleet.observe(_events("m", "1", [{"x": 1.0}, {"x": 3.0}, {"x": 4.5}, {"x": 11.0}]))
+    # Edges below zero: prometheus_client would leave _count out of a histogram with a negative bucket.
     samples = {
         (sm.name, tuple(sorted(sm.labels.items()))): sm.value
         for fam in text_string_to_metric_families(generate_latest(reg).decode())
@@ -184,12 +186,14 @@ def test_exposition_has_buckets_reference_cdf_with_lower_edges_and_size() -> Non
     def got(name: str, **extra: str) -> float:
         return samples[(name, tuple(sorted((*lab, *extra.items()))))]
 
-    assert got("sidecar_fleet_feature_bucket", le="4.0") == 2
+    assert got("sidecar_fleet_feature_bucket", le="3.0") == 2
     assert got("sidecar_fleet_feature_bucket", le="+Inf") == 4
     assert got("sidecar_fleet_feature_count") == 4
-    assert got("sidecar_fleet_reference_cdf", le="4.0", lo="-Inf") == 0.5
-    assert got("sidecar_fleet_reference_cdf", le="+Inf", lo="4.0") == 1.0
+    assert got("sidecar_fleet_reference_cdf", le="3.0", lo="-Inf") == 0.5
+    assert got("sidecar_fleet_reference_cdf", le="+Inf", lo="3.0") == 1.0
     assert got("sidecar_fleet_reference_size") == 10
+    om = openmetrics_latest(reg).decode()
+    assert f'sidecar_fleet_feature_count{{feature="x",model="m",ref_id="{rid}",version="1"}} 4.0' in om
 
 
 def test_the_service_bins_against_the_drift_checks_file_reference(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from fastapi import APIRouter
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from sidecar.checks.drift.config import ReferenceConfig
 from sidecar.checks.drift.references import Reference
@@ -269,6 +270,10 @@ class _Collector(Collector):
             if fb.kind == "numeric":
                 cum = np.cumsum(counts)
                 hist.add_metric(lv, [(le, float(c)) for le, c in zip(fb.labels, cum, strict=True)], sum_value=total)
+                if not hist.samples or hist.samples[-1].name != "sidecar_fleet_feature_sum":
+                    # prometheus_client leaves _count (and _sum) out when an edge is negative; the rules need _count
+                    count = Sample("sidecar_fleet_feature_count", dict(zip(_LABELS, lv, strict=True)), float(cum[-1]))
+                    hist.samples.append(count)
                 for le, lo, r in zip(fb.labels, fb.lows, fb.ref_cdf, strict=True):
                     cdf.add_metric([*lv, le, lo], r)
             else:
