@@ -128,3 +128,25 @@ def test_promtool_checks_the_rules_and_passes_their_unit_tests() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     r = subprocess.run(["promtool", "test", "rules", str(TEST_FILE)], capture_output=True, text=True, cwd=ALERTS)
     assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.alertmanager
+def test_the_documented_route_groups_per_replica_alerts_with_the_fleet_alert(tmp_path: Path) -> None:
+    if shutil.which("amtool") is None:
+        pytest.fail("amtool is not installed (Debian package prometheus-alertmanager)")
+    doc = (ROOT / "docs" / "fleet.md").read_text().split("## Alertmanager", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", doc, re.S)
+    assert block is not None
+    cfg = tmp_path / "am.yml"
+    cfg.write_text(block.group(1))
+    r = subprocess.run(["amtool", "check-config", str(cfg)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    route = yaml.safe_load(block.group(1))["route"]["routes"][0]
+    assert route["group_by"] == ["model", "version", "feature"]
+    for alert in ("FleetFeatureDrifting", "FeatureDrifting", "FleetReferenceMismatch"):
+        r = subprocess.run(
+            ["amtool", "config", "routes", "test", f"--config.file={cfg}", f"alertname={alert}", "model=ctr"],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 0 and r.stdout.strip() == "ml-drift", (alert, r.stdout, r.stderr)
