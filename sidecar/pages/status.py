@@ -20,6 +20,7 @@ from sidecar.component import Passive, Role
 from sidecar.pages.probe_line import probe_line
 from sidecar.pages.readers import MAX_ROWS, Api, read_metrics
 from sidecar.pages.render import render, static_routes
+from sidecar.pages.edge_line import edge_line
 from sidecar.pages.verdicts_line import gpu_memory_line, verdict_line
 
 __all__ = ["AlertView", "StatusPages", "alert_views", "verdicts"]
@@ -175,6 +176,7 @@ class StatusPages(Passive):
                 verdict_line=verdict_line(self.registry),
                 probe_line=probe_line(self.registry),
                 gpu_memory_line=gpu_memory_line(self.registry),
+                edge_line=edge_line(self.registry),
             )
         )
 
