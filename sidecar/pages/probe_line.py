@@ -29,7 +29,7 @@ def probe_line(registry: CollectorRegistry) -> str | None:
         seen = True
         probed = probed or family.name.startswith("sidecar_probe_")
         for s in family.samples:
-            model = s.labels.get("model", "?")
+            model = s.labels.get("model", "?") + (f" v{s.labels['version']}" if s.labels.get("version") else "")
             if family.name == "sidecar_probe_success":
                 ok[model] = s.value == 1
             elif family.name == "sidecar_probe_consecutive_failures":

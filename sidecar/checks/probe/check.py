@@ -100,7 +100,10 @@ class ModelProbe(Polled):
         self.client = client
         self.clock = clock
         self._lock = threading.Lock()
-        self._state: dict[str, _State] = {m: _State() for m in cfg.models}
+        # One state per (model, version) probed: a model lists its versions, or probes the one Triton picks ("").
+        self._state: dict[tuple[str, str], _State] = {
+            (m, v): _State() for m, mc in cfg.models.items() for v in (mc.versions or [mc.version])
+        }
         self._seq = 0
         self._tokens = max(1.0, cfg.max_per_sec)
         self._refilled = clock.monotonic()
@@ -109,28 +112,33 @@ class ModelProbe(Polled):
         super().__init__(interval_secs=tick, registry=registry, logger=logger, ticker=ticker)
         self._requests = Counter(
             "sidecar_probe_requests",
-            "Probes sent, by model and result (ok, failed).",
-            ["model", "result"],
+            "Probes sent, by model, version and result (ok, failed).",
+            ["model", "version", "result"],
             registry=registry,
         )
         self._failures = Counter(
             "sidecar_probe_failures",
             "Failed probes by model and reason (timeout, unavailable, server_error, missing_output, shape, dtype, "
             "non_finite, out_of_range).",
-            ["model", "reason"],
+            ["model", "version", "reason"],
             registry=registry,
         )
         self._latency = Histogram(
             "sidecar_probe_latency_seconds",
             "Time from sending a probe to its answer (failed ones included).",
-            ["model"],
+            ["model", "version"],
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=registry,
         )
         self._consecutive = Gauge(
-            "sidecar_probe_consecutive_failures", "Failed probes in a row, by model.", ["model"], registry=registry
+            "sidecar_probe_consecutive_failures",
+            "Failed probes in a row, by model and version.",
+            ["model", "version"],
+            registry=registry,
         )
-        self._up = Gauge("sidecar_probe_success", "1 when the model's last probe passed.", ["model"], registry=registry)
+        self._up = Gauge(
+            "sidecar_probe_success", "1 when the last probe passed.", ["model", "version"], registry=registry
+        )
         self._deferred = Counter(
             "sidecar_probe_deferred",
             "Probes due but not sent this tick: rate_limit (over max_per_sec).",
@@ -152,24 +160,24 @@ class ModelProbe(Polled):
 
     async def poll_once(self) -> None:
         mono = self.clock.monotonic()
-        due: list[str] = []
-        for model, st in self._state.items():
+        due: list[tuple[str, str]] = []
+        for (model, version), st in self._state.items():
             if st.next_due > mono:
                 continue
             if not self._take_token():
                 self._deferred.labels("rate_limit").inc()
                 continue
             st.next_due = mono + (self.cfg.models[model].interval_secs or self.cfg.interval_secs)
-            due.append(model)
+            due.append((model, version))
         if not due:
             return
         gate = asyncio.Semaphore(self.cfg.max_concurrent)
 
-        async def one(model: str) -> None:
+        async def one(model: str, version: str) -> None:
             async with gate:
-                await self.probe(model)
+                await self.probe(model, version)
 
-        await asyncio.gather(*(one(m) for m in due))
+        await asyncio.gather(*(one(m, v) for m, v in due))
 
     def _ids(self, model: str) -> tuple[str, dict[str, str]]:
         self._seq += 1
@@ -177,16 +185,18 @@ class ModelProbe(Polled):
         trace = PROBE_TRACE_PREFIX + secrets.token_hex(8)
         return request_id, {"traceparent": f"00-{trace}-{secrets.token_hex(8)}-01", PROBE_HEADER: "1"}
 
-    async def probe(self, model: str) -> str:
-        """Send one probe to ``model`` now and record it; returns the reason (``ok`` when it passed)."""
+    async def probe(self, model: str, version: str | None = None) -> str:
+        """Send one probe to ``model`` (its first configured version unless ``version``) now and record it;
+        returns the reason (``ok`` when it passed)."""
         mcfg: ProbeModelConfig = self.cfg.models[model]
+        version = (mcfg.versions or [mcfg.version])[0] if version is None else version
         request_id, headers = self._ids(model)
         t0 = self.clock.monotonic()
         reason, detail = "ok", ""
         try:
             answer = await self.client.infer(
                 model,
-                mcfg.version,
+                version,
                 mcfg.inputs,
                 [o.name for o in mcfg.outputs],
                 request_id=request_id,
@@ -201,14 +211,14 @@ class ModelProbe(Polled):
         except ProbeFailure as exc:
             reason, detail = exc.reason, exc.detail
         latency = max(0.0, self.clock.monotonic() - t0)
-        self._record(model, reason, detail, latency, request_id)
+        self._record((model, version), reason, detail, latency, request_id)
         return reason
 
-    def _record(self, model: str, reason: str, detail: str, latency: float, request_id: str) -> None:
+    def _record(self, key: tuple[str, str], reason: str, detail: str, latency: float, request_id: str) -> None:
         now = self.clock.now()
         ok = reason == "ok"
         with self._lock:
-            st = self._state[model]
+            st = self._state[key]
             st.probes += 1
             st.consecutive = 0 if ok else st.consecutive + 1
             st.failures += 0 if ok else 1
@@ -216,13 +226,13 @@ class ModelProbe(Polled):
             if ok:
                 st.last_ok_at = now
             consecutive = st.consecutive
-        self._requests.labels(model, "ok" if ok else "failed").inc()
+        self._requests.labels(*key, "ok" if ok else "failed").inc()
         if not ok:
-            self._failures.labels(model, reason).inc()
-            self.log.info("probe of %s failed (%s): %s", model, reason, detail)
-        self._latency.labels(model).observe(latency)
-        self._consecutive.labels(model).set(consecutive)
-        self._up.labels(model).set(1.0 if ok else 0.0)
+            self._failures.labels(*key, reason).inc()
+            self.log.info("probe of %s v%s failed (%s): %s", *key, reason, detail)
+        self._latency.labels(*key).observe(latency)
+        self._consecutive.labels(*key).set(consecutive)
+        self._up.labels(*key).set(1.0 if ok else 0.0)
 
     # -- evaluating ------------------------------------------------------------------------------------------
     def evaluate(self, now: float) -> Sequence[Finding]:
@@ -230,7 +240,7 @@ class ModelProbe(Polled):
         out = []
         with self._lock:
             states = {m: _State(**vars(s)) for m, s in self._state.items()}
-        for model, st in states.items():
+        for (model, version), st in states.items():
             facts = ProbeFacts(
                 consecutive=st.consecutive,
                 failures_to_fire=n,
@@ -249,7 +259,7 @@ class ModelProbe(Polled):
                 Finding(
                     check=self.name,
                     kind="probe",
-                    labels={"alertname": ALERTNAME, "model": model, "version": self.cfg.models[model].version},
+                    labels={"alertname": ALERTNAME, "model": model, "version": version},
                     active=st.consecutive >= n,
                     value=float(st.consecutive),
                     threshold=float(n),
@@ -266,11 +276,16 @@ class ModelProbe(Polled):
         return None
 
     def snapshot(self) -> Mapping[str, Mapping[str, object]]:
-        """Per model: the last result (for pages and the admin API)."""
+        """Per model (``model`` or ``model vN``): the last result (for the benchmark and tests)."""
         with self._lock:
             return {
-                m: {"consecutive": s.consecutive, "reason": s.reason, "last_at": s.last_at, "probes": s.probes}
-                for m, s in self._state.items()
+                f"{m} v{v}" if v else m: {
+                    "consecutive": s.consecutive,
+                    "reason": s.reason,
+                    "last_at": s.last_at,
+                    "probes": s.probes,
+                }
+                for (m, v), s in self._state.items()
             }
 
     async def shutdown(self) -> None:

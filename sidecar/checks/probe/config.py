@@ -54,6 +54,11 @@ class ProbeOutput(StrictModel):
 
 class ProbeModelConfig(StrictModel):
     version: str = Field("", max_length=20, description="Version to probe (digits); empty: the one Triton picks.")
+    versions: list[str] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Several versions to probe, each on its own (its own failure count and finding); replaces version.",
+    )
     inputs: list[ProbeInput] = Field(default_factory=list, max_length=32, description="The request's inputs.")
     inputs_file: str | None = Field(
         None, description="A JSON file holding the inputs (a list of {name, datatype, shape, data}) instead."
@@ -71,8 +76,19 @@ class ProbeModelConfig(StrictModel):
             raise ValueError("must be digits (a model version) or empty")
         return v
 
+    @field_validator("versions")
+    @classmethod
+    def _all_digits(cls, v: list[str]) -> list[str]:
+        if any(not x.isdigit() for x in v):
+            raise ValueError("every version must be digits")
+        if len(set(v)) != len(v):
+            raise ValueError("a version is listed twice")
+        return v
+
     @model_validator(mode="after")
     def _inputs(self) -> ProbeModelConfig:
+        if self.version and self.versions:
+            raise ValueError("version or versions: not both")
         if bool(self.inputs) == bool(self.inputs_file):
             raise ValueError("inputs or inputs_file: exactly one is required")
         if self.inputs_file:

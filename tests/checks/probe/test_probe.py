@@ -41,7 +41,15 @@ class FakeClient:
         headers: Mapping[str, str],
         timeout_secs: float,
     ) -> Mapping[str, ProbeAnswer]:
-        self.calls.append({"model": model, "request_id": request_id, "headers": dict(headers), "timeout": timeout_secs})
+        self.calls.append(
+            {
+                "model": model,
+                "version": version,
+                "request_id": request_id,
+                "headers": dict(headers),
+                "timeout": timeout_secs,
+            }
+        )
         a = self.answers.pop(0) if self.answers else _score(0.5)
         if isinstance(a, ProbeFailure):
             raise a
@@ -82,10 +90,11 @@ async def test_each_answer_rule_names_its_reason(
     probe = _probe(clock, registry, client)
     assert await probe.probe("ctr") == reason
     result = "ok" if reason == "ok" else "failed"
-    assert registry.get_sample_value("sidecar_probe_requests_total", {"model": "ctr", "result": result}) == 1
+    lbl = {"model": "ctr", "version": ""}
+    assert registry.get_sample_value("sidecar_probe_requests_total", {**lbl, "result": result}) == 1
     if reason != "ok":
-        assert registry.get_sample_value("sidecar_probe_failures_total", {"model": "ctr", "reason": reason}) == 1
-    assert registry.get_sample_value("sidecar_probe_success", {"model": "ctr"}) == (1.0 if reason == "ok" else 0.0)
+        assert registry.get_sample_value("sidecar_probe_failures_total", {**lbl, "reason": reason}) == 1
+    assert registry.get_sample_value("sidecar_probe_success", lbl) == (1.0 if reason == "ok" else 0.0)
 
 
 async def test_three_failures_in_a_row_make_a_finding_and_a_pass_clears_it(
@@ -106,7 +115,7 @@ async def test_three_failures_in_a_row_make_a_finding_and_a_pass_clears_it(
     summary, desc = finding_text(f)
     assert summary == "ctr probe failing: 3 in a row (NaN or inf in the output: score: 1 of 1 values are NaN or inf)"
     assert "sidecar-probe-ctr-3" in desc
-    assert registry.get_sample_value("sidecar_probe_consecutive_failures", {"model": "ctr"}) == 3
+    assert registry.get_sample_value("sidecar_probe_consecutive_failures", {"model": "ctr", "version": ""}) == 3
     await probe.ticker.tick()  # type: ignore[attr-defined]
     (f,) = probe.evaluate(clock.now())
     assert not f.active and f.facts["consecutive"] == 0
@@ -185,3 +194,23 @@ async def test_fifty_models_at_the_default_rate_are_each_probed_once_per_interva
         clock.advance(1)
     sent = [str(c["model"]) for c in client.calls]
     assert len(sent) == 100 and all(sent.count(f"m{i}") == 2 for i in range(50))
+
+
+async def test_each_listed_version_is_probed_on_its_own(clock: FakeClock, registry: CollectorRegistry) -> None:
+    client = FakeClient()
+    two = {**MODEL, "versions": ["1", "2"]}
+    cfg = ProbesConfig.model_validate({"enabled": True, "models": {"ctr": two}})
+    probe = ModelProbe(cfg, client=client, registry=registry, clock=clock, ticker=ManualTicker)
+    for _ in range(3):
+        assert await probe.probe("ctr", "1") == "ok"
+        client.answers.append(_score(float("nan")))
+        assert await probe.probe("ctr", "2") == "non_finite"
+    by_version = {f.labels["version"]: f for f in probe.evaluate(clock.now())}
+    assert not by_version["1"].active and by_version["2"].active
+    assert finding_text(by_version["2"])[0].startswith("ctr v2 probe failing: 3 in a row")
+    assert registry.get_sample_value("sidecar_probe_consecutive_failures", {"model": "ctr", "version": "2"}) == 3
+    assert registry.get_sample_value("sidecar_probe_success", {"model": "ctr", "version": "1"}) == 1
+    await probe.ticker.tick()  # type: ignore[attr-defined]
+    assert sorted(str(c["version"]) for c in client.calls[-2:]) == ["1", "2"]
+    with pytest.raises(ValueError, match="version or versions: not both"):
+        ProbesConfig.model_validate({"enabled": True, "models": {"ctr": {**two, "version": "1"}}})
