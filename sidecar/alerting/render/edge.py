@@ -152,7 +152,7 @@ def render_purge(f: Finding) -> FindingText:
         )
     where = f"on {top}" if facts.get("paths") == 1 else f"on {facts.get('paths')} paths ({top_hits} on {top})"
     return (
-        f"purge of {pattern} at {at} did not take: {hits} hits {where} since",
+        f"purge of {pattern} at {at} did not take: {hits} {'hit' if hits == 1 else 'hits'} {where} since",
         f"The purge of {pattern} ({facts.get('scope')}){who} at {at} UTC should have emptied the cache of the "
         f"paths it covers, but the edge served {hits} cache hits on them since, the first at "
         f"{_hhmm(facts.get('first_hit_at'))} UTC. The edge still holds stale objects: purge again (exact paths), "

@@ -133,3 +133,19 @@ def test_hits_after_a_refill_are_fresh_and_not_counted() -> None:
     w.observe([_hit("/m/a", T + 1, cache="MISS"), _hit("/m/a", T + 2), _hit("/m/a", T + 3), _hit("/m/b", T + 4)])
     taken, _ = w.evaluate(T + 60)
     assert taken.value == 1 and taken.facts["top_path"] == "/m/b"
+
+
+def test_an_edge_alert_cites_the_purge_as_a_recent_change(svc: tuple[TestClient, Service]) -> None:
+    c, service = svc
+    line = {"time": T + 20, "path": "/model/weights/v1.3.7-onnx", "cache": "HIT", "status": 200}
+    assert (
+        c.post("/v1/changes", json={"purge": {"pattern": "/model/weights/v1.3."}, "who": "ops", "at": T}).status_code
+        == 201
+    )
+    assert c.post("/v1/edge", json=[line]).status_code == 200
+    service.evaluate_once(T + 30)
+    alerts = [a for a in c.get("/v1/alerts").json() if a["labels"].get("alertname") == "EdgePurgeNotTaken"]
+    assert len(alerts) == 1
+    text = str(alerts[0]["annotations"])
+    assert "did not take: 1 hit on /model/weights/v1.3.7-onnx since" in text
+    assert "cache purge prefix /model/weights/v1.3." in text  # the purge, cited as a recent change
