@@ -29,16 +29,16 @@ from prometheus_client import CollectorRegistry
 import sidecar.sources.trace_files.state as state
 from sidecar.clock import Clock
 from sidecar.component import Bus
-from sidecar.model import Batch, Event, Span
+from sidecar.model import Batch, Event
 from sidecar.polled import Polled, TickerFactory
 from sidecar.probe_marker import split_probe_events
-from sidecar.records import from_span
+from sidecar.records import Record
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.records import scan
 from sidecar.sources.trace_files.requests import Assembler, Request
 from sidecar.sources.trace_files.settings import TraceFileSettings
-from sidecar.sources.trace_files.spans import plausible, records_to_spans
+from sidecar.sources.trace_files.spans import plausible, span_records
 from sidecar.sources.trace_files.tensors import events_from_requests
 from sidecar.store import Store
 
@@ -50,7 +50,7 @@ _RECORD_START = re.compile(rb'\{\s*"id"\s*:')
 
 @dataclass
 class _Pass:
-    spans: list[Span] = field(default_factory=list)
+    spans: list[Record] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)  # files whose marks changed in this pass
     finished: list[str] = field(default_factory=list)  # closed and read to the end
@@ -298,7 +298,7 @@ class TraceFileSource(Polled):
             if len(fine) < len(group):
                 self.m.refused.labels("implausible_time").inc(len(group) - len(fine))
             if self.s.spans:
-                p.spans += records_to_spans(fine, offset, str(self.base))
+                p.spans += span_records(fine, offset, str(self.base))
         self.m.requests.inc(len(ok))
         if self.s.tensors is not None:
             skipped: dict[str, int] = {}
@@ -330,9 +330,7 @@ class TraceFileSource(Polled):
         failed: list[str] = []
         now = self.clock.now()
         if p.spans:
-            failed += self.bus.publish(
-                Batch(kind="spans", source="trace_file", items=tuple(from_span(s) for s in p.spans), received_at=now)
-            )
+            failed += self.bus.publish(Batch(kind="spans", source="trace_file", items=tuple(p.spans), received_at=now))
         p.events, probes = split_probe_events(p.events)  # the model probe's own requests: not an SLI
         if probes and self.em is not None:
             self.em.rejected.labels(EVENTS_SOURCE, "probe").inc(probes)

@@ -8,12 +8,14 @@ the same ids (the store drops the duplicate and counts it).
 
 from __future__ import annotations
 
-import hashlib
+from hashlib import blake2b as _blake2b
+from typing import Any
 
-from sidecar.model import Span, SpanEvent
+from sidecar.model import Span
+from sidecar.records import FMT_JSON, Record, to_span
 from sidecar.sources.trace_files.requests import MAX_NS, Request
 
-__all__ = ["SERVICE", "records_to_spans"]
+__all__ = ["SERVICE", "plausible", "records_to_spans", "span_records"]
 
 _REQ_EVENTS = (
     "HTTP_RECV_START",
@@ -29,12 +31,11 @@ _REQ_EVENTS = (
 _MODEL_EVENTS = ("REQUEST_START", "QUEUE_START", "REQUEST_END")
 _COMPUTE_EVENTS = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
 SERVICE = "triton-inference-server"
+# Event name -> the span it goes on: 0 InferRequest, 1 the model span, 2 compute.
+_GROUP = {n: g for g, names in enumerate((_REQ_EVENTS, _MODEL_EVENTS, _COMPUTE_EVENTS)) for n in names}
+_NO_ATTRS: tuple[Any, ...] = ((), "", 2)  # the JSON record's (attributes, status message, kind)
 # A request longer than this is not a request: its timestamps are corrupt (it would also stretch every page).
 MAX_REQUEST_NS = 24 * 3600 * 1_000_000_000
-
-
-def _ids(key: str, n: int) -> str:
-    return hashlib.blake2b(key.encode(), digest_size=n).hexdigest()
 
 
 def plausible(q: Request, offset_ns: int) -> bool:
@@ -45,45 +46,77 @@ def plausible(q: Request, offset_ns: int) -> bool:
     return last - first <= MAX_REQUEST_NS and first + offset_ns >= 0 and last + offset_ns <= MAX_NS
 
 
-def records_to_spans(reqs: list[Request], offset_ns: int, path: str) -> list[Span]:
-    """Spans for requests (callers check ``plausible`` first); ``offset_ns`` maps Triton's ``ns`` to Unix time."""
-    out: list[Span] = []
+def _digest(key: str, n: int) -> bytes:
+    return _blake2b(key.encode(), digest_size=n).digest()
+
+
+def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]:
+    """Span records (``sidecar.records``, JSON form: no ``Span`` object is built until someone reads one) for
+    requests (callers check ``plausible`` first); ``offset_ns`` maps Triton's ``ns`` to Unix time.
+
+    Per request: an ``InferRequest`` root when it has frontend events, the model span when it has REQUEST or
+    QUEUE events, and ``compute`` under the model span (or the root); each span's events in time order (ties
+    by name), its start and end its first and last event. ``sidecar.records.to_span`` of each record is the
+    ``Span`` this module built before (tests/sources/test_trace_files_differential.py holds it to that).
+    """
+    out: list[Record] = []
+    append = out.append
     for q in reqs:
         s = q.stamps
         if not s:
             continue
-        first = min(s.values())
-        trace_id = _ids(f"{path}|{q.tid}|{first}", 16)
-
-        def ev(names: tuple[str, ...], s: dict[str, int] = s) -> tuple[SpanEvent, ...]:
-            got = sorted((s[n], n) for n in names if n in s)
-            return tuple(SpanEvent(n, t + offset_ns) for t, n in got)
-
-        def span(
-            span_id: str,
-            parent: str | None,
-            name: str,
-            evs: tuple[SpanEvent, ...],
-            attrs: dict[str, object],
-            trace_id: str = trace_id,
-        ) -> Span:
-            first, last = evs[0].time_unix_nano, evs[-1].time_unix_nano
-            return Span(trace_id, span_id, parent, name, first, last, SERVICE, attrs, evs, 0, "", 2)
-
-        req_ev, model_ev, comp_ev = ev(_REQ_EVENTS), ev(_MODEL_EVENTS), ev(_COMPUTE_EVENTS)
-        root_id = _ids(f"{trace_id}|req", 8) if req_ev else None
-        model_id = _ids(f"{trace_id}|model", 8)
-        if req_ev and root_id is not None:
-            out.append(span(root_id, None, "InferRequest", req_ev, {}))
+        # One sort of all the request's events; each span takes its own in that order.
+        req_ev: dict[str, int] = {}
+        model_ev: dict[str, int] = {}
+        comp_ev: dict[str, int] = {}
+        first = -1
+        for t, n in sorted([(t, n) for n, t in s.items()]):
+            if first < 0:
+                first = t
+            g = _GROUP.get(n)
+            if g is None:
+                continue
+            (req_ev if g == 0 else model_ev if g == 1 else comp_ev)[n] = t + offset_ns
+        trace = _digest(f"{path}|{q.tid}|{first}", 16)
+        hex_trace = trace.hex()
+        root = _digest(f"{hex_trace}|req", 8) if req_ev else None
+        model_id = _digest(f"{hex_trace}|model", 8)
+        if root is not None:
+            v = list(req_ev.values())
+            append((trace, root, None, "InferRequest", v[0], v[-1], 0, None, req_ev, SERVICE, FMT_JSON, _NO_ATTRS))
         if model_ev:
-            attrs: dict[str, object] = {
-                "triton.model_name": q.model,
-                "triton.model_version": q.version,
-                "triton.trace_id": q.tid,
-            }
+            attrs: tuple[tuple[str, object], ...] = (
+                ("triton.model_name", q.model),
+                ("triton.model_version", q.version),
+                ("triton.trace_id", q.tid),
+            )
             if q.request_id:
-                attrs["triton.request_id"] = q.request_id
-            out.append(span(model_id, root_id, q.model or "model", model_ev, attrs))
+                attrs += (("triton.request_id", q.request_id),)
+            v = list(model_ev.values())
+            append(
+                (
+                    trace,
+                    model_id,
+                    root,
+                    q.model or "model",
+                    v[0],
+                    v[-1],
+                    0,
+                    (q.model, q.version),
+                    model_ev,
+                    SERVICE,
+                    FMT_JSON,
+                    (attrs, "", 2),
+                )
+            )
         if comp_ev:
-            out.append(span(_ids(f"{trace_id}|compute", 8), model_id if model_ev else root_id, "compute", comp_ev, {}))
+            v = list(comp_ev.values())
+            parent = model_id if model_ev else root
+            cid = _digest(f"{hex_trace}|compute", 8)
+            append((trace, cid, parent, "compute", v[0], v[-1], 0, None, comp_ev, SERVICE, FMT_JSON, _NO_ATTRS))
     return out
+
+
+def records_to_spans(reqs: list[Request], offset_ns: int, path: str) -> list[Span]:
+    """The same spans as frozen ``Span`` objects (tests, tools); the source publishes ``span_records``."""
+    return [to_span(r) for r in span_records(reqs, offset_ns, path)]

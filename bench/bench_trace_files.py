@@ -1,0 +1,148 @@
+"""CPU per traced request of the ``mode=triton`` trace-file reader, before and after, on real Triton files.
+
+    .venv/bin/python bench/bench_trace_files.py [--requests 50000] [--repeat 3] [--profile]
+
+Input: the recorded Triton 2.51 trace files of the demo's ``ctr`` model (tests/data/traces/: one request at
+level=TIMESTAMPS, five at TIMESTAMPS+TENSORS), replicated with fresh trace ids, request ids and times to
+``--requests`` requests in one file (two requests' records interleaved, as concurrent requests' are).
+
+Each run reads the whole file with a fresh ``TraceFileSource`` into a bus with the trace hub (store and stage
+histograms) subscribed, as the service wires it, and counts process CPU time (one thread). Rows:
+
+- floor: ``orjson.loads`` of the file alone (decoding, nothing else);
+- before: the source with the frozen span building and record joining of tests/helpers/trace_files_before.py;
+- ours: the source as it is.
+
+Each is shown for the reader alone (spans published to nobody) and with the trace hub. Prints the median us of
+CPU per traced request and before/ours. ``--profile`` prints cProfile's top functions of one "ours" run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import orjson
+from prometheus_client import CollectorRegistry
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+
+from trace_files_before import AssemblerBefore, records_before, replicated, templates_of  # noqa: E402
+
+import sidecar.sources.trace_files.source as source_mod  # noqa: E402
+from sidecar.clock import FakeClock  # noqa: E402
+from sidecar.component import Bus  # noqa: E402
+from sidecar.config import parse_config  # noqa: E402
+from sidecar.sources.trace_files.metrics import TraceFileMetrics  # noqa: E402
+from sidecar.sources.trace_files.settings import TraceFileSettings  # noqa: E402
+from sidecar.state.trace_hub import TraceHub  # noqa: E402
+from sidecar.store import Store  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "traces"
+
+
+class _Clock(FakeClock):
+    """Monotonic time just after the files' (Triton's ns are seconds since boot), so times map as in service."""
+
+    def __init__(self, mono_s: float) -> None:
+        super().__init__(start=1_800_000_000.0)
+        self._base = mono_s - super().monotonic()
+
+    def monotonic(self) -> float:
+        return super().monotonic() + self._base
+
+
+def run(folder: Path, data: bytes, mono_s: float, *, before: bool, hub: bool) -> tuple[float, int]:
+    """CPU seconds to read ``data`` as a trace file, and the spans published."""
+    patches: list[Any] = []
+    if before:
+        patches = [
+            mock.patch.object(source_mod, "span_records", records_before),
+            mock.patch.object(source_mod, "Assembler", AssemblerBefore),
+        ]
+    for p in patches:
+        p.start()
+    try:
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir()
+        (folder / "trace.json.0").write_bytes(data)
+        reg = CollectorRegistry()
+        clock = _Clock(mono_s)
+        bus = Bus(reg)
+        n = [0]
+        bus.subscribe("spans", "count", lambda b: n.__setitem__(0, n[0] + len(b.items)))
+        if hub:
+            h = TraceHub(
+                parse_config({"traces": {"enabled": True, "max_traces": 100_000}}).traces, registry=reg, clock=clock
+            )
+            bus.subscribe("spans", h.name, h.on_spans)
+        settings = TraceFileSettings(path=str(folder / "trace.json"), settle_secs=0.0)
+        src = source_mod.TraceFileSource(
+            settings, bus=bus, metrics=TraceFileMetrics(reg), clock=clock, store=Store(":memory:")
+        )
+        t0 = time.process_time()
+        while src.poll_once():
+            pass
+        return time.process_time() - t0, n[0]
+    finally:
+        for p in patches:
+            p.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=50_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    files = [(DATA / "trace-file-triton-mode.json").read_bytes(), (DATA / "trace-file-tensors.json").read_bytes()]
+    data = replicated(templates_of(*files), args.requests)
+    last_ns = max(t["ns"] for r in orjson.loads(data) for t in r.get("timestamps", ()))
+    mono_s = last_ns / 1e9 + 10
+    n = args.requests
+    print(
+        f"{n} requests, {len(data) / 1e6:.1f} MB ({len(data) / n:.0f} bytes a request), python {sys.version.split()[0]}"
+    )
+
+    floor = []
+    for _ in range(args.repeat):
+        t0 = time.process_time()
+        orjson.loads(data)
+        floor.append(time.process_time() - t0)
+    f_us = statistics.median(floor) / n * 1e6
+    print(f"{'floor: orjson.loads of the file alone':48s} {f_us:7.2f} us/request")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "traces"
+        for hub in (False, True):
+            res: dict[bool, float] = {}
+            for before in (True, False):
+                times, spans = [], 0
+                for _ in range(args.repeat):
+                    t, spans = run(folder, data, mono_s, before=before, hub=hub)
+                    times.append(t)
+                res[before] = statistics.median(times) / n * 1e6
+                what = "before" if before else "ours"
+                where = "reader + trace hub (store, stage histograms)" if hub else "reader alone"
+                print(f"{what + ', ' + where:48s} {res[before]:7.2f} us/request  ({spans} spans)")
+            print(f"{'':48s} before/ours {res[True] / res[False]:5.2f}x  ours/floor {res[False] / f_us:5.1f}x")
+        if args.profile:
+            prof = cProfile.Profile()
+            prof.enable()
+            run(folder, data, mono_s, before=False, hub=True)
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()

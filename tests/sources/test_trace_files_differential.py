@@ -1,0 +1,137 @@
+"""The trace-file reader against a frozen copy of how it built spans and joined records before they were made
+cheaper (tests/helpers/trace_files_before.py): on the recorded Triton 2.51 files and on larger files made from
+them, every span (as a ``Span``, its event times and its record fields), every stage observation (histogram
+buckets, sums, counts and exemplars) and every tensor event is the same."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+from trace_files_before import AssemblerBefore, records_before, replicated, templates_of
+from traces_helpers import DATA
+
+import sidecar.sources.trace_files.source as source_mod
+from sidecar.clock import FakeClock
+from sidecar.component import Bus
+from sidecar.config import parse_config
+from sidecar.model import Batch
+from sidecar.records import END, MODEL, NAME, PARENT, SPAN, START, STATUS, TRACE, event_times, to_span
+from sidecar.sources.events.config import TensorMapping
+from sidecar.sources.trace_files.metrics import TraceFileMetrics
+from sidecar.sources.trace_files.settings import TraceFileSettings
+from sidecar.state.trace_hub import TraceHub
+from sidecar.store import Store
+
+TIMESTAMPS = (DATA / "trace-file-triton-mode.json").read_bytes()  # 1 request, level=TIMESTAMPS, over HTTP
+TENSORS = (DATA / "trace-file-tensors.json").read_bytes()  # 5 requests with TIMESTAMPS and TENSORS records
+MAPPING = {
+    "ctr": TensorMapping.model_validate({"inputs": {"x": ["age", "income", "", "dwell"]}, "score": {"tensor": "score"}})
+}
+
+
+class _Clock(FakeClock):
+    def __init__(self) -> None:
+        super().__init__(start=1_800_000_000.0)
+        self._base = 8400.0 - super().monotonic()  # just after the fixtures' monotonic times
+
+    def monotonic(self) -> float:
+        return super().monotonic() + self._base
+
+
+def _run(tmp: Path, files: list[bytes], before: bool, max_read_bytes: int, monkeypatch: Any) -> dict[str, Any]:
+    with monkeypatch.context() as m:
+        if before:
+            m.setattr(source_mod, "span_records", records_before)
+            m.setattr(source_mod, "Assembler", AssemblerBefore)
+        reg = CollectorRegistry()
+        clock = _Clock()
+        hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=clock)
+        bus = Bus(reg)
+        got: list[Batch] = []
+        bus.subscribe("spans", "capture", got.append)
+        bus.subscribe("events", "capture", got.append)
+        bus.subscribe("spans", hub.name, hub.on_spans)
+        base = tmp / "run" / "trace.json"  # the same path for both runs: span ids derive from it
+        if base.parent.exists():
+            shutil.rmtree(base.parent)
+        base.parent.mkdir()
+        for i, data in enumerate(files):
+            (base.parent / f"trace.json.{i}").write_bytes(data)
+        settings = TraceFileSettings(path=str(base), tensors=MAPPING, max_read_bytes=max_read_bytes, settle_secs=0.0)
+        src = source_mod.TraceFileSource(
+            settings, bus=bus, metrics=TraceFileMetrics(reg), clock=clock, store=Store(":memory:")
+        )
+        for _ in range(10_000):
+            if not src.poll_once():
+                break
+        src.poll_once()
+    spans = [r for b in got if b.kind == "spans" for r in b.items]
+    stages = [
+        (s.name, s.labels, s.value, s.exemplar)
+        for fam in reg.collect()
+        if fam.name == "sidecar_triton_stage_duration_seconds"
+        for s in fam.samples
+    ]
+    counters = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in reg.collect()
+        if fam.name.startswith(("sidecar_trace_file", "sidecar_traces"))
+        for s in fam.samples
+        # The store's byte estimate differs by design: a record no longer holds a built ``Span`` besides it.
+        if not s.name.endswith("_created") and s.name != "sidecar_traces_stored_bytes"
+    }
+    return {
+        "spans": spans,
+        "events": [e for b in got if b.kind == "events" for e in b.items],
+        "stages": stages,
+        "counters": counters,
+    }
+
+
+CASES = {
+    "timestamps": [TIMESTAMPS],
+    "tensors": [TENSORS],
+    "both_rotated": [TIMESTAMPS, TENSORS],
+    "replicated": [replicated(templates_of(TIMESTAMPS, TENSORS), 400)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("max_read_bytes", [16 << 20, 3000])  # whole files, and requests straddling reads
+def test_same_spans_stages_and_events_as_before(tmp_path, monkeypatch, case, max_read_bytes):
+    old = _run(tmp_path, CASES[case], True, max_read_bytes, monkeypatch)
+    new = _run(tmp_path, CASES[case], False, max_read_bytes, monkeypatch)
+    assert old["spans"], "the case must produce spans"
+    assert len(new["spans"]) == len(old["spans"])
+    fields = (TRACE, SPAN, PARENT, NAME, START, END, STATUS, MODEL)
+    for a, b in zip(old["spans"], new["spans"], strict=True):
+        assert to_span(b) == to_span(a)
+        assert dict(event_times(b)) == dict(event_times(a))
+        assert list(event_times(b)) == list(event_times(a))  # event order too
+        assert [b[i] for i in fields] == [a[i] for i in fields]
+    assert new["stages"] == old["stages"]
+    assert any(v for name, _, v, _ in old["stages"] if name.endswith("_count"))
+    assert new["events"] == old["events"]
+    if case != "timestamps":
+        assert old["events"], "the case must produce tensor events"
+    assert new["counters"] == old["counters"]
+
+
+def test_records_to_spans_is_the_old_span_list():
+    """The public ``records_to_spans`` still gives the frozen ``Span`` list, attributes and events included."""
+    from trace_files_before import spans_before
+
+    from sidecar.sources.trace_files.requests import Assembler, Request
+    from sidecar.sources.trace_files.spans import records_to_spans
+
+    asm = Assembler(1 << 20, 256)
+    grouped: dict[int, Request] = {}
+    import orjson
+
+    asm.add(orjson.loads(replicated(templates_of(TIMESTAMPS, TENSORS), 60)), grouped)
+    reqs = list(grouped.values())
+    assert records_to_spans(reqs, 123, "/t.json") == spans_before(reqs, 123, "/t.json")
