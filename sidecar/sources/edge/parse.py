@@ -205,6 +205,6 @@ class EdgeParser:
             status = int(v)  # type: ignore[call-overload]
         except (TypeError, ValueError):
             raise EventError(f"{where}.{key}", "must be an HTTP status (100..599)") from None
-        if isinstance(v, bool) or not 100 <= status <= 599:
+        if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()) or not 100 <= status <= 599:
             raise EventError(f"{where}.{key}", "must be an HTTP status (100..599)")
         return status

@@ -74,6 +74,7 @@ def test_trace_ids_of_other_widths_are_kept_as_request_ids(tid: str, trace: str 
     [
         ({"status": 700}, "l.status", "HTTP status"),
         ({"status": "ok"}, "l.status", "HTTP status"),
+        ({"status": 200.5}, "l.status", "HTTP status"),
         ({"time": NOW + 3600}, "l.time", "future"),
         ({"time": NOW - 30 * 86400}, "l.time", "older than"),
         ({"time": NOW * 1000}, "l.time", "milliseconds"),
