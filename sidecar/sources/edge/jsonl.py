@@ -67,19 +67,19 @@ class EdgeTailer(Polled):
         lines = self.tail.read()
         now = self.clock.now()
         out: list[EdgeRecord] = []
-        parse, loads = self.parser.parse, orjson.loads
+        parse, loads, append = self.parser.parse, orjson.loads, out.append
         not_json = invalid = 0
-        for line in lines:
-            self._line_no += 1
-            if not line.strip():
-                continue
+        first = self._line_no + 1
+        for i, line in enumerate(lines):
             try:
-                out.append(parse(loads(line), f"line {self._line_no}", now))
+                append(parse(loads(line), "line", now))
             except orjson.JSONDecodeError:
-                not_json += 1
+                if line and not line.isspace():  # blank lines are skipped, not counted
+                    not_json += 1
             except EventError as exc:
                 invalid += 1
-                self.log.debug("rejected %s", exc)
+                self.log.debug("rejected line %d: %s", first + i, exc)
+        self._line_no += len(lines)
         if not_json:
             self.m.rejected.labels(SOURCE, "not_json").inc(not_json)
         if invalid:
