@@ -31,6 +31,7 @@ class TritonModelControl:
     load request's ``config`` parameter (Triton uses it in place of config.pbtxt)."""
 
     def __init__(self, url: str, *, timeout_secs: float = 120.0) -> None:
+        self.ssl = url.startswith("https://")
         self.url = url.removeprefix("http://").removeprefix("https://").rstrip("/")
         self.timeout_secs = timeout_secs
         self._client: Any = None
@@ -39,7 +40,7 @@ class TritonModelControl:
         if self._client is None:
             import tritonclient.http.aio as triton
 
-            self._client = triton.InferenceServerClient(self.url, conn_timeout=self.timeout_secs)
+            self._client = triton.InferenceServerClient(self.url, conn_timeout=self.timeout_secs, ssl=self.ssl)
         return self._client
 
     async def _call(self, what: str, fn: Callable[[], Any]) -> Any:

@@ -68,6 +68,7 @@ class TritonProbeClient:
     """``tritonclient.http.aio`` or ``tritonclient.grpc.aio``; ``url`` is ``host:port`` of that API."""
 
     def __init__(self, url: str, *, protocol: Literal["http", "grpc"] = "http") -> None:
+        self.ssl = url.startswith("https://")  # the HTTP API behind TLS (gRPC: plain, as Triton serves it)
         self.url = url.removeprefix("http://").removeprefix("https://").rstrip("/")
         self.protocol = protocol
         self._client: Any = None
@@ -81,7 +82,8 @@ class TritonProbeClient:
 
     def _get(self) -> Any:
         if self._client is None:
-            self._client = self._mod().InferenceServerClient(self.url)
+            kw = {"ssl": True} if self.ssl and self.protocol == "http" else {}
+            self._client = self._mod().InferenceServerClient(self.url, **kw)
         return self._client
 
     async def infer(

@@ -214,3 +214,12 @@ async def test_each_listed_version_is_probed_on_its_own(clock: FakeClock, regist
     assert sorted(str(c["version"]) for c in client.calls[-2:]) == ["1", "2"]
     with pytest.raises(ValueError, match="version or versions: not both"):
         ProbesConfig.model_validate({"enabled": True, "models": {"ctr": {**two, "version": "1"}}})
+
+
+def test_the_client_takes_a_url_with_or_without_scheme() -> None:
+    from sidecar.checks.probe.client import TritonProbeClient
+
+    plain, tls = TritonProbeClient("http://triton:8000/"), TritonProbeClient("https://triton:8443")
+    assert (plain.url, plain.ssl) == ("triton:8000", False)
+    assert (tls.url, tls.ssl) == ("triton:8443", True)
+    assert TritonProbeClient("triton:8001", protocol="grpc").url == "triton:8001"
