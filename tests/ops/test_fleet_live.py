@@ -1,4 +1,4 @@
-"""Fleet drift on real engines: four sidecars (in-process apps on loopback ports) each take a disjoint share of
+"""Fleet drift on real engines: eight `sidecar run` processes on loopback ports each take a disjoint share of
 one event stream; a real Prometheus 2.42 scrapes them and evaluates the generated fleet rules; it remote-writes
 to a real VictoriaMetrics where vmalert evaluates the same rule file; both notify a real Alertmanager. The
 merged n equals the events sent, and D and PSI equal one process binning the union, to 1e-9, on both engines.
@@ -10,7 +10,7 @@ import json
 import random
 import shutil
 import subprocess
-import threading
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,27 +18,28 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 from prometheus_client import CollectorRegistry
 from scipy import stats as sps
 from waiting import wait_until
 
-from sidecar.app import create_app
+from sidecar.checks.drift.config import DriftConfig, ReferenceConfig
+from sidecar.checks.drift.datafile import load_reference_file
+from sidecar.checks.drift.references import Reference
 from sidecar.checks.fleet.bins import binned_statistics
 from sidecar.checks.fleet.check import FleetBins
 from sidecar.checks.fleet.config import FleetConfig
+from sidecar.checks.stats.windows import FeatureKind
 from sidecar.clock import FakeClock
-from sidecar.config import parse_config
 from sidecar.demo.tritonserver import free_port
 from sidecar.fleet_rules import FleetRulesOptions, write
 from sidecar.model import Batch, Event
-from sidecar.service import Service
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.alertmanager]
 
-SIDECARS = 4
+SIDECARS = 8
 EVENTS = 4000
 CATS = ["us", "de", "fr", "it", "es"]
+SIDECAR = str(Path(sys.executable).with_name("sidecar"))  # the console script beside this interpreter
 W = "30m"  # the generated rules' window: every series here is born inside it, so each counts whole
 
 
@@ -83,6 +84,22 @@ def _sidecar_cfg(port: int, tmp: Path, i: int, ref: Path) -> dict[str, Any]:
     }
 
 
+class _FileRefs:
+    """The reference file as every sidecar's drift check loads it (the same reader, the same defaults)."""
+
+    def __init__(self, path: Path) -> None:
+        kinds: dict[str, FeatureKind] = {"x": "numeric", "c": "categorical"}
+        refs = load_reference_file(path, created_at=0.0, max_rows=DriftConfig().max_reference_samples, kinds=kinds)
+        self.refs = {("ctr", "*", k): r for k, r in refs.items()}
+        self.path = path
+
+    def spec_for(self, model: str) -> ReferenceConfig:
+        return ReferenceConfig(mode="file", path=str(self.path))
+
+    def frozen_references(self) -> dict[tuple[str, str, str], Reference]:
+        return dict(self.refs)
+
+
 class _Procs:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
@@ -115,25 +132,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     ref.write_text("x,c\n" + "".join(f"{x!r},{c}\n" for x, c in zip(xs, cs, strict=True)))
     rules = write(tmp / "rules", FleetRulesOptions(interval_secs=1, for_secs=1))
     ports = [free_port() for _ in range(SIDECARS)]
-    svcs = [
-        Service(parse_config(_sidecar_cfg(p, tmp, i, ref)), registry=CollectorRegistry()) for i, p in enumerate(ports)
-    ]
-    servers = [
-        uvicorn.Server(
-            uvicorn.Config(
-                create_app(s), host="127.0.0.1", port=p, log_level="warning", lifespan="on", access_log=False
-            )
-        )
-        for s, p in zip(svcs, ports, strict=True)
-    ]
-    threads = [threading.Thread(target=s.run, daemon=True) for s in servers]
     procs = _Procs(tmp)
     prom_port, vm_port, vmalert_port, am_port = (free_port() for _ in range(4))
     try:
-        for t in threads:
-            t.start()
-        for s in servers:
-            _wait(lambda s=s: s.started, 20, "a sidecar to start")
+        for i, p in enumerate(ports):
+            (tmp / f"sidecar{i}.yaml").write_text(json.dumps(_sidecar_cfg(p, tmp, i, ref)))  # JSON is YAML
+            procs.start(f"sidecar{i}", [SIDECAR, "run", "--config", str(tmp / f"sidecar{i}.yaml")])
+        for p in ports:
+            _wait(lambda p=p: httpx.get(f"http://127.0.0.1:{p}/healthz", timeout=2).status_code == 200, 90, "a sidecar")
         (tmp / "am.yml").write_text("route:\n  receiver: none\n  group_wait: 0s\nreceivers:\n  - name: none\n")
         procs.start(
             "alertmanager",
@@ -208,24 +214,20 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "prom": f"http://127.0.0.1:{prom_port}",
             "vm": f"http://127.0.0.1:{vm_port}",
             "am": f"http://127.0.0.1:{am_port}",
-            "svcs": svcs,
+            "ref": ref,
             "stream": stream,
             "tmp": tmp,
             "ref_x": xs,
         }
     finally:
         procs.stop()
-        for s in servers:
-            s.should_exit = True
-        for t in threads:
-            t.join(15)
 
 
 def _one_process(f: dict[str, Any]) -> dict[str, tuple[str, int, float, float]]:
     """The union of the stream binned by one process: per feature (ref_id, n, D, PSI)."""
     one = FleetBins(
         FleetConfig(enabled=True, bins=20),
-        references=f["svcs"][0].component("drift"),
+        references=_FileRefs(f["ref"]),
         registry=CollectorRegistry(),
         clock=FakeClock(),
     )
@@ -289,7 +291,11 @@ def test_prometheus_merges_the_fleet_exactly(fleet: dict[str, Any]) -> None:
     xs = np.array([e["features"]["x"] for e in fleet["stream"] if e["features"]["x"] is not None])
     exact = sps.ks_2samp(xs, fleet["ref_x"]).statistic
     assert want["x"][2] <= exact + 1e-12 and exact - want["x"][2] <= 1 / 20 + 0.02
-    # Four sidecars contributed, all under the one reference id.
+    # Every sidecar process made the same reference ids as the file read here: the content hash.
+    r = httpx.get(f"{fleet['prom']}/api/v1/query", params={"query": "sidecar_fleet_reference_size"}, timeout=10).json()
+    ids = {(s["metric"]["instance"], s["metric"]["feature"], s["metric"]["ref_id"]) for s in r["data"]["result"]}
+    assert {(f, i) for _, f, i in ids} == {("x", want["x"][0]), ("c", want["c"][0])} and len(ids) == 2 * SIDECARS
+    # Every sidecar contributed, all under the one reference id.
     reps = _instant(fleet["prom"], f"sidecar:fleet_feature_replicas:{W}")
     assert reps == {"x": SIDECARS, "c": SIDECARS} or reps == {"x": SIDECARS}
 
