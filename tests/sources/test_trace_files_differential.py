@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from trace_files_before import AssemblerBefore, records_before, replicated, templates_of
 from traces_helpers import DATA
@@ -135,3 +137,38 @@ def test_records_to_spans_is_the_old_span_list():
     asm.add(orjson.loads(replicated(templates_of(TIMESTAMPS, TENSORS), 60)), grouped)
     reqs = list(grouped.values())
     assert records_to_spans(reqs, 123, "/t.json") == spans_before(reqs, 123, "/t.json")
+
+
+_ids = st.one_of(st.integers(-2, 5), st.booleans(), st.none(), st.just(1 << 63), st.text(max_size=2))
+_stamp = st.one_of(
+    st.fixed_dictionaries(
+        {"name": st.one_of(st.sampled_from(["REQUEST_START", "REQUEST_END", "X" * 65]), st.integers()), "ns": _ids}
+    ),
+    st.integers(),
+    st.dictionaries(st.sampled_from(["name", "ns"]), st.integers(0, 9)),
+)
+_record = st.one_of(
+    st.fixed_dictionaries({"id": _ids, "timestamps": st.one_of(st.lists(_stamp, max_size=3), st.none(), st.text())}),
+    st.fixed_dictionaries(
+        {"id": _ids, "timestamps": st.lists(_stamp, min_size=1, max_size=1), "model_name": st.just("m")}
+    ),
+    st.fixed_dictionaries({"id": _ids, "model_name": st.text(max_size=3), "request_id": st.text(max_size=3)}),
+    st.fixed_dictionaries({"id": _ids, "tensor": st.fixed_dictionaries({"name": st.text(max_size=3)})}),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_record, max_size=40))
+def test_assembler_folds_records_as_before(records):
+    """Odd records too (bool or negative ids, bad times, long names, many names): the same requests and the same
+    refusals as the frozen assembler."""
+    from sidecar.sources.trace_files.requests import Assembler, Request
+
+    old, new = AssemblerBefore(4, 2), Assembler(4, 2)
+    a: dict[int, Request] = {}
+    b: dict[int, Request] = {}
+    old.add(records, a)
+    new.add(records, b)
+    assert b == a
+    assert new.refused == old.refused
+    assert [type(k) for k in b] == [type(k) for k in a]

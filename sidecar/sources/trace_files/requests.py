@@ -104,17 +104,41 @@ class Assembler:
         return s
 
     def add(self, records: Iterable[dict[str, Any]], into: dict[int, Request]) -> None:
-        """Fold ``records`` into ``into`` (pulling requests pending from earlier reads)."""
+        """Fold ``records`` into ``into`` (pulling requests pending from earlier reads).
+
+        Written for speed (it runs for every record, about 13 a request): the checks of ``_id`` inlined, and
+        the common record, one timestamp, taken without a call.
+        """
+        pending = self.pending
         for r in records:
-            tid = _id(r.get("id"))
-            if tid is None:
+            tid = r.get("id")
+            # (an int subclass that is not a bool is still an id)
+            if (type(tid) is not int or not 0 <= tid <= MAX_NS) and _id(tid) is None:
                 self._refuse("bad_id")
                 continue
-            req = into.get(tid)
+            req = into.get(tid)  # type: ignore[arg-type]
             if req is None:
-                req = self.pending.pop(tid, None) or Request(tid)
-                into[tid] = req
-            self._stamps(r.get("timestamps"), req)
+                req = pending.pop(tid, None) or Request(tid)  # type: ignore[arg-type]
+                into[tid] = req  # type: ignore[index]
+            stamps = r.get("timestamps")
+            if stamps is not None:
+                if type(stamps) is list and len(stamps) == 1 and type(ts := stamps[0]) is dict:
+                    ns, name = ts.get("ns"), ts.get("name")
+                    have = req.stamps
+                    if (
+                        type(ns) is int
+                        and 0 <= ns <= MAX_NS
+                        and type(name) is str
+                        and len(name) <= MAX_STAMP_NAME
+                        and (name in have or len(have) < MAX_STAMPS)
+                    ):
+                        have[name] = ns
+                    else:
+                        self._stamps(stamps, req)
+                else:
+                    self._stamps(stamps, req)
+                if len(r) == 2:
+                    continue  # {"id", "timestamps"}: nothing more in it
             if "model_name" in r:
                 model, version = self._text(r["model_name"]), self._text(r.get("model_version", ""))
                 rid = self._text(r.get("request_id") or "")
