@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from onestory import DriftStory, Screens, alert_rows, row_with, when
+from onestory import DriftStory, Screens, alert_rows, page, row_with, when
 from pagetree import Node
 from scipy.stats import false_discovery_control, ks_2samp
 
@@ -171,3 +171,31 @@ def test_a_resolved_drift_alert_is_resolved_on_every_screen(firing: tuple[DriftS
     assert drow.find(cls="evidence").text().startswith("none: not drifting")
     with pytest.raises(AssertionError):
         s.detail.by_id("evidence")  # nothing fires: no evidence shown
+
+
+def test_a_change_reads_at_the_same_time_on_status_changes_and_the_alert_that_cites_it(tmp_path: Path) -> None:
+    story = DriftStory(tmp_path)
+    try:
+        story.start()
+        r = story.client.post("/v1/changes", json={"what": "feature pipeline v7", "model": "ctr", "version": "2"})
+        assert r.status_code == 201, r.text
+        [at] = [c["at"] for c in story.client.get("/v1/changes").json() if c["id"] in r.json()["ids"]]
+        story.block(1.0)
+        story.block(1.0)
+        s = story.screens()
+        shown = dt.datetime.fromtimestamp(at, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        iso = dt.datetime.fromtimestamp(at, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        changes = page(story.client, "/changes")
+        [status_row] = [tr for tr in s.status.by_id("changes").find_all("tr") if "feature pipeline v7" in tr.text()]
+        [changes_row] = [tr for tr in changes.by_id("changes").find_all("tr") if "feature pipeline v7" in tr.text()]
+        # `/` and `/changes` write the time the same way (not the API's ISO form on one of them).
+        assert shown in status_row.text() and iso not in status_row.text(), status_row.text()
+        assert shown in changes_row.text()
+        # The drift alert cites it, at that time, and `/changes` lists the alert as citing it.
+        alert = _drift_alert(s)
+        assert (
+            "feature pipeline v7" in alert["annotations"]["description"] and iso in alert["annotations"]["description"]
+        )
+        assert "FeatureDrifting" in changes_row.find(cls="cited").text()
+    finally:
+        story.close()

@@ -1,6 +1,7 @@
 """The status, alerts and trace pages as headless Chromium lays them out (the showcase sidecar of
 tests/pages/showcase.py): the local stylesheet applies, no card's content spills over its edge or onto another
-card, and an error span's message lies inside the waterfall."""
+card, an error span's message lies inside the waterfall, and every page fits a 1400 px and a 390 px window
+during the showcase's drift."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 import uvicorn
-from showcase import FAILED, build
+from showcase import EVERY, FAILED, OVER, build
 from waiting import wait_until
 
 from sidecar.app import create_app
@@ -80,3 +81,33 @@ def test_pages_lay_out_without_overlap_or_overflow(url: str) -> None:
             assert apart, (a, b)
     assert (alerts_over, changes_over, drift_over) == (0, 0, 0)  # each table fits a 1400 px window
     assert svg[0] <= msg[0] and msg[1] <= svg[1]
+
+
+@pytest.mark.chromium
+@pytest.mark.parametrize("width", [1400, 390])
+def test_every_page_fits_the_window_during_a_drift(url: str, width: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+        )
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            over, text = {}, {}
+            for name, path in EVERY:
+                page.goto(url + path, wait_until="load")
+                over[name] = page.evaluate(OVER)
+                text[name] = page.inner_text("body")
+                if name == "drift":
+                    label = page.eval_on_selector(
+                        "#drift td[data-l='statistic now']", "e => getComputedStyle(e, '::before').content"
+                    )
+        finally:
+            browser.close()
+    assert over == dict.fromkeys(over, 0), over  # no page is wider than the window
+    # The drift the showcase tells is on every screen that shows drift: the alert, the list, the detail.
+    for name in ("status", "alerts", "drift", "drift-detail"):
+        assert "in the 60s block to" in text[name] and "2 of the last 3 60s blocks" in text[name], name
+    # On a phone each figure of /drift is named (its column header is not shown there).
+    assert label == ('"statistic now: "' if width == 390 else "none"), label
