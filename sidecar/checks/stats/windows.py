@@ -151,10 +151,14 @@ class FeatureWindow:
         ok = np.isfinite(arr)
         b.total += int(arr.shape[0])
         b.missing += int(arr.shape[0] - int(ok.sum()))
-        good = arr[ok]
-        if good.shape[0]:
-            # One fold for the whole batch: a KLL update of an array equals its values' updates one by one.
-            b.values.frombytes(np.ascontiguousarray(good).tobytes())
+        good = np.ascontiguousarray(arr[ok])
+        # Folded at the same points as one by one (each time exact_cap values are held), so a bucket holds the
+        # same raw values and its sketch took the same runs of values, whichever way they came in.
+        start = 0
+        while start < good.shape[0]:
+            room = max(1, self.exact_cap - len(b.values))
+            b.values.frombytes(good[start : start + room].tobytes())
+            start += room
             if len(b.values) >= self.exact_cap:
                 self._fold(b)
 

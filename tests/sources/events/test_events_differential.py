@@ -27,7 +27,8 @@ from sidecar.service import Service
 from sidecar.store import Store
 
 NOW = 1_700_000_000.0
-GOLDEN = "43e04f9abc557e4ba934b537382656e6b57dbdb5a6b24b5c511c6f8c6c8ee975"  # recorded from the per-event path
+NO_BULK = False  # True to re-record GOLDEN with the bulk path off (batch_observe._plan answering None)
+GOLDEN = "f0b693aa5a08baa03ad0c238436eed251ffe3f2f545e659b8ed6d6b054954405"  # recorded from the per-event path
 
 
 def _config() -> dict[str, Any]:
@@ -167,11 +168,25 @@ def _state(svc: Service, now: float) -> dict[str, Any]:
     }
 
 
-def test_checks_state_after_fixed_seed_batches_is_unchanged(service: tuple[TestClient, Service, FakeClock]) -> None:
+def test_checks_state_after_fixed_seed_batches_is_unchanged(
+    service: tuple[TestClient, Service, FakeClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sidecar.checks.drift.check as drift_check
+
     client, svc, clock = service
+    bulk = [0, 0]  # events offered to the drift check's bulk path, events it handed back
+
+    def spy(reg: Any, refs: Any, spec_for: Any, items: Any, now: float, *rest_args: Any) -> Any:
+        rest = real(reg, refs, spec_for, items, now, *rest_args)
+        bulk[0] += len(items)
+        bulk[1] += len(rest)
+        return rest
+
+    real = drift_check.observe_batch
+    monkeypatch.setattr(drift_check, "observe_batch", spy)
     rnd = random.Random(31)
     sent = accepted = rejected = 0
-    for i in range(8):
+    for i in range(16):
         events = [_event(rnd, clock.now()) for _ in range(rnd.randint(150, 400))]
         if i % 2:
             body = b"\n".join(orjson.dumps(e) for e in events)
@@ -195,5 +210,7 @@ def test_checks_state_after_fixed_seed_batches_is_unchanged(service: tuple[TestC
     state = _state(svc, clock.now())
     assert any(p[1] >= p[2] for p in state["pinned"]) or state["refs"], "a pinned reference must have filled"
     assert any(b[5] for w in state["windows"] for b in w[1]), "some bucket must have folded into a sketch"
+    assert NO_BULK or bulk[0] - bulk[1] > accepted // 3, f"the bulk path took too little to test it: {bulk}"
+    assert bulk[1] > 300, f"one by one took too little to test it: {bulk}"
     digest = hashlib.sha256(orjson.dumps(state)).hexdigest()
-    assert digest == GOLDEN, orjson.dumps(state, option=orjson.OPT_INDENT_2).decode()[:4000]
+    assert digest == GOLDEN, digest + " " + orjson.dumps(state, option=orjson.OPT_INDENT_2).decode()[:4000]

@@ -1,0 +1,167 @@
+"""The drift check's observe of a whole batch, one column per feature, for the steady state.
+
+A model/version is in the steady state when it already holds a name slot, no pinned reference is still being
+collected for it, its reference is not rolling, and every feature of its events (and the score or class, when
+monitored) already has a kind and a current window. Then no slot, series, kind or reference can change, and
+its events in bulk give what they give one by one: each window takes the same values in the same order (numbers as one
+array per bucket, folded into the sketch at the same points), the same series are marked dirty and last
+seen, and the same counts move (``observed``, ``late``, type and category drops). The events of any other
+model/version are handed back, in batch order, and the caller takes them one by one
+(``DriftCheck._observe_one``), which is the one statement of the rules; this module only restates them in
+bulk, and ``tests/sources/events/test_events_differential.py`` holds the two to the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from prometheus_client import Counter
+
+from sidecar.checks.drift.config import DriftConfig, ReferenceConfig
+from sidecar.checks.drift.metrics import DriftMetrics
+from sidecar.checks.drift.refs import References
+from sidecar.checks.drift.registry import CLASS, SCORE, ModelKey, WindowRegistry
+from sidecar.checks.stats.windows import FeatureKind, FeatureWindow
+from sidecar.model import Event
+
+__all__ = ["observe_batch"]
+
+_ABSENT = object()  # the event has no such feature (not even null): no value, not even a missing one
+
+
+def _groups(items: Sequence[Event]) -> dict[ModelKey, list[Event]]:
+    first = items[0]
+    m, v = first.model, first.version
+    if all(e.model == m and e.version == v for e in items):
+        return {(m, v): list(items)}
+    out: dict[ModelKey, list[Event]] = {}
+    for e in items:
+        out.setdefault((e.model, e.version), []).append(e)
+    return out
+
+
+def _columns(reg: WindowRegistry, model: str, evs: list[Event], monitor_score: bool) -> dict[str, list[Any]] | None:
+    """Each feature's values over the events (``_ABSENT`` where an event lacks it), or None when not steady."""
+    feats = [e.features for e in evs]
+    keys0 = feats[0].keys()
+    names = list(keys0) if all(f.keys() == keys0 for f in feats) else list(set().union(*feats))
+    cols: dict[str, list[Any]] = {}
+    for name in names:
+        cols[name] = [f.get(name, _ABSENT) for f in feats]
+    if monitor_score:
+        for name, get in ((SCORE, lambda e: e.score), (CLASS, lambda e: e.prediction_class)):
+            col = [get(e) for e in evs]
+            if (model, name) in reg.kinds:
+                cols[name] = col
+            elif any(v is not None for v in col):
+                return None  # its first value would make a series
+    return cols
+
+
+def _plan(
+    reg: WindowRegistry, refs: References, spec: ReferenceConfig, mv: ModelKey, evs: list[Event], monitor_score: bool
+) -> list[tuple[str, FeatureKind, FeatureWindow, list[Any]]] | None:
+    """The series one model/version's events go to, or None when they are not in the steady state."""
+    model, version = mv
+    if mv not in reg.models or spec.mode == "rolling":
+        return None
+    if spec.mode == "pinned":
+        pin_ver = spec.pinned_version or version
+        if pin_ver == version and (model, pin_ver, "") not in refs.refs:
+            return None  # still collecting the reference
+    cols = _columns(reg, model, evs, monitor_score)
+    if cols is None:
+        return None
+    series = []
+    for name, col in cols.items():
+        kind = reg.kinds.get((model, name))
+        if kind is None:
+            if any(v is not _ABSENT and reg.kind(model, name, v) is not None for v in col):
+                return None  # a new series
+            continue  # no value tells the kind yet: skipped, as one by one
+        win = reg.windows.get((model, version, name))
+        if win is None:
+            return None
+        series.append((name, kind, win, col))
+    return series
+
+
+def observe_batch(
+    reg: WindowRegistry,
+    refs: References,
+    spec_for: Callable[[str], ReferenceConfig],
+    items: Sequence[Event],
+    now: float,
+    cfg: DriftConfig,
+    metrics: DriftMetrics,
+) -> Sequence[Event]:
+    """Takes the events of the model/versions in the steady state in bulk; returns the others, in batch order,
+    for the caller to take one by one. Those can make slots, series and references; the bulk ones cannot, so
+    taking them first changes nothing that one by one in batch order would give."""
+    if not items:
+        return items
+    groups = _groups(items)
+    rest: set[ModelKey] = set()
+    for mv, evs in groups.items():
+        series = _plan(reg, refs, spec_for(mv[0]), mv, evs, cfg.monitor_score)
+        if series is None:
+            rest.add(mv)
+        else:
+            _take(reg, mv, evs, series, now, metrics.c_observed, metrics.c_dropped)
+    if not rest:
+        return ()
+    if len(rest) == len(groups):
+        return items
+    return [e for e in items if (e.model, e.version) in rest]
+
+
+def _take(
+    reg: WindowRegistry,
+    mv: ModelKey,
+    evs: list[Event],
+    series: list[tuple[str, FeatureKind, FeatureWindow, list[Any]]],
+    now: float,
+    observed: Counter,
+    dropped: Counter,
+) -> None:
+    reg.admit_model(mv, now)
+    observed.inc(len(evs))
+    n = len(evs)
+    ts = np.minimum(np.fromiter((e.timestamp for e in evs), dtype=np.float64, count=n), now)
+    late = np.zeros(n, dtype=bool)
+    for name, kind, win, col in series:
+        key = (mv[0], mv[1], name)
+        present = np.fromiter((v is not _ABSENT for v in col), dtype=bool, count=n)
+        if not present.any():
+            continue
+        reg.window(key, kind, now)  # marks it seen
+        idx = np.floor_divide(ts, win.bucket_secs)
+        ok = idx > int(now // win.bucket_secs) - win.n_buckets
+        late |= present & ~ok
+        take = present & ok
+        if not take.any():
+            continue
+        reg.dirty.add(key)
+        if kind == "numeric" and all(type(v) is float for v in col):
+            _add_numbers(win, ts, idx, np.array(col, dtype=np.float64), take)
+        else:
+            for i in np.flatnonzero(take):
+                reg.add(win, kind, float(ts[i]), col[i], counted=True)
+    if (n_late := int(late.sum())) > 0:
+        dropped.labels("late").inc(n_late)
+
+
+def _add_numbers(win: FeatureWindow, ts: np.ndarray, idx: np.ndarray, values: np.ndarray, take: np.ndarray) -> None:
+    """Each bucket's values in event order (one array per bucket)."""
+    sel_idx = idx[take]
+    vals = values[take]
+    first = sel_idx[0]
+    if (sel_idx == first).all():
+        win.add_numbers(float(ts[take][0]), vals)
+        return
+    sel_ts = ts[take]
+    for u in dict.fromkeys(sel_idx.tolist()):
+        at = sel_idx == u
+        win.add_numbers(float(sel_ts[at][0]), vals[at])
