@@ -6,30 +6,32 @@ serves until interrupted). Upstreams (Triton, Alertmanager) are answered in-proc
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import uvicorn
 from prometheus_client import CollectorRegistry, Gauge
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_status_pages import AM, TRITON, Script, Upstreams, _f
+from test_status_pages import AM, TRITON, Upstreams
 from test_trace_views import MODEL, _ev
 
 from sidecar.app import create_app
+from sidecar.clock import FakeClock
 from sidecar.config import parse_config
 from sidecar.demo.tritonserver import free_port
-from sidecar.model import Batch, Change, Finding, GpuProcess, Span
+from sidecar.model import Batch, Change, Event, GpuProcess, Span
 from sidecar.processors.gpu_memory import GpuMemoryByModel
 from sidecar.records import from_span
 from sidecar.service import Service
 from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting
-from sidecar.wiring.pages import build as pages
+from sidecar.wiring.business import build as business
+from sidecar.wiring.pages import factories
 from sidecar.wiring.traces import build as traces
 from sidecar.wiring.triton import build as triton
 
@@ -37,6 +39,7 @@ MS = 1_000_000
 FAILED = "0af7651916cd43dd8448eb211c80319c"
 MAYBE = "1af7651916cd43dd8448eb211c80319c"
 PY_ERROR = "8af7651916cd43dd8448eb211c80319c"
+SLOW = "9af7651916cd43dd8448eb211c80319c"  # a 320 ms request, the one the p99 latency alert links
 # A Python backend's error as a client JSON-encoded it twice (line breaks as backslash + n), with its traceback.
 PY_MESSAGE = (
     "Failed to process the request(s) for model 'ctr_0_0', message: ValueError: clicks_7d is NaN\\n\\nAt:\\n"
@@ -108,29 +111,168 @@ def _trace(
     ]
 
 
+BUSINESS = {
+    # CTR of ctr v2 down (a click every 24 requests, then every 100 after the feature pipeline change).
+    "ctr_mean_down": {
+        "field": "fields.click",
+        "display_name": "CTR mean",
+        "model": "ctr",
+        "group_by": ["model", "version"],
+        "direction": "down",
+        "threshold": 0.03,
+        "window_secs": 300,
+        "for_secs": 60,
+        "severity": "high",
+    },
+    # p99 latency above 250 ms: holds from the third block, not yet the 10 minutes it needs (pending).
+    "latency_p99_high": {
+        "field": "fields.latency_ms",
+        "aggregate": "quantile",
+        "quantile": 0.99,
+        "display_name": "p99 latency (ms)",
+        "model": "ctr",
+        "group_by": ["model", "version"],
+        "threshold": 250,
+        "window_secs": 300,
+        "for_secs": 600,
+    },
+    # fraud v3's fraud rate above 2% in the second block, diluted below it by the fourth (resolved).
+    "fraud_rate_high": {
+        "field": "fields.fraud",
+        "display_name": "fraud rate",
+        "model": "fraud",
+        "group_by": ["model", "version"],
+        "threshold": 0.02,
+        "window_secs": 300,
+    },
+}
+
+
+BLOCKS = ((1000, 0.0), (400, 0.4), (400, 0.4), (400, 0.0))  # (events, clicks_7d shift) per 60 s block
+
+
+def _ctr_events(rng: np.random.Generator, block: int, n: int, shift: float, ts: float) -> list[Event]:
+    """ctr v2's events of one block: the features the drift check tests and the fields the business checks
+    aggregate. The first block is the pinned reference; the later ones drift in clicks_7d (not in the last)."""
+    clicks = rng.gamma(2.0, 3.0, n) * (1.0 + shift)
+    age, u = rng.normal(38, 11, n), rng.random(n)
+    slow = 0 if block < 2 else 30  # every 30th request 320 ms from the third block
+    out = []
+    for i, (c, a, uu) in enumerate(zip(clicks, age, u, strict=True)):
+        country = "br" if shift and uu < 0.2 else ("de" if uu < 0.6 else "fr")
+        click = 1.0 if i % (24 if block == 0 else 100) == 0 else 0.0
+        latency = 320.0 if slow and i % slow == 0 else 40.0 + 5.0 * float(np.sin(i))
+        out.append(
+            Event(
+                "ctr",
+                "2",
+                ts,
+                features={"clicks_7d": float(c), "age": float(a), "country": country},
+                fields={"click": click, "latency_ms": latency},
+                # The requests the alerts link: a failed one with no click (CTR), the slowest (p99 latency).
+                trace_id=FAILED if (block, i) == (1, 1) else SLOW if (block, i) == (2, slow) else None,
+            )
+        )
+    return out
+
+
+def _fraud_events(block: int, ts: float) -> list[Event]:
+    n, frauds = {1: (100, 5), 3: (400, 0)}.get(block, (0, 0))
+    return [Event("fraud", "3", ts, fields={"fraud": 1.0 if i < frauds else 0.0}) for i in range(n)]
+
+
 def build() -> Service:
+    """The sidecar during a drift, on a fake clock: a pinned reference of ctr v2, a feature pipeline change,
+    two drifting 60 s blocks and a quiet one, each evaluated at its end by the real drift and business checks."""
     cfg = parse_config(
         {
             "triton": {"enabled": True, "metrics_url": TRITON, "interval_secs": 2},
+            "checks": {
+                "eval_interval_secs": 3600,  # evaluated here, block by block
+                "drift": {
+                    "enabled": True,
+                    "method": "multiscale",
+                    "eval_threads": 1,
+                    "min_samples": 100,
+                    "reference": {"mode": "pinned", "pinned_events": 1000},
+                },
+                "business": {"enabled": True, "checks": BUSINESS},
+            },
             "alerting": {
                 "enabled": True,
                 "alertmanager": {"urls": [AM]},
+                # Records of the failed and slow requests (none sampled), for /audit and the waterfall's link.
                 "audit": {"requests": {"enabled": True, "sample_rate": 0.0, "slow_ms": 50}},
             },
             "traces": {"enabled": True, "slow_threshold_ms": 50},
-            # Records of the failed and slow requests (none sampled), for /audit and the waterfall's link.
         }
     )
-    script = Script()
+    t0 = time.time() - 900
+    t0 -= t0 % 1800  # a boundary of every drift scale (60, 300, 1800 s)
+    clock = FakeClock(t0)
+    drift_f, pages_f = factories()
     svc = Service(
         cfg,
+        clock=clock,
         store=Store(":memory:"),
         registry=CollectorRegistry(),
         http=httpx.AsyncClient(transport=httpx.MockTransport(Upstreams())),
-        factories=[alerting, triton, traces, pages, lambda ctx: [script]],
+        factories=[alerting, triton, traces, business, drift_f, pages_f],
     )
-    now = svc.clock.now()
-    t0 = int((now - 300) * 1e9)
+    end = t0 + 60 * len(BLOCKS) + 15  # the moment the pages show
+    _requests(svc, int((end - 300) * 1e9))
+    _gpus(svc)
+    changes = svc.component("changes")
+    changes.record(
+        Change(
+            what="ctr v2 loaded",
+            who="triton",
+            at=t0 - 3600,
+            model="ctr",
+            version="2",
+            link=None,
+            source="triton_repository",
+            id="",
+        )
+    )
+    changes.record(
+        Change(
+            what="fraud v3 loaded",
+            who="triton",
+            at=t0 - 1800,
+            model="fraud",
+            version="3",
+            link=None,
+            source="triton_repository",
+            id="",
+        )
+    )
+    rng = np.random.default_rng(3)
+    for block, (n, shift) in enumerate(BLOCKS):
+        clock.advance(t0 + 60 * block + 1 - clock.now())
+        evs = [*_ctr_events(rng, block, n, shift, clock.now()), *_fraud_events(block, clock.now())]
+        svc.bus.publish(Batch(kind="events", source="showcase", items=tuple(evs)))
+        if block == 0:
+            changes.record(
+                Change(
+                    what="feature pipeline v7 rolled out",
+                    who="ana",
+                    at=t0 + 30,
+                    model="ctr",
+                    version="2",
+                    link=None,
+                    source="api",
+                    id="",
+                )
+            )
+        clock.advance(t0 + 60 * (block + 1) - clock.now())
+        svc.evaluate_once(clock.now())
+    clock.advance(end - clock.now())
+    return svc
+
+
+def _requests(svc: Service, t0: int) -> None:
+    """Traces (failed, possibly failed, slow, a Python backend's error) and their per-request records."""
     hub = svc.component("traces")
 
     def ingest(spans: list[Span]) -> None:  # through the bus, as a span source does: the store and the records
@@ -141,25 +283,12 @@ def build() -> Service:
     for i in range(6):
         ingest(_trace(f"{i + 2:x}af7651916cd43dd8448eb211c80319c", t0 + (60 + i) * 10**9, 20 + 12 * i))
     ingest(_trace(PY_ERROR, t0 + 80 * 10**9, 30, model_error=PY_MESSAGE))
+    ingest(_trace(SLOW, t0 + 120 * 10**9, 320))
     svc.component("request_records").flush()  # written now, not after the join window
     hub.store.mark_failures("ctr", "2", t0 + 30 * 10**9, t0 + 62 * 10**9, 1)
-    lab = ["model", "version", "feature", "test"]
-    g = {n: Gauge(f"sidecar_drift_{n}", n, lab, registry=svc.registry) for n in ("drifting", "p_value", "effect_size")}
-    samples = Gauge("sidecar_drift_samples", "n", ["model", "version", "feature", "window"], registry=svc.registry)
-    missing = Gauge(
-        "sidecar_drift_missing_ratio", "m", ["model", "version", "feature", "window"], registry=svc.registry
-    )
-    for feat, on, p, eff in (
-        ("clicks_7d", 1, 2e-6, 0.31),
-        ("income", 1, 3e-4, 0.12),
-        ("age", 0, 0.41, 0.02),
-        ("country", 0, 0.77, 0.01),
-    ):
-        for n, v in (("drifting", on), ("p_value", p), ("effect_size", eff)):
-            g[n].labels("ctr", "2", feat, "ks" if feat != "country" else "chi2").set(v)
-        for w, n_, miss in (("current", 4000, 0.002), ("reference", 5000, 0.001)):
-            samples.labels("ctr", "2", feat, w).set(n_)
-            missing.labels("ctr", "2", feat, w).set(miss)
+
+
+def _gpus(svc: Service) -> None:
     gl = ["gpu", "uuid", "name"]
     for n, v in (
         ("up", 1),
@@ -176,63 +305,64 @@ def build() -> Service:
             for pid, m, v, mib in ((101, "ctr", "2", 1843), (102, "ctr", "1", 1790), (103, "fraud", "3", 612))
         ]
     )
-    changes = svc.component("changes")
-    changes.record(
-        Change(
-            what="feature pipeline v7 rolled out",
-            who="ana",
-            at=now - 900,
-            model="ctr",
-            version="2",
-            link=None,
-            source="api",
-            id="",
-        )
-    )
-    changes.record(
-        Change(
-            what="ctr v2 loaded",
-            who="triton",
-            at=now - 3600,
-            model="ctr",
-            version="2",
-            link=None,
-            source="triton_repository",
-            id="",
-        )
-    )
-    changes.record(Change(what="fraud v2 loaded", who="triton", at=now - 1800, model="fraud", version="2"))
 
-    def drift(feature: str, test: str, active: bool = True) -> Finding:
-        labels = {"model": "fraud", "version": "2", "feature": feature, "test": test}
-        return Finding(
-            check="drift", kind="drift", active=active, severity="warning", labels=labels, value=0.31, threshold=0.1
-        )
 
-    script.findings = [
-        _f("ctr_mean", True, trace=FAILED),
-        _f("latency_p99", True, for_secs=600),
-        _f("fraud_rate", True),
-        drift("amount", "ks"),
-        drift("merchant", "chi2"),
-    ]
-    svc.evaluate_once(now - 240)
-    script.findings = [
-        _f("ctr_mean", True, trace=FAILED),
-        _f("latency_p99", True, for_secs=600),
-        _f("fraud_rate", False),
-        drift("amount", "ks"),
-        drift("merchant", "chi2", active=False),
-    ]
-    svc.evaluate_once(now - 60)
-    return svc
+# (screenshot name, path, widths): the screenshots docs/pages.md shows; the 390 px ones are named "<name>-390".
+SHOTS = (
+    ("status", "/", (1400,)),
+    ("alerts", "/alerts", (1400,)),
+    ("changes", "/changes", (1400,)),
+    ("audit", "/audit", (1400,)),
+    ("audit", f"/audit?trace_id={FAILED}", (390,)),
+    ("traces", "/traces", (1400, 390)),
+    ("trace-failed", f"/traces/{FAILED}", (1400,)),
+    ("trace-possibly-failed", f"/traces/{MAYBE}", (1400,)),
+)
+# Every page, for looking at them all in one state (``--look DIR``).
+EVERY = (
+    ("status", "/"),
+    ("alerts", "/alerts"),
+    ("drift", "/drift"),
+    ("drift-detail", "/drift/ctr/2/clicks_7d"),
+    ("drift-detail-country", "/drift/ctr/2/country"),
+    ("changes", "/changes"),
+    ("audit", "/audit"),
+    ("traces", "/traces"),
+    ("waterfall", f"/traces/{FAILED}"),
+    ("runbooks", "/runbooks/"),
+    ("runbook", "/runbooks/FeatureDrifting.md"),
+    ("docs", "/docs"),
+)
+OVER = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
+
+def shoot(base: str, shots: list[tuple[str, str, int]], out: Path) -> dict[str, int]:
+    """Full-page screenshots in headless Chromium; returns how far each page is wider than its window."""
+    from playwright.sync_api import sync_playwright
+
+    over: dict[str, int] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+        )
+        try:
+            for name, path, width in shots:
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                page.goto(base + path, wait_until="networkidle")
+                over[f"{name} at {width} px"] = page.evaluate(OVER)
+                page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+                page.close()
+        finally:
+            browser.close()
+    return over
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shots", type=Path, help="write screenshots here and exit")
+    ap.add_argument("--shots", type=Path, help="write the screenshots of docs/pages.md here and exit")
+    ap.add_argument("--look", type=Path, help="write every page at 1400 and 390 px here and exit")
     args = ap.parse_args()
-    svc = build()  # the drift screenshots come from test_drift_in_chromium.py (a real drift check)
+    svc = build()
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
     th = threading.Thread(target=server.run, daemon=True)
@@ -241,37 +371,19 @@ def main() -> None:
         time.sleep(0.05)
     url = f"http://127.0.0.1:{port}"
     print(url, flush=True)
-    if args.shots is None:
+    if args.shots is None and args.look is None:
         th.join()
         return
-    args.shots.mkdir(parents=True, exist_ok=True)
     time.sleep(3)  # one Triton scrape and one Alertmanager try happen in the background
-    for name, path, size in (
-        ("status", "/", "1400,900"),
-        ("alerts", "/alerts", "1400,1000"),
-        ("traces", "/traces", "1400,700"),
-        ("changes", "/changes", "1400,500"),
-        ("audit", "/audit", "1400,1250"),
-        ("trace-failed", f"/traces/{FAILED}", "1400,1300"),
-        ("trace-possibly-failed", f"/traces/{MAYBE}", "1400,700"),
-        ("traces-390", "/traces", "390,1250"),
-        ("audit-390", f"/audit?trace_id={FAILED}", "390,700"),
-    ):
-        subprocess.run(
-            [
-                "chromium",
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--hide-scrollbars",
-                f"--screenshot={args.shots / (name + '.png')}",
-                f"--window-size={size}",
-                url + path,
-            ],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+    if args.shots is not None:
+        args.shots.mkdir(parents=True, exist_ok=True)
+        todo = [(n if w == 1400 else f"{n}-{w}", p, w) for n, p, ws in SHOTS for w in ws]
+        over = shoot(url, todo, args.shots)
+    else:
+        args.look.mkdir(parents=True, exist_ok=True)
+        over = shoot(url, [(f"{n}-{w}", p, w) for n, p in EVERY for w in (1400, 390)], args.look)
+    for name, px in over.items():
+        print(f"{name}: {px} px wider than the window")
     server.should_exit = True
     th.join(10)
 
