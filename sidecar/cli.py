@@ -141,7 +141,9 @@ def _cmd_rules(args: argparse.Namespace) -> int:
         from sidecar.fleet_rules import FleetRulesOptions, write
 
         try:
-            opts = FleetRulesOptions(window_secs=args.window_secs, features=args.features)
+            opts = FleetRulesOptions(
+                window_secs=args.window_secs, features=args.features, ks_effect_floor=args.ks_effect_floor
+            )
         except ValueError as exc:
             print(f"rules --fleet: {exc}", file=sys.stderr)
             return 2
@@ -190,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--out", default=None, help="--fleet: folder to write into (default: --dir)")
     ru.add_argument("--window-secs", type=float, default=1800.0, help="--fleet: span each look merges")
     ru.add_argument("--features", type=int, default=20, help="--fleet: features per model sharing the budget")
+    ru.add_argument("--ks-effect-floor", type=float, default=0.05, help="--fleet: smallest binned D that alerts")
     return p
 
 
