@@ -93,14 +93,7 @@ async def test_tritons_spans_of_a_probe_are_left_out(
     received = lambda: sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "json"})  # noqa: E731
     left_out = lambda: sample(reg, "sidecar_otlp_probe_spans_total")  # noqa: E731
     body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.1, 0.2, 0.3, 0.4]}]}
-    # A caller's request first: its spans arrive (and show how many spans Triton sends per request).
-    r0 = received()
-    assert httpx.post(f"{triton.http_url}/v2/models/ctr/versions/1/infer", json=body, timeout=30).status_code == 200
-    assert wait_for(lambda: received() > r0, 30)
-    assert wait_for(lambda: received() - r0 >= 3, 5)
-    per_request = received() - r0
     r1, p1 = received(), left_out()
-
     cfg = ProbesConfig.model_validate({"enabled": True, "models": {"ctr": PROBE}})
     client = TritonProbeClient(f"127.0.0.1:{triton.http_port}")
     probe = ModelProbe(cfg, client=client, registry=CollectorRegistry(), clock=SystemClock())
@@ -109,6 +102,10 @@ async def test_tritons_spans_of_a_probe_are_left_out(
             assert await probe.probe("ctr") == "ok"
     finally:
         await probe.shutdown()
-    # Every span of the probe's requests carries its trace id: all left out, none received.
-    assert wait_for(lambda: left_out() - p1 >= 3 * per_request, 30), (left_out() - p1, per_request)
+    # Triton sends three spans per request (InferRequest, the model's, compute), each with the probe's trace id:
+    # all left out, none received.
+    assert wait_for(lambda: left_out() - p1 >= 9, 30), left_out() - p1
     assert received() == r1
+    # A caller's request: its spans arrive.
+    assert httpx.post(f"{triton.http_url}/v2/models/ctr/versions/1/infer", json=body, timeout=30).status_code == 200
+    assert wait_for(lambda: received() - r1 >= 3, 30), received() - r1
