@@ -1,7 +1,7 @@
 """The probe against a real Triton 2.51 (CPU) that sends OpenTelemetry spans to a live sidecar: the probe's
 request passes over HTTP and over gRPC with the official ``tritonclient``, and Triton carries the probe's
 ``traceparent`` onto its spans, so the sidecar's OTLP receiver leaves them out (counted) while a caller's
-request's spans arrive."""
+request's spans arrive (the traceparent travels as an HTTP header or as gRPC metadata)."""
 
 from __future__ import annotations
 
@@ -86,16 +86,18 @@ async def test_the_probe_passes_over_each_protocol(triton: TritonServer, protoco
         await probe.shutdown()
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
 async def test_tritons_spans_of_a_probe_are_left_out(
-    sidecar: tuple[str, Any, CollectorRegistry], triton: TritonServer
+    sidecar: tuple[str, Any, CollectorRegistry], triton: TritonServer, protocol: str
 ) -> None:
     _, _, reg = sidecar
     received = lambda: sample(reg, "sidecar_otlp_spans_received_total", {"encoding": "json"})  # noqa: E731
     left_out = lambda: sample(reg, "sidecar_otlp_probe_spans_total")  # noqa: E731
     body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.1, 0.2, 0.3, 0.4]}]}
     r1, p1 = received(), left_out()
-    cfg = ProbesConfig.model_validate({"enabled": True, "models": {"ctr": PROBE}})
-    client = TritonProbeClient(f"127.0.0.1:{triton.http_port}")
+    cfg = ProbesConfig.model_validate({"enabled": True, "protocol": protocol, "models": {"ctr": PROBE}})
+    port = triton.http_port if protocol == "http" else triton.grpc_port
+    client = TritonProbeClient(f"127.0.0.1:{port}", protocol=protocol)  # type: ignore[arg-type]
     probe = ModelProbe(cfg, client=client, registry=CollectorRegistry(), clock=SystemClock())
     try:
         for _ in range(3):
