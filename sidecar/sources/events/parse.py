@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sidecar.errors import EventError
-from sidecar.model import Event
+from sidecar.model import Event, FeatureValue
 from sidecar.sources.events.config import EventsConfig
-from sidecar.timerange import check_unix_seconds
+from sidecar.timerange import check_unix_seconds, renderable
 
-__all__ = ["EventError", "Rejection", "parse_event", "parse_events"]
+__all__ = ["EventError", "Rejection", "parse_event", "parse_events", "plain_event"]
 
 _KNOWN = {
     "model",
@@ -178,6 +178,147 @@ def parse_event(doc: object, field: str, cfg: EventsConfig, now: float) -> Event
     )
 
 
+# ---- the common shape, without a per-field call ----------------------------------------------------------
+# ``plain_event`` restates the rules above for documents of the usual shape (a dict; numbers as floats or ints,
+# strings, nulls; a numeric or absent time) and only ever accepts: whatever it is not sure of, it hands to
+# ``parse_event`` (None), which says what is wrong. tests/sources/events/test_events_properties.py holds it to
+# give what ``parse_event`` gives on every generated document it accepts.
+
+_STR_NONE = {str, type(None)}
+
+
+def _plain_names(d: dict[Any, Any], cfg: EventsConfig) -> bool:
+    if not d:
+        return True
+    return set(map(type, d)) == {str} and min(map(len, d)) > 0 and max(map(len, d)) <= cfg.max_name_length
+
+
+def _plain_numbers(d: dict[Any, Any]) -> dict[str, float] | None:
+    """A copy with every value a finite float, or None (not all finite numbers, or not only floats and ints)."""
+    vals = d.values()
+    types = set(map(type, vals))
+    if types == {float} or not types:
+        return dict(d) if math.isfinite(sum(vals)) else None  # a NaN or an inf makes the sum one too
+    if not types <= {float, int}:
+        return None
+    try:
+        out = {k: float(v) for k, v in d.items()}
+    except OverflowError:
+        return None
+    return out if math.isfinite(sum(out.values())) else None
+
+
+def _plain_features(d: dict[Any, Any], cfg: EventsConfig) -> dict[str, FeatureValue] | None:
+    if len(d) > cfg.max_features_per_event or not _plain_names(d, cfg):
+        return None
+    nums = _plain_numbers(d)
+    if nums is not None:
+        return nums  # type: ignore[return-value]
+    out: dict[str, FeatureValue] = {}
+    limit = cfg.max_string_length
+    for k, v in d.items():
+        t = type(v)
+        if t is float or t is int:
+            try:
+                f = float(v)
+            except OverflowError:
+                return None
+            if not math.isfinite(f):
+                return None
+            out[k] = f
+        elif t is str:
+            if len(v) > limit:
+                return None
+            out[k] = v
+        elif v is None:
+            out[k] = None
+        else:
+            return None
+    return out
+
+
+def _plain_number(v: object) -> float | None:
+    if type(v) is float:
+        return v if math.isfinite(v) else None
+    if type(v) is int and -(2**53) <= v <= 2**53:
+        return float(v)
+    return None
+
+
+def plain_event(doc: object, cfg: EventsConfig, now: float) -> Event | None:
+    """The event ``parse_event`` would give for a document of the usual shape; None for any other document
+    (which may still be valid: ``parse_event`` decides)."""
+    if type(doc) is not dict or not doc.keys() <= _KNOWN:
+        return None
+    get = doc.get
+    model = get("model")
+    if type(model) is not str or not 0 < len(model) <= cfg.max_name_length:
+        return None
+    ver = get("version")
+    if ver is None:
+        version = cfg.default_version
+    elif type(ver) is str and 0 < len(ver) <= cfg.max_name_length:
+        version = ver
+    else:
+        return None
+    raw_ts = get("timestamp")
+    if raw_ts is None:
+        ts = now
+    elif (t := _plain_number(raw_ts)) is not None and now - cfg.max_age_secs <= t <= now + cfg.max_future_skew_secs:
+        if not renderable(t):
+            return None
+        ts = t
+    else:
+        return None
+    features: dict[str, FeatureValue] = {}
+    if "features" in doc:
+        fr = doc["features"]
+        if type(fr) is not dict or (feats := _plain_features(fr, cfg)) is None:
+            return None
+        features = feats
+    score = get("score")
+    if score is not None and (score := _plain_number(score)) is None:
+        return None
+    limit = cfg.max_string_length
+    strs = (get("prediction_class"), get("request_id"), get("user_id"))
+    if not set(map(type, strs)) <= _STR_NONE or any(v is not None and len(v) > limit for v in strs):
+        return None
+    label = get("label")
+    if label is not None:
+        if type(label) is str:
+            if len(label) > limit:
+                return None
+        elif (label := _plain_number(label)) is None:
+            return None
+    trace_id = get("trace_id")
+    if trace_id is not None:
+        if type(trace_id) is not str or len(trace_id) != 32 or len(trace_id) > limit:
+            return None
+        if not set(trace_id := trace_id.lower()) <= _HEX:
+            return None
+    fields: dict[str, float] = {}
+    if "fields" in doc:
+        fr = doc["fields"]
+        if type(fr) is not dict or len(fr) > cfg.max_features_per_event or not _plain_names(fr, cfg):
+            return None
+        if (nums := _plain_numbers(fr)) is None:
+            return None
+        fields = nums
+    return Event(
+        model=model,
+        version=version,
+        timestamp=ts,
+        features=features,
+        score=score,
+        prediction_class=strs[0],
+        label=label,
+        trace_id=trace_id,
+        request_id=strs[1],
+        user_id=strs[2],
+        fields=fields,
+    )
+
+
 def parse_events(
     docs: list[Any], cfg: EventsConfig, now: float, prefix: str = "events"
 ) -> tuple[list[Event], list[Rejection]]:
@@ -185,6 +326,9 @@ def parse_events(
     ok: list[Event] = []
     bad: list[Rejection] = []
     for i, doc in enumerate(docs):
+        if (ev := plain_event(doc, cfg, now)) is not None:
+            ok.append(ev)
+            continue
         try:
             ok.append(parse_event(doc, f"{prefix}[{i}]", cfg, now))
         except EventError as exc:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.events.http import EventsEndpoint
-from sidecar.sources.events.parse import parse_events
+from sidecar.sources.events.parse import EventError, parse_event, parse_events, plain_event
 from sidecar.timerange import renderable
 
 NOW = 1_700_000_000.0
@@ -137,3 +137,59 @@ def test_decoding_any_body_refuses_only_with_a_message(body: bytes, mtype: str) 
         return
     assert isinstance(docs, list)
     parse_events(docs, CFG, NOW)  # and whatever decoded goes through the parser without raising
+
+
+# Documents of the usual shape, where the common-shape path takes most of them and must give what the field by
+# field path gives; near the edges of every bound (names, strings, times, trace ids, big integers, NaN).
+_edge_numbers = (
+    st.floats(allow_nan=True, allow_infinity=True)
+    | st.integers(min_value=-(2**64), max_value=2**64)
+    | st.sampled_from([2**53, 2**53 + 1, -(2**53), 1e308, -1e308])
+)
+usual_shape = st.fixed_dictionaries(
+    {"model": st.text(min_size=0, max_size=130)},
+    optional={
+        "version": st.text(max_size=130) | st.integers() | st.none(),
+        "timestamp": times | st.none() | st.sampled_from([NOW + 300, NOW - 30 * 86400, int(NOW)]),
+        "features": st.dictionaries(
+            st.text(max_size=130), _edge_numbers | st.text(max_size=258) | st.none() | st.booleans(), max_size=6
+        ),
+        "score": _edge_numbers | st.none() | st.booleans(),
+        "label": _edge_numbers | st.text(max_size=258) | st.none(),
+        "prediction_class": st.text(max_size=258) | st.none() | st.integers(),
+        "request_id": st.text(max_size=258) | st.none(),
+        "user_id": st.text(max_size=258) | st.none(),
+        "trace_id": st.text(alphabet="0123456789abcdefABCDEFİg", min_size=30, max_size=34) | st.none(),
+        "fields": st.dictionaries(st.text(max_size=130), _edge_numbers, max_size=4),
+    },
+)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(usual_shape | event_like, st.sampled_from([CFG, EventsConfig(max_string_length=20, max_name_length=5)]))
+def test_the_common_shape_path_gives_what_the_field_by_field_path_gives(doc: dict[str, Any], cfg: EventsConfig) -> None:
+    fast = plain_event(doc, cfg, NOW)
+    try:
+        slow = parse_event(doc, "events[0]", cfg, NOW)
+    except EventError:
+        assert fast is None  # a refusal is always said by the field by field path
+        return
+    assert fast is None or fast == slow
+
+
+def test_the_common_shape_path_takes_the_usual_event() -> None:
+    doc = {
+        "model": "ctr",
+        "version": "2",
+        "timestamp": NOW - 5,
+        "features": {"x": 1.5, "n": 3, "c": "de", "m": None},
+        "score": 0.25,
+        "label": 1,
+        "trace_id": "AB" * 16,
+        "request_id": "r1",
+        "fields": {"clicked": 1},
+    }
+    fast = plain_event(doc, CFG, NOW)
+    assert fast is not None and fast == parse_event(doc, "events[0]", CFG, NOW)
+    assert fast.trace_id == "ab" * 16 and fast.features == {"x": 1.5, "n": 3.0, "c": "de", "m": None}
+    assert plain_event({"model": "ctr", "timestamp": "2023-11-14T22:00:00Z"}, CFG, NOW) is None  # a string time
