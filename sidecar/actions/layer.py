@@ -129,14 +129,15 @@ class ActionLayer(Polled):
 
     # -- deciding nothing: mapping findings to planned steps --------------------------------------------------
     def on_findings(self, findings: Sequence[Finding], now: float) -> None:
+        probed = {f.labels.get("model", "") for f in findings if f.kind == "probe" and not f.insufficient_data}
+        failing = {f.labels.get("model", "") for f in findings if f.kind == "probe" and f.active}
         with self._lock:
+            for model in probed - failing:  # every probed version passes: the next failure starts the ladder again
+                self._step.pop(model, None)
             for f in findings:
-                model = f.labels.get("model", "")
-                mcfg = self.cfg.models.get(model)
+                mcfg = self.cfg.models.get(f.labels.get("model", ""))
                 if mcfg is None:
                     continue
-                if f.kind == "probe" and not f.active and not f.insufficient_data:
-                    self._step.pop(model, None)  # the probe passes: the next failure starts the ladder again
                 trig = trigger_of(f, mcfg)
                 if trig is not None:
                     self._consider(trig, mcfg, now)

@@ -4,6 +4,7 @@ fallback), the canary revert and its hold, and every outcome reported as a findi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -332,3 +333,20 @@ async def test_the_layer_calls_the_webhook_with_each_record(clock: FakeClock, re
     assert url == "http://hooks.example/a"
     assert body["action"] == "reload" and body["outcome"] == "done" and body["gpu"] == "no GPU"
     assert body["plan"] == "POST /v2/repository/models/ctr/load"
+
+
+async def test_a_passing_version_does_not_restart_the_ladder_of_a_failing_one(
+    clock: FakeClock, registry: CollectorRegistry
+) -> None:
+    control = FakeControl()
+    layer, _ = _layer(clock, registry, control, dry_run=False, cooldown_secs=10)
+    ok_v1 = replace(
+        _probe_finding(clock, active=False), labels={"alertname": "ModelProbeFailing", "model": "ctr", "version": "1"}
+    )
+    layer.on_findings([_probe_finding(clock), ok_v1], clock.now())
+    await layer.ticker.tick()  # type: ignore[attr-defined]
+    clock.advance(20)
+    ok_v1 = replace(ok_v1, evaluated_at=clock.now())
+    layer.on_findings([_probe_finding(clock), ok_v1], clock.now())
+    await layer.ticker.tick()  # type: ignore[attr-defined]
+    assert control.loads == [("ctr", None), ("ctr_fallback", None)]  # reload, then the next step: fallback
