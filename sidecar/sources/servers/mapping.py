@@ -16,10 +16,12 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import groupby
+from operator import itemgetter
 from types import MappingProxyType
-from typing import Any
 
 from sidecar.promtext import Exposition
+from sidecar.sources.servers.labels import Chunk, Limits, SeriesLabels, resolve_buckets
 from sidecar.sources.servers.profile import ALL, REQUESTS, Profile, Rule
 from sidecar.sources.servers.schema import (
     Counter,
@@ -38,13 +40,6 @@ _UNIT = re.compile(r"^# UNIT ([a-zA-Z_:][a-zA-Z0-9_:]*) ([^\s]+)[ \t]*$", re.MUL
 _COUNTERS = frozenset(Counter)
 _GAUGES = frozenset(Gauge)
 _DISTS = frozenset(DistName)
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_models: int = 500
-    max_labels: int = 16  # labels on one sample
-    max_label_value_len: int = 256
 
 
 def parse_units(text: str) -> dict[str, str]:
@@ -84,124 +79,69 @@ class _Acc:
     __slots__ = ("buckets", "counters", "dcount", "den", "dsum", "gauges", "num", "requests")
 
     def __init__(self) -> None:
-        self.requests: dict[str, float] = defaultdict(float)
-        self.counters: dict[str, float] = defaultdict(float)
+        # Plain dicts (frozen without a copy): a defaultdict behind a read-only proxy would still grow on a read.
+        self.requests: dict[str, float] = {}
+        self.counters: dict[str, float] = {}
         self.gauges: dict[str, float] = {}
-        self.dsum: dict[str, float] = defaultdict(float)
-        self.dcount: dict[str, float] = defaultdict(float)
-        self.buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
-        self.num: dict[str, float] = defaultdict(float)
-        self.den: dict[str, float] = defaultdict(float)
+        self.dsum: dict[str, float] = {}
+        self.dcount: dict[str, float] = {}
+        self.buckets: dict[str, dict[float, float]] = {}  # made per distribution when its buckets come
+        self.num: dict[str, float] = {}
+        self.den: dict[str, float] = {}
 
     def freeze(self) -> ModelServing:
         dists: dict[str, Dist] = {}
-        for name in self.dsum.keys() & self.dcount.keys():
-            b = self.buckets.get(name)
-            dists[name] = Dist(self.dsum[name], self.dcount[name], tuple(sorted(b.items())) if b else ())
-        for name in self.num.keys() & self.den.keys():
-            if self.den[name] > 0:
-                self.gauges[name] = self.num[name] / self.den[name]
-        requests = dict(self.requests)
-        total = requests.pop(ALL, None)
-        if total is not None:  # a count of every finished request beside a failure count (Ray Serve)
+        if self.dsum:
+            for name in self.dsum.keys() & self.dcount.keys():
+                b = self.buckets.get(name)
+                dists[name] = Dist(self.dsum[name], self.dcount[name], tuple(sorted(b.items())) if b else ())
+        if self.num:
+            for name in self.num.keys() & self.den.keys():
+                if self.den[name] > 0:
+                    self.gauges[name] = self.num[name] / self.den[name]
+        requests = self.requests
+        if ALL in requests:  # a count of every finished request beside a failure count (Ray Serve)
+            total = requests.pop(ALL)
             rest = sum(requests.get(o, 0.0) for o in ("failure", "aborted", "other"))
             requests["success"] = requests.get("success", 0.0) + max(total - rest, 0.0)
         return ModelServing(
-            requests=MappingProxyType(requests),
-            counters=MappingProxyType(dict(self.counters)),
-            gauges=MappingProxyType(dict(self.gauges)),
-            dists=MappingProxyType(dists),
+            requests=MappingProxyType(requests) if requests else _EMPTY,
+            counters=MappingProxyType(self.counters) if self.counters else _EMPTY,
+            gauges=MappingProxyType(self.gauges) if self.gauges else _EMPTY,
+            dists=MappingProxyType(dists) if dists else _EMPTY_DISTS,
         )
 
 
-_MISSING: Any = object()
-Row = tuple[str, dict[str, str], float, float]  # (part, labels without le, value, le or nan)
-_LE = re.compile(r'(^|,)[ \t]*le[ \t]*=[ \t]*"([^"\\]*)"[ \t]*(,|$)')
+_EMPTY: Mapping[str, float] = MappingProxyType({})
+_EMPTY_DISTS: Mapping[str, Dist] = MappingProxyType({})
 
 
-class _Labels:
-    """Label strings parsed once per scrape and checked against the limits. A bucket's ``le`` is split off before
-    parsing, so the hundreds of bucket lines of one series share one parse (``le`` values are cached too)."""
-
-    def __init__(self, expo: Exposition, limits: Limits) -> None:
-        self._parse = expo.labels
-        self._limits = limits
-        self.seen: dict[str, dict[str, str] | str] = {}  # raw -> labels, or the problem
-        self._les: dict[str, float] = {}
-        self.buckets_seen: dict[str, tuple[dict[str, str] | str, float]] = {}
-
-    def get(self, raw: str) -> dict[str, str] | str:
-        got = self.seen.get(raw)
-        if got is None:
-            got = self.seen[raw] = self._resolve(raw)
-        return got
-
-    def _resolve(self, raw: str) -> dict[str, str] | str:
-        if not raw:
-            return {}
-        try:
-            labels = self._parse(raw)
-        except ValueError:
-            return "a malformed label set"
-        lim = self._limits
-        if len(raw) > lim.max_label_value_len or raw.count("=") > lim.max_labels:  # else within limits for sure
-            if len(labels) > lim.max_labels:
-                return f"{len(labels)} labels (limit {lim.max_labels})"
-            longest = max((len(v) for v in labels.values()), default=0)
-            if longest > lim.max_label_value_len:
-                return f"a label value of {longest} characters (limit {lim.max_label_value_len})"
-        return labels
-
-    def bucket(self, raw: str) -> tuple[dict[str, str] | str, float]:
-        got = self.buckets_seen.get(raw)
-        if got is None:
-            got = self.buckets_seen[raw] = self._split(raw)
-        return got
-
-    def _split(self, raw: str) -> tuple[dict[str, str] | str, float]:
-        i = raw.find('le="')
-        j = raw.find('"', i + 4) if i >= 0 else -1
-        if i >= 0 and j >= 0 and (i == 0 or raw[i - 1] == ",") and "\\" not in raw[i:j]:
-            le_s = raw[i + 4 : j]
-            base = raw[: i - 1] + raw[j + 1 :] if i else raw[j + 2 :] if raw[j + 1 : j + 2] == "," else raw[j + 1 :]
-        else:  # spaces around "=", or le not where a label starts: the exact (slower) way
-            m = _LE.search(raw)
-            if m is None:
-                return "a bucket without le", math.nan
-            le_s = m.group(2)
-            base = raw[: m.start()] + ("," if m.group(1) and m.group(3) else "") + raw[m.end() :]
-        le = self._les.get(le_s)
-        if le is None:
-            try:
-                le = float(le_s)
-            except ValueError:
-                le = math.nan
-            self._les[le_s] = le
-        if math.isnan(le):
-            return "a bucket without a numeric le", le
-        return self.get(base), le
+@dataclass(slots=True)
+class _Resolved:
+    chunks: list[Chunk]
+    buckets: list[tuple[dict[str, str], float, float]]  # bucket lines: (labels without le, le, count)
+    others: dict[str, dict[str, str]]  # any other raw label string -> labels
 
 
-def _resolve(
-    rule: Rule, got: list[tuple[str, str, float]], labels: _Labels
-) -> tuple[tuple[str, str] | None, list[Row]]:
-    values = [v for _p, _r, v in got]
+def _resolve(rule: Rule, chunks: list[Chunk], labels: SeriesLabels) -> tuple[tuple[str, str] | None, _Resolved | None]:
+    """Check a family's values and each distinct label string once; nothing is folded before all passed."""
+    values = [v for _p, run in chunks for _n, _r, v in run]
     if not all(map(math.isfinite, values)):
         bad = next(v for v in values if not math.isfinite(v))
-        return ("non_finite", f"{rule.family} has a {bad} sample"), []
+        return ("non_finite", f"{rule.family} has a {bad} sample"), None
     if rule.type != "gauge" and min(values) < 0:
-        return ("negative", f"{rule.family} has a negative count ({min(values):g})"), []
-    out: list[Row] = []
-    add, nan = out.append, math.nan
-    seen_bucket, seen = labels.buckets_seen.get, labels.seen.get  # the hot path: a dict hit per row
-    for part, raw, v in got:
+        return ("negative", f"{rule.family} has a negative count ({min(values):g})"), None
+    out = _Resolved(chunks, [], {})
+    for part, run in chunks:
         if part == "bucket":
-            lab, le = seen_bucket(raw) or labels.bucket(raw)
-        else:
-            lab, le = seen(raw) or labels.get(raw), nan
-        if lab.__class__ is str:
-            return ("labels", f"{rule.family} has {lab}"), []
-        add((part, lab, v, le))  # type: ignore[arg-type]
+            problem = resolve_buckets(run, labels, out.buckets)
+            if problem is not None:
+                return ("labels", f"{rule.family} has {problem}"), None
+    for raw in {r for p, run in chunks if p != "bucket" for _n, r, _v in run}:
+        got = labels.get(raw)
+        if isinstance(got, str):
+            return ("labels", f"{rule.family} has {got}"), None
+        out.others[raw] = got
     return None, out
 
 
@@ -216,12 +156,14 @@ def map_exposition(
 ) -> ServingSnapshot:
     """Map ``expo`` (parsed with ``eager_labels=False`` or not) onto the schema with ``profile``."""
     index = _index(profile)
-    rows: dict[Rule, list[tuple[str, str, float]]] = defaultdict(list)
-    for name, raw, value in expo.samples:
+    rows: dict[Rule, list[Chunk]] = defaultdict(list)
+    # Samples of one name come in runs (a series' buckets, then its sum and count): one look-up per run.
+    for name, run in groupby(expo.samples, key=itemgetter(0)):
         hits = index.get(name)
         if hits is not None:
+            samples = list(run)
             for rule, part in hits:
-                rows[rule].append((part, raw, value))
+                rows[rule].append((part, samples))
     # A renamed family exposed under both names (a release that keeps the old one hidden-but-on) is read once,
     # from the new name, never summed.
     for old, new in profile.renames:
@@ -230,23 +172,26 @@ def map_exposition(
                 del rows[r]
     refused: list[Refusal] = []
     bad: set[str] = set()
-    resolved: dict[Rule, list[Row]] = {}
-    labels = _Labels(expo, limits)
-    for rule, got in rows.items():
+    resolved: dict[Rule, _Resolved] = {}
+    labels = SeriesLabels(expo, limits)
+    for rule, chunks in rows.items():
         problem = _declared_problem(rule, expo.types, units or {})
         if problem is None:
-            problem, resolved[rule] = _resolve(rule, got, labels)
+            problem, got = _resolve(rule, chunks, labels)
+            if got is not None:
+                resolved[rule] = got
         if problem is not None:
             refused.append(Refusal(rule.family, *problem))
             bad.add(rule.family)
     accs: dict[ModelKey, _Acc] = {}
     over: set[ModelKey] = set()
     present: set[str] = set()
-    for rule, got2 in resolved.items():
+    by_labels: dict[int, _Acc | None] = {}  # the label dicts live in ``labels`` until the end, so ids are stable
+    for rule, res in resolved.items():
         if rule.family in bad:
             continue
         present.add(rule.family)
-        _fold(rule, got2, profile, accs, over, limits.max_models)
+        _fold(rule, res, profile, accs, over, limits.max_models, by_labels)
     return ServingSnapshot(
         server=server,
         profile=profile.name,
@@ -278,55 +223,78 @@ def _http_outcome(code: str) -> str:
 
 def _fold(
     rule: Rule,
-    got: list[Row],
+    res: _Resolved,
     profile: Profile,
     accs: dict[ModelKey, _Acc],
     over: set[ModelKey],
     max_models: int,
+    by_labels: dict[int, _Acc | None],
 ) -> None:
     ml, vl, default = profile.model_label, profile.version_label, profile.default_model
     target, where, skip, scale = rule.target, rule.where, rule.skip, rule.scale
-    keys: dict[int, _Acc | None] = {}  # id(labels) -> its model's builder: bucket rows of a series share labels
 
     def acc_of(labels: dict[str, str]) -> _Acc | None:
+        if where and any(labels.get(k) != want for k, want in where):
+            return None
+        if skip and any(labels.get(k) == no for k, no in skip):
+            return None
+        if id(labels) in by_labels:  # label sets are shared objects across families
+            return by_labels[id(labels)]
         key = (labels.get(ml, "") if ml else default, labels.get(vl, "") if vl else "")
         acc = accs.get(key)
         if acc is None:
             if len(accs) >= max_models:
                 over.add(key)
+                by_labels[id(labels)] = None
                 return None
             acc = accs[key] = _Acc()
+        by_labels[id(labels)] = acc
         return acc
 
-    for part, labels, v, le in got:
-        if where and any(labels.get(k) != want for k, want in where):
-            continue
-        if skip and any(labels.get(k) == no for k, no in skip):
-            continue
-        acc = keys.get(id(labels), _MISSING)
-        if acc is _MISSING:
-            acc = keys[id(labels)] = acc_of(labels)
-        if acc is None:
-            continue
+    # Bucket lines of one series share one labels object: its model's buckets are looked up once per series.
+    last: dict[str, str] | None = None
+    dest: dict[float, float] | None = None
+    for lab, le, v in res.buckets:
+        if lab is not last:
+            last = lab
+            acc = acc_of(lab)
+            dest = None
+            if acc is not None:
+                dest = acc.buckets.get(target)
+                if dest is None:
+                    dest = acc.buckets[target] = defaultdict(float)
+        if dest is not None:
+            dest[le * scale] += v
+    owners = {raw: acc_of(labels) for raw, labels in res.others.items()}
+    for part, run in res.chunks:
         if part == "bucket":
-            acc.buckets[target][le * scale] += v
-        elif target == REQUESTS:
-            if rule.http_status_label:
-                outcome = _http_outcome(labels.get(rule.http_status_label, ""))
-            elif rule.outcome_label:
-                outcome = rule.outcomes.get(labels.get(rule.outcome_label, ""), rule.outcome or "other")
-            else:
-                outcome = rule.outcome or "other"
-            acc.requests[outcome] += v
-        elif target in _COUNTERS:
-            if rule.type == "counter" or part == rule.part:  # a histogram's _sum, when it counts tokens
-                acc.counters[target] += v
-        elif part == "value" and rule.part in ("num", "den"):
-            (acc.num if rule.part == "num" else acc.den)[target] += v
-        elif target in _GAUGES:
-            old = acc.gauges.get(target)
-            acc.gauges[target] = v if old is None else (old + v if rule.gauge_agg == "sum" else max(old, v))
-        elif part == "sum" or (part == "value" and rule.part == "sum"):
-            acc.dsum[target] += v * scale
-        elif part == "count" or (part == "value" and rule.part == "count"):
-            acc.dcount[target] += v
+            continue
+        for _n, raw, v in run:
+            acc = owners[raw]
+            if acc is not None:
+                _add(rule, part, res.others[raw], v, acc)
+
+
+def _add(rule: Rule, part: str, labels: dict[str, str], v: float, acc: _Acc) -> None:
+    target = rule.target
+    if target == REQUESTS:
+        if rule.http_status_label:
+            outcome = _http_outcome(labels.get(rule.http_status_label, ""))
+        elif rule.outcome_label:
+            outcome = rule.outcomes.get(labels.get(rule.outcome_label, ""), rule.outcome or "other")
+        else:
+            outcome = rule.outcome or "other"
+        acc.requests[outcome] = acc.requests.get(outcome, 0.0) + v
+    elif target in _COUNTERS:
+        if rule.type == "counter" or part == rule.part:  # a histogram's _sum, when it counts tokens
+            acc.counters[target] = acc.counters.get(target, 0.0) + v
+    elif part == "value" and rule.part in ("num", "den"):
+        side = acc.num if rule.part == "num" else acc.den
+        side[target] = side.get(target, 0.0) + v
+    elif target in _GAUGES:
+        old = acc.gauges.get(target)
+        acc.gauges[target] = v if old is None else (old + v if rule.gauge_agg == "sum" else max(old, v))
+    elif part == "sum" or (part == "value" and rule.part == "sum"):
+        acc.dsum[target] = acc.dsum.get(target, 0.0) + v * rule.scale
+    elif part == "count" or (part == "value" and rule.part == "count"):
+        acc.dcount[target] = acc.dcount.get(target, 0.0) + v

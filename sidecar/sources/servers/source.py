@@ -20,7 +20,7 @@ from sidecar.component import Readiness
 from sidecar.errors import ParseError, ScrapeError
 from sidecar.model import Finding
 from sidecar.polled import Polled, TickerFactory
-from sidecar.promtext import parse_exposition
+from sidecar.promtext import Exposition, parse_exposition
 from sidecar.scrape import fetch_exposition
 from sidecar.sources.servers.config import ServingTargetConfig
 from sidecar.sources.servers.derive import ServingDeriver
@@ -35,6 +35,11 @@ from sidecar.sources.servers.telemetry import ServerTelemetry
 __all__ = ["ServerSource"]
 
 _LABEL_CACHE_MAX = 50_000
+
+
+def _matches_nothing(snap: ServingSnapshot) -> bool:
+    """No family of the profile present (a refused one is present: the profile is right, the data bad)."""
+    return not snap.families and not snap.refused
 
 
 class ServerSource(Polled):
@@ -69,6 +74,7 @@ class ServerSource(Polled):
         self.deriver = ServingDeriver(max_models=config.max_models)
         self.guard = FamilyGuard(config.name, check=self.name)
         self.profile: Profile | None = PROFILES[config.profile] if config.profile != "auto" else None
+        self._detected: Profile | None = None
         self.last: ServingSnapshot | None = None
         self._label_cache: dict[str, dict[str, str]] = {}
         self._last_error = "no scrape yet"
@@ -100,19 +106,25 @@ class ServerSource(Polled):
             return self._failed("too_many_series", f"{len(expo.samples)} samples, over max_series")
         self.t.up.labels(server).set(1)
         self.t.scrapes.labels(server, "success").inc()
-        profile = self.profile
-        if profile is None:
-            profile = detect(family_names((n for n, _l, _v in expo.samples), expo.types))
-        elif not (profile.families & family_names((n for n, _l, _v in expo.samples), expo.types)):
-            profile = None
-        if profile is None:
+        units = parse_units(text)
+        # A pinned profile, or the one detected before: detection runs again only when it maps nothing.
+        profile = self.profile or self._detected
+        snap = self._map(expo, profile, units) if profile is not None else None
+        if self.config.profile == "auto" and (snap is None or _matches_nothing(snap)):
+            found = detect(family_names((n for n, _l, _v in expo.samples), expo.types))
+            if found is not None and found is not profile:
+                profile, snap = found, self._map(expo, found, units)
+            self._detected = found
+        if profile is None or snap is None or _matches_nothing(snap):
             return self._no_match(len(expo.types) or len(expo.samples))
-        snap = map_exposition(
-            expo, profile, server=server, taken_at=self.clock.monotonic(), limits=self.limits, units=parse_units(text)
-        )
         self._read(snap, profile)
         self.t.duration.labels(server).set(self.clock.monotonic() - t0)
         return True
+
+    def _map(self, expo: Exposition, profile: Profile, units: dict[str, str]) -> ServingSnapshot:
+        return map_exposition(
+            expo, profile, server=self.config.name, taken_at=self.clock.monotonic(), limits=self.limits, units=units
+        )
 
     def _read(self, snap: ServingSnapshot, profile: Profile) -> None:
         server = self.config.name

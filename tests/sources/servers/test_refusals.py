@@ -76,3 +76,17 @@ def test_labels_parsed_on_demand_refuse_only_the_family_that_holds_a_malformed_s
     snap = map_exposition(expo, PROFILES["vllm"], server="s", taken_at=0.0)
     assert [(r.family, r.reason) for r in snap.refused] == [("vllm:num_requests_running", "labels")]
     assert snap.models[("m", "")].gauges[Gauge.WAITING] == 2
+
+
+def test_bucket_lines_that_differ_in_more_than_le_keep_their_own_labels() -> None:
+    fam = "vllm:time_to_first_token_seconds"
+    rows = []
+    for model in ("m1", "m2"):  # one run of bucket lines holding two series, le before and after other labels
+        for le in ("0.1", "+Inf"):
+            rows.append(f'{fam}_bucket{{le="{le}",model_name="{model}"}} {1 if model == "m1" else 2}\n')
+    text = "".join(rows) + "".join(
+        f'{fam}_sum{{model_name="{m}"}} 1\n{fam}_count{{model_name="{m}"}} {n}\n' for m, n in (("m1", 1), ("m2", 2))
+    )
+    snap = _map(text)
+    assert snap.models[("m1", "")].dists[DistName.TIME_TO_FIRST_TOKEN].buckets[-1][1] == 1
+    assert snap.models[("m2", "")].dists[DistName.TIME_TO_FIRST_TOKEN].buckets[-1][1] == 2
