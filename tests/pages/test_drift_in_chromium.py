@@ -42,6 +42,7 @@ SHOTS = (
     ("drift", "/drift", "1400,520"),
     ("drift-numeric", "/drift/ctr/2/clicks_7d", "1400,900"),
     ("drift-categorical", "/drift/ctr/2/country", "1400,760"),
+    ("drift-390", "/drift", "390,2000"),
 )
 
 
