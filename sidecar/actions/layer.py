@@ -18,7 +18,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter
@@ -28,10 +28,10 @@ from sidecar.actions.api import actions_router
 from sidecar.actions.config import ActionsConfig, ModelActionsConfig
 from sidecar.actions.control import ActionError, ModelControl, Webhook, nvml_snapshot
 from sidecar.actions.plan import Plan, Trigger, plan_id, plan_text, trigger_of
+from sidecar.actions.report import ALERTNAMES, ActionRecord, findings_of
 from sidecar.alerting.render.action import words
 from sidecar.clock import Clock
 from sidecar.component import Bus, Role
-from sidecar.facts_actions import ActionFacts
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch, Change, Finding
 from sidecar.polled import Polled, TickerFactory
@@ -39,8 +39,6 @@ from sidecar.store import Store
 
 __all__ = ["ALERTNAMES", "ActionLayer", "ActionRecord"]
 
-ALERTNAMES = {"planned": "ActionPlanned", "done": "ActionTaken", "failed": "ActionFailed", "refused": "ActionFailed"}
-_SEVERITY = {"planned": "info", "done": "warning", "failed": "warning", "refused": "warning"}
 _PACING = ("cooldown", "no_new_evidence")
 _NS = "actions"
 _WHY = {
@@ -50,22 +48,6 @@ _WHY = {
     "exhausted": "no step left for this trigger",
     "queue_full": "too many actions queued",
 }
-
-
-@dataclass(frozen=True)
-class ActionRecord:
-    id: str
-    model: str
-    action: str
-    outcome: str  # planned | done | failed | refused
-    plan: str
-    trigger: str
-    evidence: str
-    evidence_at: float
-    at: float
-    error: str = ""
-    target_version: str | None = None
-    gpu: str = ""
 
 
 class ActionLayer(Polled):
@@ -295,40 +277,7 @@ class ActionLayer(Polled):
 
     # -- reporting ----------------------------------------------------------------------------------------------
     def evaluate(self, now: float) -> Sequence[Finding]:
-        out = []
-        for r in list(self.records):
-            age = now - r.at
-            if age > 2 * self.cfg.alert_secs:
-                continue
-            facts = ActionFacts(
-                action=r.action,
-                outcome=r.outcome,
-                plan=r.plan,
-                trigger=r.trigger,
-                evidence=r.evidence,
-                evidence_at=r.evidence_at,
-                at=r.at,
-                action_id=r.id,
-                runbook=f"{ALERTNAMES[r.outcome]}.md",
-                error=r.error,
-                target_version=r.target_version,
-                gpu=r.gpu,
-            )
-            labels = {"alertname": ALERTNAMES[r.outcome], "model": r.model, "action": r.action, "action_id": r.id}
-            out.append(
-                Finding(
-                    check=self.name,
-                    kind="action",
-                    labels=labels,
-                    active=age < self.cfg.alert_secs,
-                    value=1.0,
-                    severity=_SEVERITY[r.outcome],
-                    evaluated_at=now,
-                    for_secs=0.0,
-                    facts=facts,
-                )
-            )
-        return out
+        return findings_of(list(self.records), now, self.cfg.alert_secs, check=self.name)
 
     # -- operators ----------------------------------------------------------------------------------------------
     def pause(self, paused: bool) -> None:
