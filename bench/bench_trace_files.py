@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
-from trace_files_before import AssemblerBefore, records_before, replicated, templates_of  # noqa: E402
+from trace_files_before import AssemblerBefore, records_before, replicated, scan_before, templates_of  # noqa: E402
 
 import sidecar.sources.trace_files.source as source_mod  # noqa: E402
 from sidecar.clock import FakeClock  # noqa: E402
@@ -69,6 +69,7 @@ def run(folder: Path, data: bytes, mono_s: float, *, before: bool, hub: bool) ->
         patches = [
             mock.patch.object(source_mod, "span_records", records_before),
             mock.patch.object(source_mod, "Assembler", AssemblerBefore),
+            mock.patch.object(source_mod, "scan", scan_before),
         ]
     for p in patches:
         p.start()

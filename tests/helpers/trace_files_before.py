@@ -13,9 +13,10 @@ import orjson
 
 from sidecar.model import Span, SpanEvent
 from sidecar.records import Record, from_span
+from sidecar.sources.trace_files.records import Scan, scan
 from sidecar.sources.trace_files.requests import MAX_STAMP_NAME, MAX_STAMPS, MAX_TENSORS, Assembler, Request, _id
 
-__all__ = ["AssemblerBefore", "records_before", "replicated", "spans_before", "templates_of"]
+__all__ = ["AssemblerBefore", "records_before", "replicated", "scan_before", "spans_before", "templates_of"]
 
 _REQ_EVENTS = (
     "HTTP_RECV_START",
@@ -84,6 +85,11 @@ def spans_before(reqs: list[Request], offset_ns: int, path: str) -> list[Span]:
 def records_before(reqs: list[Request], offset_ns: int, path: str) -> list[Record]:
     """What the source published before: ``from_span`` of each frozen ``Span``."""
     return [from_span(s) for s in spans_before(reqs, offset_ns, path)]
+
+
+def scan_before(buf: bytes, at_start: bool = True, lean: bool = False) -> Scan:
+    """The reader's decoding as it was: every record decoded to dicts by orjson (``lean`` off)."""
+    return scan(buf, at_start=at_start)
 
 
 class AssemblerBefore(Assembler):

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
-from trace_files_before import AssemblerBefore, records_before, replicated, templates_of
+from trace_files_before import AssemblerBefore, records_before, replicated, scan_before, templates_of
 from traces_helpers import DATA
 
 import sidecar.sources.trace_files.source as source_mod
@@ -49,6 +49,7 @@ def _run(tmp: Path, files: list[bytes], before: bool, max_read_bytes: int, monke
         if before:
             m.setattr(source_mod, "span_records", records_before)
             m.setattr(source_mod, "Assembler", AssemblerBefore)
+            m.setattr(source_mod, "scan", scan_before)
         reg = CollectorRegistry()
         clock = _Clock()
         hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=clock)
@@ -172,3 +173,52 @@ def test_assembler_folds_records_as_before(records):
     assert b == a
     assert new.refused == old.refused
     assert [type(k) for k in b] == [type(k) for k in a]
+
+
+_TEXT_RECORDS = st.sampled_from(
+    [
+        b'{"id":1,"timestamps":[{"name":"REQUEST_START","ns":5}]}',
+        b'{"id":2,"timestamps":[{"name":"REQUEST_END","ns":9223372036854775807}]}',
+        b'{"id":3,"timestamps":[{"name":"QUEUE_START","ns":9223372036854775808}]}',  # past int64: refused
+        b'{"id":9999999999999999999,"timestamps":[{"name":"X","ns":1}]}',  # past int64: refused
+        b'{"id":01,"timestamps":[{"name":"X","ns":1}]}',  # not JSON
+        b'{"id":1,"timestamps":[{"name":"REQUEST_START","ns":-5}]}',
+        b'{"id": 1, "timestamps": [{"name": "COMPUTE_START", "ns": 7}]}',
+        b'{"id":1,"timestamps":[{"name":"A","ns":1},{"name":"B","ns":2}]}',
+        b'{"id":1,"model_name":"ctr","model_version":1,"request_id":"r"}',
+        b'{"id":1,"x":{"id":4,"timestamps":[{"name":"Y","ns":1}]}}',  # one inside another record
+        b'{"id":1,"x":[{"id":4,"timestamps":[{"name":"Y","ns":1}]}]}',
+        b'{"id":1,"s":"{\\"id\\":4,\\"timestamps\\":[]}"}',
+        b'{"id":1,"timestamps":[{"name":"' + b"N" * 65 + b'","ns":1}]}',
+        b"[1]",
+        b"NaN",
+        b'{"id":1,"timestamps":[{"name":"REQUEST_END","ns":3}',  # cut short
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXT_RECORDS, max_size=12), st.sampled_from([b",", b", ", b"", b",,"]), st.booleans())
+def test_lean_scan_folds_to_the_same_requests(parts, sep, closed):
+    """Reading with the one-timestamp records taken from the text (``lean``) gives the same requests, refusals,
+    offsets and counts as decoding every record, whatever else the text holds."""
+    from sidecar.sources.trace_files.records import scan
+    from sidecar.sources.trace_files.requests import Assembler, Request
+
+    buf = b"[" + sep.join(parts) + (b"]\n" if closed else b"")
+    old, new = scan(buf), scan(buf, lean=True)
+    assert (new.consumed, new.closed, new.held, new.damaged, new.not_objects) == (
+        old.consumed,
+        old.closed,
+        old.held,
+        old.damaged,
+        old.not_objects,
+    )
+    a_asm, b_asm = AssemblerBefore(100, 256), Assembler(100, 256)
+    a: dict[int, Request] = {}
+    b: dict[int, Request] = {}
+    a_asm.add(old.records, a)
+    b_asm.add(new.records, b)
+    assert b == a
+    assert list(b) == list(a)
+    assert b_asm.refused == a_asm.refused

@@ -40,7 +40,7 @@ _NEAR_END = 32
 
 @dataclass
 class Scan:
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Any] = field(default_factory=list)  # dicts; with ``lean``, also (id, name, ns) tuples
     consumed: int = 0  # bytes of the input taken, up to the end of the last complete record or separator
     closed: bool = False  # the last thing consumed was the array's closing ``]``
     held: int = 0  # bytes after ``consumed`` that look like a record still being written
@@ -54,7 +54,53 @@ def _incomplete(err: Exception, text: str, pos: int) -> bool:
     return False  # an int too long to convert, nesting too deep: more bytes will not make it a record
 
 
-def _fast(buf: bytes, at_start: bool) -> Scan | None:
+# Triton's commonest record, as it writes it (compact, one timestamp): taken without building its dicts. JSON
+# ints have no leading zeros; 19 digits stay below 2**64, where orjson still reads an int (the range checks are
+# the assembler's). A ``{"`` cannot start inside a JSON string, so a match starts a value: a top-level record
+# unless it sits inside another value, and then the text around it does not parse and the read goes the
+# ordinary way.
+_TS_RECORD = re.compile(
+    rb'\{"id":(0|[1-9][0-9]{0,18}),"timestamps":\[\{"name":"([A-Za-z_]{1,64})","ns":(0|[1-9][0-9]{0,18})\}\]\}'
+)
+_SEPARATORS = frozenset((b"", b","))
+_NAMES: dict[bytes, str] = {}  # bytes -> str of timestamp names (bounded: at most _MAX_NAMES)
+_MAX_NAMES = 256
+
+
+def _name(b: bytes) -> str:
+    s = _NAMES.get(b)
+    if s is None:
+        s = b.decode("ascii")
+        if len(_NAMES) < _MAX_NAMES:
+            _NAMES[b] = s
+    return s
+
+
+def _gap(gap: bytes, out: list[Any]) -> bool:
+    g = gap.strip(b" \t\r\n,")
+    if g:
+        try:
+            out += orjson.loads(b"[" + g + b"]")
+        except orjson.JSONDecodeError:
+            return False
+    return True
+
+
+def _lean(body: bytes) -> list[Any] | None:
+    """The values of a run of complete records (``body``, without the brackets), with each one-timestamp record
+    as a ``(trace id, name, ns)`` tuple (``Assembler.add`` takes both forms); None when it does not parse."""
+    parts = _TS_RECORD.split(body)  # [text before, id, name, ns, text between, id, name, ns, ..., text after]
+    out: list[Any] = []
+    append = out.append
+    for i in range(0, len(parts) - 1, 4):
+        gap = parts[i]
+        if gap not in _SEPARATORS and not _gap(gap, out):
+            return None
+        append((int(parts[i + 1]), _name(parts[i + 2]), int(parts[i + 3])))
+    return out if _gap(parts[-1], out) else None
+
+
+def _fast(buf: bytes, at_start: bool, lean: bool = False) -> Scan | None:
     """The common cases with one orjson call: a closed array, or whole records up to the last ``}``.
 
     ``[`` + a prefix ending at a ``}`` + ``]`` parses only if the prefix is a run of complete values (a prefix
@@ -70,13 +116,15 @@ def _fast(buf: bytes, at_start: bool) -> Scan | None:
     end = len(body) - 1 if closed else buf.rfind(b"}") + 1
     if end <= start:
         return None
-    try:
-        doc = orjson.loads(b"[" + buf[start:end] + b"]")
-    except orjson.JSONDecodeError:
-        return None
+    doc = _lean(buf[start:end]) if lean else None
+    if doc is None:
+        try:
+            doc = orjson.loads(b"[" + buf[start:end] + b"]")
+        except orjson.JSONDecodeError:
+            return None
     out = Scan(consumed=len(buf) if closed else end, closed=closed)
     for rec in doc:
-        if isinstance(rec, dict):
+        if type(rec) is tuple or isinstance(rec, dict):
             out.records.append(rec)
         else:
             out.not_objects += 1
@@ -92,11 +140,12 @@ def _fast(buf: bytes, at_start: bool) -> Scan | None:
     return out
 
 
-def scan(buf: bytes, at_start: bool = True, fast: bool = True) -> Scan:
+def scan(buf: bytes, at_start: bool = True, fast: bool = True, lean: bool = False) -> Scan:
     """The complete records in ``buf``, read from a record boundary of a trace file (``at_start``: from its
-    first byte, where the array's ``[`` opens it; anywhere else a ``[`` begins a value)."""
+    first byte, where the array's ``[`` opens it; anywhere else a ``[`` begins a value). ``lean``: records of
+    one timestamp may come as ``(trace id, name, ns)`` tuples (the source's reads; ``Assembler.add``)."""
     if fast:
-        got = _fast(buf, at_start)
+        got = _fast(buf, at_start, lean)
         if got is not None:
             return got
     # surrogateescape keeps every byte, even invalid UTF-8 or a character cut at the end of the read, so the

@@ -103,7 +103,7 @@ class Assembler:
             return None
         return s
 
-    def add(self, records: Iterable[dict[str, Any]], into: dict[int, Request]) -> None:
+    def add(self, records: Iterable[Any], into: dict[int, Request]) -> None:
         """Fold ``records`` into ``into`` (pulling requests pending from earlier reads).
 
         Written for speed (it runs for every record, about 13 a request): the checks of ``_id`` inlined, and
@@ -111,15 +111,32 @@ class Assembler:
         """
         pending = self.pending
         for r in records:
+            if type(r) is tuple:  # (trace id, name, ns) of a one-timestamp record (``scan(lean=True)``)
+                tid, name, ns = r
+                if tid > MAX_NS:
+                    self._refuse("bad_id")
+                    continue
+                req = into.get(tid)
+                if req is None:
+                    req = pending.pop(tid, None) or Request(tid)
+                    into[tid] = req
+                have = req.stamps
+                if ns > MAX_NS:
+                    self._refuse("bad_timestamp")
+                elif name in have or len(have) < MAX_STAMPS:
+                    have[name] = ns
+                else:
+                    self._refuse("too_many_timestamps")
+                continue
             tid = r.get("id")
             # (an int subclass that is not a bool is still an id)
             if (type(tid) is not int or not 0 <= tid <= MAX_NS) and _id(tid) is None:
                 self._refuse("bad_id")
                 continue
-            req = into.get(tid)  # type: ignore[arg-type]
+            req = into.get(tid)
             if req is None:
-                req = pending.pop(tid, None) or Request(tid)  # type: ignore[arg-type]
-                into[tid] = req  # type: ignore[index]
+                req = pending.pop(tid, None) or Request(tid)
+                into[tid] = req
             stamps = r.get("timestamps")
             if stamps is not None:
                 if type(stamps) is list and len(stamps) == 1 and type(ts := stamps[0]) is dict:

@@ -235,7 +235,7 @@ class TraceFileSource(Polled):
         except OSError:
             self.m.errors.labels("read").inc()
             return 0
-        sc = scan(buf, at_start=mark.offset == 0)
+        sc = scan(buf, at_start=mark.offset == 0, lean=True)
         mark.held = sc.held
         if sc.damaged:
             self.m.errors.labels("damaged").inc(sc.damaged)
