@@ -121,17 +121,23 @@ class BusinessChecks:
         now = self.clock.now()
         with self._lock:
             for chk in self.checks.values():
+                # Counted once per batch and reason: the same totals as one increment per event.
+                reasons: dict[str, int] = {}
+                model = chk.cfg.model
                 for ev in batch.items:
-                    if isinstance(ev, Event):
-                        reason = self._observe_one(chk, ev, now)
-                        if reason:
-                            self._dropped.labels(chk.name, reason).inc()
+                    if model is not None and ev.model != model:
+                        continue
+                    reason = self._observe_one(chk, ev, now)
+                    reasons[reason] = reasons.get(reason, 0) + 1
+                if taken := reasons.pop("", 0):
+                    self._observed.labels(chk.name).inc(taken)
+                for reason, n in reasons.items():
+                    self._dropped.labels(chk.name, reason).inc(n)
 
     def _observe_one(self, chk: CheckState, ev: Event, now: float) -> str:
-        """Takes one event into its series; returns the reason it was dropped, or "" when it was taken."""
+        """Takes one event of the check's model into its series; returns the reason it was dropped, or ""
+        when it was taken."""
         cfg = chk.cfg
-        if cfg.model is not None and ev.model != cfg.model:
-            return ""
         value = extract(ev, chk.head, chk.key)
         if value is None:
             return "missing_field"
@@ -154,7 +160,6 @@ class BusinessChecks:
                 return "series_limit"
             s = chk.series[key] = Series(labels=key)
         chk.add(s, ev, value, den)
-        self._observed.labels(chk.name).inc()
         return ""
 
     # -- evaluate --------------------------------------------------------------------------------------------

@@ -115,9 +115,14 @@ class CheckState:
     def add(self, s: Series, ev: Event, value: float, den: float) -> None:
         cfg = self.cfg
         ts = ev.timestamp
-        b = s.cur.setdefault(ts - ts % cfg.bucket_secs, Bucket())
+        at = ts - ts % cfg.bucket_secs
+        if (b := s.cur.get(at)) is None:
+            b = s.cur[at] = Bucket()
         b.add(value, den, self.quantile)
         if ev.trace_id:
             b.offer_trace(value, ev.trace_id, cfg.direction == "down")
         if cfg.baseline_secs is not None:
-            s.base.setdefault(ts - ts % cfg.baseline_bucket_secs, Bucket()).add(value, den, self.quantile)
+            at = ts - ts % cfg.baseline_bucket_secs
+            if (base := s.base.get(at)) is None:
+                base = s.base[at] = Bucket()
+            base.add(value, den, self.quantile)
