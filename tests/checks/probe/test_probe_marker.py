@@ -81,3 +81,33 @@ def test_a_probe_trace_is_not_published_and_is_counted(tmp_path: Path) -> None:
     assert len(taken.items) == len(spans) - n_probe > 0
     assert all(rec[0].hex() != probe_trace for rec in taken.items)
     assert registry.get_sample_value("sidecar_otlp_probe_spans_total") == n_probe
+
+
+def test_probe_requests_in_a_triton_tensors_trace_file_are_not_events(tmp_path: Path) -> None:
+    from drift_testutil import DATA as DRIFT_DATA
+    from drift_testutil import make_ctx
+    from tracefile_helpers import tensor_source
+
+    from sidecar.clock import FakeClock
+    from sidecar.sources.events.metrics import EventsMetrics
+
+    text = (DRIFT_DATA / "trace-file-tensors.json").read_text()
+    assert text.count('"request_id":"req-1"') == 1
+    (tmp_path / "trace.json.0").write_text(text.replace('"request_id":"req-1"', '"request_id":"sidecar-probe-ctr-1"'))
+    clock = FakeClock()
+    ctx = make_ctx(
+        tmp_path / "state.sqlite",
+        clock,
+        {"events": {"triton_trace": {"enabled": True, "path": str(tmp_path / "trace.json"), "models": {"ctr": {}}}}},
+    )
+    got: list[Any] = []
+    ctx.bus.subscribe("events", "t", lambda b: got.extend(b.items))
+    source = tensor_source(
+        ctx.config.events.triton_trace, ctx.bus, ctx.registry, clock, ctx.store, EventsMetrics(ctx.registry)
+    )
+    source.poll_once()
+    assert len(got) == 8  # 5 requests x batch of 2, less the probe's 2
+    assert {e.request_id for e in got} == {"req-2", "req-3", "req-4", "req-5"}
+    rejected = {"source": "triton_trace", "reason": "probe"}
+    assert ctx.registry.get_sample_value("sidecar_events_rejected_total", rejected) == 2
+    ctx.store.close()
