@@ -1,7 +1,8 @@
 """Fleet drift on real engines: eight `sidecar run` processes on loopback ports each take a disjoint share of
 one event stream; a real Prometheus 2.42 scrapes them and evaluates the generated fleet rules; it remote-writes
-to a real VictoriaMetrics where vmalert evaluates the same rule file; both notify a real Alertmanager. The
-merged n equals the events sent, and D and PSI equal one process binning the union, to 1e-9, on both engines.
+through vmagent to a real VictoriaMetrics where vmalert evaluates the same rule file; both notify a real
+Alertmanager. The merged n equals the events sent, and D and PSI equal one process binning the union, to 1e-9,
+on both engines.
 """
 
 from __future__ import annotations
@@ -122,8 +123,8 @@ class _Procs:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("fleet-live")
-    prometheus, vm, vmalert, am = (
-        _need(b) for b in ("prometheus", "victoria-metrics", "vmalert", "prometheus-alertmanager")
+    prometheus, vm, vmagent, vmalert, am = (
+        _need(b) for b in ("prometheus", "victoria-metrics", "vmagent", "vmalert", "prometheus-alertmanager")
     )
     rng = np.random.default_rng(5)
     ref = tmp / "reference.csv"
@@ -133,7 +134,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     rules = write(tmp / "rules", FleetRulesOptions(interval_secs=1, for_secs=1))
     ports = [free_port() for _ in range(SIDECARS)]
     procs = _Procs(tmp)
-    prom_port, vm_port, vmalert_port, am_port = (free_port() for _ in range(4))
+    prom_port, vm_port, vmagent_port, vmalert_port, am_port = (free_port() for _ in range(5))
     try:
         for i, p in enumerate(ports):
             (tmp / f"sidecar{i}.yaml").write_text(json.dumps(_sidecar_cfg(p, tmp, i, ref)))  # JSON is YAML
@@ -161,6 +162,16 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                 "-search.disableCache",
             ],
         )
+        # Prometheus -> vmagent -> VictoriaMetrics: vmagent takes Prometheus' remote write and forwards it.
+        procs.start(
+            "vmagent",
+            [
+                vmagent,
+                f"-httpListenAddr=127.0.0.1:{vmagent_port}",
+                f"-remoteWrite.url=http://127.0.0.1:{vm_port}/api/v1/write",
+                f"-remoteWrite.tmpDataPath={tmp / 'vmagent'}",
+            ],
+        )
         cfg = {
             "global": {
                 "scrape_interval": "1s",
@@ -172,7 +183,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             # The raw series only: vmalert computes the fleet's own recording rules on VictoriaMetrics.
             "remote_write": [
                 {
-                    "url": f"http://127.0.0.1:{vm_port}/api/v1/write",
+                    "url": f"http://127.0.0.1:{vmagent_port}/api/v1/write",
                     "write_relabel_configs": [{"source_labels": ["__name__"], "regex": ".*:.*", "action": "drop"}],
                 }
             ],
