@@ -26,6 +26,7 @@ __all__ = ["ALL_VERSIONS", "KLL_K", "Bucket", "CheckState", "Series", "extract"]
 
 KLL_K = 200
 ALL_VERSIONS = "all"
+_MODEL, _MODEL_VERSION = ["model"], ["model", "version"]
 
 
 @dataclass
@@ -103,7 +104,12 @@ class CheckState:
         self.horizon = cfg.window_secs + (cfg.baseline_secs or 0.0)
 
     def series_key(self, ev: Event) -> tuple[str, ...]:
-        return tuple(ev.model if g == "model" else ev.version for g in self.cfg.group_by)
+        g = self.cfg.group_by
+        if g == _MODEL:  # the default, and the other common one, without a generator per event
+            return (ev.model,)
+        if g == _MODEL_VERSION:
+            return (ev.model, ev.version)
+        return tuple(ev.model if x == "model" else ev.version for x in g)
 
     def model_version(self, s: Series) -> tuple[str, str]:
         """The (model, version) labels of a series: version ``all`` unless the check groups by version."""

@@ -46,10 +46,13 @@ def _columns(reg: WindowRegistry, model: str, evs: list[Event], monitor_score: b
     """Each feature's values over the events (``_ABSENT`` where an event lacks it), or None when not steady."""
     feats = [e.features for e in evs]
     keys0 = feats[0].keys()
-    names = list(keys0) if all(f.keys() == keys0 for f in feats) else list(set().union(*feats))
     cols: dict[str, list[Any]] = {}
-    for name in names:
-        cols[name] = [f.get(name, _ABSENT) for f in feats]
+    if all(f.keys() == keys0 for f in feats):
+        for name in keys0:
+            cols[name] = [f[name] for f in feats]
+    else:
+        for name in set().union(*feats):
+            cols[name] = [f.get(name, _ABSENT) for f in feats]
     if monitor_score:
         for name, get in ((SCORE, lambda e: e.score), (CLASS, lambda e: e.prediction_class)):
             col = [get(e) for e in evs]
@@ -133,9 +136,13 @@ def _take(
     late = np.zeros(n, dtype=bool)
     for name, kind, win, col in series:
         key = (mv[0], mv[1], name)
-        present = np.fromiter((v is not _ABSENT for v in col), dtype=bool, count=n)
-        if not present.any():
-            continue
+        types = set(map(type, col))
+        if object in types:  # some events lack the feature (``_ABSENT`` is the one plain object)
+            present = np.fromiter((v is not _ABSENT for v in col), dtype=bool, count=n)
+            if not present.any():
+                continue
+        else:
+            present = np.ones(n, dtype=bool)
         reg.window(key, kind, now)  # marks it seen
         idx = np.floor_divide(ts, win.bucket_secs)
         ok = idx > int(now // win.bucket_secs) - win.n_buckets
@@ -144,7 +151,7 @@ def _take(
         if not take.any():
             continue
         reg.dirty.add(key)
-        if kind == "numeric" and all(type(v) is float for v in col):
+        if kind == "numeric" and types == {float}:
             _add_numbers(win, ts, idx, np.array(col, dtype=np.float64), take)
         else:
             for i in np.flatnonzero(take):
