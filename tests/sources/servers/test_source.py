@@ -155,3 +155,14 @@ async def test_a_server_without_a_failure_count_has_no_error_ratio_rather_than_z
     lab = {"server": "llm", "model": "resnet18", "version": "default"}
     assert _v(reg, "sidecar_serving_requests_per_second", **lab, outcome="other") == pytest.approx(2.0)
     assert _v(reg, "sidecar_serving_error_ratio", **lab) is None
+
+
+async def test_an_auto_source_detects_again_when_its_profile_maps_nothing(fixture_text: Callable[[str], str]) -> None:
+    reg, clock, target = CollectorRegistry(), FakeClock(), Target(fixture_text("vllm-current.prom"))
+    src = _source(target, reg, clock)
+    assert await src.scrape_once() and src.last is not None and src.last.profile == "vllm"
+    clock.advance(10)
+    target.text = fixture_text("sglang.prom")  # another server now answers at that URL
+    assert await src.scrape_once() and src.last.profile == "sglang"
+    assert _v(reg, "sidecar_server_profile_info", server="llm", profile="sglang") == 1
+    assert _v(reg, "sidecar_server_profile_info", server="llm", profile="vllm") is None
