@@ -126,6 +126,10 @@ class DriftBlock:
     q: float | None
     level: float
     drifted: bool
+    # A chi-square look's own degrees of freedom and new categories, so a block reads the same words later.
+    dof: int | None = None
+    unseen: str | None = None
+    unseen_ratio: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from onestory import DriftStory, Screens, alert_rows, page, row_with, when
+from onestory import T0, DriftStory, Screens, Sidecar, alert_rows, page, row_with, when
 from pagetree import Node
 from scipy.stats import false_discovery_control, ks_2samp
 
@@ -199,3 +199,36 @@ def test_a_change_reads_at_the_same_time_on_status_changes_and_the_alert_that_ci
         assert "FeatureDrifting" in changes_row.find(cls="cited").text()
     finally:
         story.close()
+
+
+def test_a_categorical_alert_reads_the_same_from_firing_to_now(tmp_path: Path) -> None:
+    """country gains a new category in two blocks, then a quiet one: the words the alert fired with (its
+    evidence's chi-square, degrees of freedom and new categories) are the words it reads later, everywhere."""
+    ref = {"mode": "pinned", "pinned_events": 1000}
+    drift = {"enabled": True, "method": "multiscale", "eval_threads": 1, "min_samples": 100, "reference": ref}
+    side = Sidecar(tmp_path, {"checks": {"drift": drift}})
+    try:
+        for block, (n, new) in enumerate(((1000, 0), (400, 5), (400, 5), (400, 0))):
+            side.clock.advance(T0 + 60 * block + 1 - side.clock.now())
+            side.post(
+                [
+                    {
+                        "model": "ctr",
+                        "version": "2",
+                        "timestamp": side.clock.now(),
+                        "features": {"country": "br" if new and i % new == 0 else ("de" if i % 3 else "fr")},
+                    }
+                    for i in range(n)
+                ]
+            )
+            side.evaluate_at(T0 + 60 * (block + 1))
+        s = side.screens()
+        alert = _drift_alert(s, "country")
+        summary = alert["annotations"]["summary"]
+        rows = side.client.get("/v1/audit", params={"limit": 100}).json()["events"]
+        fired = [e["annotations"]["summary"] for e in rows if e["kind"] == "alert_fired"]
+        assert fired == [summary]  # the words it fired with are the words it reads now
+        assert "new categories br" in summary  # the evidence's own new category, though the latest look has none
+        assert summary in row_with(alert_rows(s.alerts, "firing"), "FeatureDrifting").text()
+    finally:
+        side.close()

@@ -137,9 +137,9 @@ def _block_figures(facts: Facts, b: DriftBlock) -> str:
         b.n_cur,
         b.n_ref,
         method=facts.get("method"),
-        dof=facts.get("dof"),
+        dof=b.dof,  # the block's own, never the latest look's: a block reads the same words later
         psi=b.effect if test == "chi2" else None,
-        new=_new(facts) if test == "chi2" else "",
+        new=f"; new categories {b.unseen} ({b.unseen_ratio or 0:.1%})" if test == "chi2" and b.unseen else "",
         ref_missing=facts.get("ref_missing_ratio"),
     )
 

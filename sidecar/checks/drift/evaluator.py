@@ -69,8 +69,21 @@ def _num(v: float) -> float | None:
 
 def look_block(r: FeatureResult, q: float, start: float | None, end: float, level: float, drifted: bool) -> DriftBlock:
     """One look's figures as a finding carries them (NaN, not computed, becomes None)."""
+    dof, count = r.extra.get("dof"), r.extra.get("unseen_count")
     return DriftBlock(
-        start, end, r.n_cur, r.n_ref, _num(r.statistic), _num(r.effect), _num(r.p), _num(q), level, drifted
+        start,
+        end,
+        r.n_cur,
+        r.n_ref,
+        _num(r.statistic),
+        _num(r.effect),
+        _num(r.p),
+        _num(q),
+        level,
+        drifted,
+        dof=int(dof) if isinstance(dof, int | float) else None,
+        unseen=str(r.extra["unseen"]) if "unseen" in r.extra and isinstance(count, int | float) and count else None,
+        unseen_ratio=_num(r.unseen_ratio),
     )
 
 

@@ -225,12 +225,13 @@ class MultiScale:
 def _block_row(b: DriftBlock | None) -> list[object] | None:
     if b is None:
         return None
-    return [b.start, b.end, b.n_cur, b.n_ref, b.statistic, b.effect, b.p_raw, b.q, b.level, b.drifted]
+    row = [b.start, b.end, b.n_cur, b.n_ref, b.statistic, b.effect, b.p_raw, b.q, b.level, b.drifted]
+    return [*row, b.dof, b.unseen, b.unseen_ratio]
 
 
 def _block(row: object) -> DriftBlock | None:
     """A stored block's figures; None for a row this version cannot read (an older sidecar kept only bits)."""
-    if not isinstance(row, list) or len(row) != 10:
+    if not isinstance(row, list) or len(row) not in (10, 13):  # 10: kept before a block had its own details
         return None
     try:
         return DriftBlock(*row)
