@@ -14,6 +14,7 @@ bulk, and ``tests/sources/events/test_events_differential.py`` holds the two to 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -42,12 +43,23 @@ def _groups(items: Sequence[Event]) -> dict[ModelKey, list[Event]]:
     return out
 
 
-def _columns(reg: WindowRegistry, model: str, evs: list[Event], monitor_score: bool) -> dict[str, list[Any]] | None:
-    """Each feature's values over the events (``_ABSENT`` where an event lacks it), or None when not steady."""
+def _columns(reg: WindowRegistry, model: str, evs: list[Event], monitor_score: bool) -> dict[str, Any] | None:
+    """Each feature's values over the events (``_ABSENT`` where an event lacks it), or None when not steady: a
+    list, or a float64 array when every value of every feature is a float."""
     feats = [e.features for e in evs]
     keys0 = feats[0].keys()
-    cols: dict[str, list[Any]] = {}
-    if all(f.keys() == keys0 for f in feats):
+    cols: dict[str, Any] = {}
+    names = list(keys0)
+    if all(list(f) == names for f in feats):  # the same features in the same order: one matrix when all floats
+        rows = [list(f.values()) for f in feats]
+        if set(map(type, chain.from_iterable(rows))) == {float}:
+            mat = np.array(rows, dtype=np.float64)
+            for j, name in enumerate(names):
+                cols[name] = mat[:, j]
+        else:
+            for j, name in enumerate(names):
+                cols[name] = [r[j] for r in rows]
+    elif all(f.keys() == keys0 for f in feats):
         for name in keys0:
             cols[name] = [f[name] for f in feats]
     else:
@@ -65,7 +77,7 @@ def _columns(reg: WindowRegistry, model: str, evs: list[Event], monitor_score: b
 
 def _plan(
     reg: WindowRegistry, refs: References, spec: ReferenceConfig, mv: ModelKey, evs: list[Event], monitor_score: bool
-) -> list[tuple[str, FeatureKind, FeatureWindow, list[Any]]] | None:
+) -> list[tuple[str, FeatureKind, FeatureWindow, Any]] | None:
     """The series one model/version's events go to, or None when they are not in the steady state."""
     model, version = mv
     if mv not in reg.models or spec.mode == "rolling":
@@ -124,7 +136,7 @@ def _take(
     reg: WindowRegistry,
     mv: ModelKey,
     evs: list[Event],
-    series: list[tuple[str, FeatureKind, FeatureWindow, list[Any]]],
+    series: list[tuple[str, FeatureKind, FeatureWindow, Any]],
     now: float,
     observed: Counter,
     dropped: Counter,
@@ -134,9 +146,15 @@ def _take(
     n = len(evs)
     ts = np.minimum(np.fromiter((e.timestamp for e in evs), dtype=np.float64, count=n), now)
     late = np.zeros(n, dtype=bool)
+    buckets: dict[tuple[float, int], tuple[np.ndarray, np.ndarray]] = {}
     for name, kind, win, col in series:
         key = (mv[0], mv[1], name)
-        types = set(map(type, col))
+        if isinstance(col, np.ndarray):
+            if kind != "numeric":
+                col = col.tolist()  # Python floats, so a category's name is str() of one, as one by one
+            types = {float}
+        else:
+            types = set(map(type, col))
         if object in types:  # some events lack the feature (``_ABSENT`` is the one plain object)
             present = np.fromiter((v is not _ABSENT for v in col), dtype=bool, count=n)
             if not present.any():
@@ -144,15 +162,18 @@ def _take(
         else:
             present = np.ones(n, dtype=bool)
         reg.window(key, kind, now)  # marks it seen
-        idx = np.floor_divide(ts, win.bucket_secs)
-        ok = idx > int(now // win.bucket_secs) - win.n_buckets
+        shape = (win.bucket_secs, win.n_buckets)
+        if (got := buckets.get(shape)) is None:
+            idx = np.floor_divide(ts, win.bucket_secs)
+            got = buckets[shape] = (idx, idx > int(now // win.bucket_secs) - win.n_buckets)
+        idx, ok = got
         late |= present & ~ok
         take = present & ok
         if not take.any():
             continue
         reg.dirty.add(key)
         if kind == "numeric" and types == {float}:
-            _add_numbers(win, ts, idx, np.array(col, dtype=np.float64), take)
+            _add_numbers(win, ts, idx, np.asarray(col, dtype=np.float64), take)
         else:
             for i in np.flatnonzero(take):
                 reg.add(win, kind, float(ts[i]), col[i], counted=True)
