@@ -11,6 +11,7 @@ from sidecar.checks.edge.config import EdgeChecksConfig
 from sidecar.configbase import StrictModel
 from sidecar.processors.edge_config import EdgeSeriesConfig
 from sidecar.sources.edge.config import EdgeSourceConfig
+from sidecar.state.edge_join_config import EdgeJoinConfig
 
 __all__ = ["EdgeConfig"]
 
@@ -20,3 +21,6 @@ class EdgeConfig(StrictModel):
     source: EdgeSourceConfig = Field(default_factory=EdgeSourceConfig, description="Field mapping, intake, files.")
     series: EdgeSeriesConfig = Field(default_factory=EdgeSeriesConfig, description="Route groups, hits, bounds.")
     checks: EdgeChecksConfig = Field(default_factory=EdgeChecksConfig, description="Hit-ratio SLA, tail, purges.")
+    join: EdgeJoinConfig = Field(
+        default_factory=EdgeJoinConfig, description="Recent edge hops joined to the model's spans on the trace page."
+    )

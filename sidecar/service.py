@@ -60,13 +60,12 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.business import build as business
     from sidecar.wiring.canary import build as canary
     from sidecar.wiring.diagnose import build as diagnose
-    from sidecar.wiring.edge import build as edge
+    from sidecar.wiring.edge import factories as traces_and_edge
     from sidecar.wiring.events import build as events
     from sidecar.wiring.fleet import factories as fleet_factories
     from sidecar.wiring.gpu import build as gpu
     from sidecar.wiring.pages import factories as drift_and_pages
     from sidecar.wiring.servers import build as servers
-    from sidecar.wiring.traces import build as traces
     from sidecar.wiring.triton import build as triton
     from sidecar.wiring.verdicts import build as verdicts
 
@@ -74,6 +73,8 @@ def default_factories() -> list[Factory]:
     # The pages builder is handed the drift check the drift builder made (the drift pages read it).
     drift, pages = drift_and_pages()
     drift, fleet = fleet_factories(drift)
+    # The trace pages are handed the edge hop store the edge builder feeds.
+    traces, edge = traces_and_edge()
     return [
         alerting,
         triton,

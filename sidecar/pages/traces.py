@@ -16,7 +16,9 @@ from fastapi.responses import HTMLResponse
 from sidecar.component import Passive, Role
 from sidecar.pages.render import render, static_routes
 from sidecar.pages.waterfall import (
+    EDGE_COLOR,
     ERROR_COLOR,
+    ORIGIN_COLOR,
     PALETTE,
     layout,
     line_breaks,
@@ -26,6 +28,7 @@ from sidecar.pages.waterfall import (
     trace_state,
 )
 from sidecar.processors.stages import STAGES
+from sidecar.state.edge_hops import EdgeHops
 from sidecar.state.trace_hub import TraceHub
 from sidecar.state.traces import TraceEntry, TraceSummary
 
@@ -34,14 +37,23 @@ __all__ = ["ERROR_COLOR", "TracePages", "order_spans", "render_list", "render_tr
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
-def render_trace(e: TraceEntry) -> str:
+def render_trace(e: TraceEntry, edge_hops: EdgeHops | None = None) -> str:
     spans = e.spans
+    hop = None
+    joined_by = "trace id"
+    if edge_hops is not None and spans:
+        hop = edge_hops.find(e.trace_id)
+        if hop is None:
+            hop = edge_hops.find_for_spans(e.trace_id, (s.attributes for s in spans))
+            joined_by = "request id"
     return render(
         "trace.html",
         e=e,
         spans=spans,
         state=trace_state(e),
-        wf=layout(spans) if spans else None,
+        wf=layout(spans, hop, joined_by) if spans else None,
+        edge_color=EDGE_COLOR,
+        origin_color=ORIGIN_COLOR,
         stages=stage_rows(e),
         stage_names=STAGES,
         error_color=ERROR_COLOR,
@@ -104,8 +116,9 @@ class TracePages(Passive):
     name = "trace_pages"
     role = Role.SINK
 
-    def __init__(self, hub: TraceHub) -> None:
+    def __init__(self, hub: TraceHub, *, edge_hops: EdgeHops | None = None) -> None:
         self.hub = hub
+        self.edge_hops = edge_hops
 
     async def list_page(
         self, model: str | None = None, version: str | None = None, all: str | None = None
@@ -119,7 +132,7 @@ class TracePages(Passive):
         e = self.hub.store.get(tid)
         if e is None:
             raise HTTPException(404, f"trace {tid} is not (or no longer) held by this sidecar")
-        return HTMLResponse(render_trace(e))
+        return HTMLResponse(render_trace(e, self.edge_hops))
 
     def routes(self) -> APIRouter:
         r = APIRouter()

@@ -2,7 +2,10 @@
 template only places it.
 
 One row per span, depth-first by parent and start time, bars on a shared time axis; Triton's events are
-ticks on their span's bar; error spans are red and marked with a cross.
+ticks on their span's bar; error spans are red and marked with a cross. When the edge's log line of the request
+is held (``sidecar.state.edge_hops``), an ``edge`` row comes first, on the same axis: the edge logs when it
+answered and how long the request and its origin hop took, so its bar ends at the logged time and the origin
+part of it is drawn ending there too (the log gives the origin's duration, not its start).
 """
 
 from __future__ import annotations
@@ -12,12 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sidecar.model import Span
+from sidecar.processors.edge_record import EdgeRecord
 from sidecar.processors.stages import STAGES, stage_durations
 from sidecar.state.traces import MODEL_ATTR, VERSION_ATTR, TraceEntry
 
 __all__ = [
+    "EDGE_COLOR",
     "ERROR_COLOR",
+    "ORIGIN_COLOR",
     "PALETTE",
+    "EdgeBar",
     "Row",
     "TraceState",
     "Waterfall",
@@ -31,6 +38,8 @@ __all__ = [
 
 PALETTE = ("#4c78a8", "#59a14f", "#9c755f", "#b07aa1", "#f28e2b", "#76b7b2")
 ERROR_COLOR = "#d62728"
+EDGE_COLOR = "#7f7f7f"
+ORIGIN_COLOR = "#3b3b3b"
 LABEL_W = 330
 BAR_W = 820
 ROW_H = 24
@@ -116,6 +125,25 @@ class Row:
 
 
 @dataclass(frozen=True)
+class EdgeBar:
+    """The edge hop in front of the model's spans: the whole request at the edge, and its origin part."""
+
+    hop: EdgeRecord
+    joined_by: str  # "trace id" or "request id"
+    y: int
+    x: float
+    w: float
+    start_ns: int  # absolute, Unix ns
+    end_ns: int
+    offset_ns: int  # start relative to the drawing's start (may be before the model's first span)
+    origin: tuple[float, float] | None  # (x, w) of the origin part
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
 class Waterfall:
     rows: list[Row]
     width: int
@@ -124,15 +152,35 @@ class Waterfall:
     row_h: int
     top: int
     grid: list[tuple[float, int]]  # (x, offset ns)
+    edge: EdgeBar | None = None
 
 
-def layout(spans: Sequence[Span]) -> Waterfall:
+def _edge_ns(hop: EdgeRecord) -> tuple[int, int]:
+    end = int(hop.at * 1e9)
+    return end - int((hop.edge_s or 0.0) * 1e9), end
+
+
+def layout(spans: Sequence[Span], edge: EdgeRecord | None = None, joined_by: str = "trace id") -> Waterfall:
     ordered = order_spans(spans)
     t0 = min(s.start_unix_nano for s in spans)
-    total = max(1, max(s.end_unix_nano for s in spans) - t0)
+    t1 = max(s.end_unix_nano for s in spans)
+    if edge is not None:
+        e0, e1 = _edge_ns(edge)
+        t0, t1 = min(t0, e0), max(t1, e1)
+    total = max(1, t1 - t0)
     scale = BAR_W / total
     rows = []
     y = TOP
+    bar = None
+    if edge is not None:
+        origin = None
+        if edge.origin_s is not None:
+            ow = max(1.0, edge.origin_s * 1e9 * scale)
+            origin = (LABEL_W + (e1 - t0) * scale - ow, ow)
+        bar = EdgeBar(
+            edge, joined_by, y, LABEL_W + (e0 - t0) * scale, max(1.0, (e1 - e0) * scale), e0, e1, e0 - t0, origin
+        )
+        y += ROW_H
     for s, depth in ordered:
         model = s.attributes.get(MODEL_ATTR)
         msg_y = y + ROW_H if s.is_error else None
@@ -161,7 +209,7 @@ def layout(spans: Sequence[Span]) -> Waterfall:
     while t <= total:
         grid.append((LABEL_W + t * scale, int(t)))
         t += step
-    return Waterfall(rows, LABEL_W + BAR_W + 110, height, LABEL_W, ROW_H, TOP, grid)
+    return Waterfall(rows, LABEL_W + BAR_W + 110, height, LABEL_W, ROW_H, TOP, grid, bar)
 
 
 @dataclass(frozen=True)

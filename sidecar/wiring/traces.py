@@ -3,14 +3,17 @@ failure join and the OTLP forwarder, each only where configured."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sidecar.component import Context
+
+if TYPE_CHECKING:
+    from sidecar.state.edge_hops import EdgeHops
 
 __all__ = ["build"]
 
 
-def build(ctx: Context) -> list[Any]:
+def build(ctx: Context, edge_hops: EdgeHops | None = None) -> list[Any]:
     cfg = ctx.config.traces
     if not cfg.enabled:
         return []
@@ -65,5 +68,5 @@ def build(ctx: Context) -> list[Any]:
                 logger=log.getChild("failures"),
             )
         )
-    out.append(TracePages(hub))
+    out.append(TracePages(hub, edge_hops=edge_hops))
     return out
