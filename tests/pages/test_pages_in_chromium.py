@@ -99,6 +99,10 @@ def test_every_page_fits_the_window_during_a_drift(url: str, width: int) -> None
                 page.goto(url + path, wait_until="load")
                 over[name] = page.evaluate(OVER)
                 text[name] = page.inner_text("body")
+                if name == "status":  # the changes card: every change shown (none hidden as a header row)
+                    shown = page.eval_on_selector_all(
+                        "section#changes tr", "rs => rs.filter(r => r.getClientRects().length > 0).length"
+                    )
                 if name == "drift":
                     label = page.eval_on_selector(
                         "#drift td[data-l='statistic now']", "e => getComputedStyle(e, '::before').content"
@@ -109,5 +113,6 @@ def test_every_page_fits_the_window_during_a_drift(url: str, width: int) -> None
     # The drift the showcase tells is on every screen that shows drift: the alert, the list, the detail.
     for name in ("status", "alerts", "drift", "drift-detail"):
         assert "in the 60s block to" in text[name] and "2 of the last 3 60s blocks" in text[name], name
+    assert shown == 3, shown  # the showcase's three changes, the newest included
     # On a phone each figure of /drift is named (its column header is not shown there).
     assert label == ('"statistic now: "' if width == 390 else "none"), label
