@@ -37,19 +37,15 @@ from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
 from sidecar.component import Role
-from sidecar.model import Batch, Event, Span, SpanEvent
+from sidecar.model import Batch, Event
 from sidecar.polled import Polled, TickerFactory
 from sidecar.processors.request_records_config import RequestRecordsConfig
-from sidecar.processors.stages import stage_durations
-from sidecar.records import MODEL, NAME, Record, to_span
+from sidecar.processors.request_sides import BUCKET_KEYS, GRPC_KEYS, HTTP_KEYS, REQUEST_ID_KEYS, RULE_KEYS, Side, side
+from sidecar.processors.stages import stage_seconds
+from sidecar.records import MODEL, NAME, Record
 
 __all__ = ["RequestRecords", "RequestRecordsConfig", "outcome_of"]
 
-_HTTP_KEYS = ("http.response.status_code", "http.status_code")
-_GRPC_KEYS = ("rpc.grpc.status_code",)
-_RULE_KEYS = ("sidecar.routing_rule", "routing.rule")
-_BUCKET_KEYS = ("sidecar.canary_bucket", "canary.bucket")
-_REQUEST_ID_KEYS = ("request.id", "sidecar.request_id", "triton.request_id")
 _TRITON_NAMES = frozenset({"InferRequest", "compute"})
 _MAX_MODELS = 200  # label values of sidecar_requests_total beyond this read "other"
 
@@ -70,26 +66,6 @@ def _first(attrs: Mapping[str, object], keys: Sequence[str]) -> object | None:
     return None
 
 
-_KEPT_ATTRS = frozenset((*_HTTP_KEYS, *_GRPC_KEYS, *_RULE_KEYS, *_BUCKET_KEYS, *_REQUEST_ID_KEYS))
-_KEPT_ATTRS |= {"triton.model_name", "triton.model_version"}
-_KEPT_CHARS = 200  # a kept attribute's text, as much as a record shows of it
-_REASON_CHARS = 1000
-
-
-def _slim_span(s: Span) -> Span:
-    """What a pending join needs of a span: the attributes a record reads (text cut to ``_KEPT_CHARS``), event
-    names and times (stage durations), status; a caller's span can carry megabytes of attributes, and up to
-    ``max_pending`` of them wait at once."""
-    attrs = {
-        # Request ids are join keys: kept whole (within traces.limits.max_value_chars, like every value).
-        k: v[:_KEPT_CHARS] if isinstance(v, str) and k not in _REQUEST_ID_KEYS else v
-        for k, v in s.attributes.items()
-        if k in _KEPT_ATTRS
-    }
-    events = tuple(SpanEvent(e.name, e.time_unix_nano, {}) if e.attributes else e for e in s.events)
-    return dataclasses.replace(s, attributes=attrs, events=events, status_message=s.status_message[:_REASON_CHARS])
-
-
 def _slim_event(e: Event) -> Event:
     """What a pending join needs of an event: not its features (up to ``events.max_features_per_event``)."""
     if not e.features and len(e.fields) <= 2:
@@ -108,10 +84,10 @@ def _int(v: object) -> int | None:
 @dataclass
 class _Pending:
     first_seen: float
-    model: Span | None = None
-    compute: Span | None = None
-    request: Span | None = None
-    caller: Span | None = None
+    model: Side | None = None
+    compute: Side | None = None
+    request: Side | None = None
+    caller: Side | None = None
     event: Event | None = None
     aliases: list[str] = field(default_factory=list)
 
@@ -161,6 +137,7 @@ class RequestRecords(Polled):
         self._alias: dict[str, str] = {}  # request id -> trace id key
         self._lock = threading.Lock()
         self._models: set[tuple[str, str]] = set()
+        self._children: dict[tuple[tuple[str, str], str], Any] = {}  # sidecar_requests_total's children
         self.requests = Counter(
             "sidecar_requests",
             "Requests by model, version and outcome as the client saw it (where known).",
@@ -221,14 +198,13 @@ class RequestRecords(Polled):
         return p
 
     def _add_span(self, r: Record, out: list[Any]) -> str:
-        s = _slim_span(to_span(r))
-        key = s.trace_id
+        key, s = side(r)
         if r[MODEL] is None and r[NAME] not in _TRITON_NAMES:
             p = self._get(key, out)
-            if p.caller is None or _first(s.attributes, (*_HTTP_KEYS, *_GRPC_KEYS)) is not None:
+            if p.caller is None or _first(s.attributes, (*HTTP_KEYS, *GRPC_KEYS)) is not None:
                 p.caller = s
         else:
-            rid = _first(s.attributes, _REQUEST_ID_KEYS)
+            rid = _first(s.attributes, REQUEST_ID_KEYS) if s.attributes else None
             if rid is not None and f"r:{rid}" in self._pending:  # the caller's event came first, by request id
                 self._pending[key] = self._merge(self._pending.pop(f"r:{rid}"), self._pending.get(key))
             p = self._get(key, out)
@@ -294,28 +270,32 @@ class RequestRecords(Polled):
             mv = p.model.attributes
             doc["model"] = str(mv.get("triton.model_name", ""))
             doc["version"] = str(mv.get("triton.model_version", ""))
-            stages = stage_durations(p.model, p.compute, p.request)
+            stages = stage_seconds(
+                p.model.times,
+                None if p.compute is None else p.compute.times,
+                None if p.request is None else p.request.times,
+            )
             doc["stages_ms"] = {k: round(v * 1000, 3) for k, v in stages.items()}
             top = p.request or p.model
             doc["latency_ms"] = round(top.duration_ns / 1e6, 3)
-            doc["at"] = top.start_unix_nano / 1e9
+            doc["at"] = top.start / 1e9
             failed = next((s for s in (p.model, p.compute, p.request) if s is not None and s.is_error), None)
             if failed is not None:
                 error = True
-                doc["reason"] = failed.status_message[:1000] or "error"
+                doc["reason"] = failed.message[:1000] or "error"
             doc["triton_outcome"] = "error" if error else "ok"
         http = grpc = None
         if p.caller is not None:
             a = p.caller.attributes
-            http, grpc = _int(_first(a, _HTTP_KEYS)), _int(_first(a, _GRPC_KEYS))
+            http, grpc = _int(_first(a, HTTP_KEYS)), _int(_first(a, GRPC_KEYS))
             error = error if (http is not None or grpc is not None) else (error or p.caller.is_error)
-            for name, keys in (("rule", _RULE_KEYS), ("bucket", _BUCKET_KEYS), ("request_id", _REQUEST_ID_KEYS)):
+            for name, keys in (("rule", RULE_KEYS), ("bucket", BUCKET_KEYS), ("request_id", REQUEST_ID_KEYS)):
                 v = _first(a, keys)
                 if v is not None:
                     doc[name] = str(v)[:200]
             doc.setdefault("latency_ms", round(p.caller.duration_ns / 1e6, 3))
             doc["client_latency_ms"] = round(p.caller.duration_ns / 1e6, 3)
-            doc.setdefault("at", p.caller.start_unix_nano / 1e9)
+            doc.setdefault("at", p.caller.start / 1e9)
         if p.event is not None:
             e = p.event
             doc.setdefault("model", e.model)
@@ -346,7 +326,11 @@ class RequestRecords(Polled):
                 mv = ("other", "other")
             else:
                 self._models.add(mv)
-            self.requests.labels(mv[0], mv[1], doc["outcome"]).inc()
+            ck = (mv, doc["outcome"])
+            child = self._children.get(ck)
+            if child is None:  # bounded: at most _MAX_MODELS + 1 (model, version) pairs x 3 outcomes
+                child = self._children[ck] = self.requests.labels(mv[0], mv[1], doc["outcome"])
+            child.inc()
             why = self._why(doc)
             if why is not None:
                 self._kept.labels(why).inc()

@@ -36,7 +36,7 @@ from sidecar.model import Span
 from sidecar.records import MODEL, NAME, PARENT, SPAN, Record, event_times
 from sidecar.state.traces import TraceEntry
 
-__all__ = ["STAGES", "StageHistograms", "stage_durations"]
+__all__ = ["STAGES", "StageHistograms", "stage_durations", "stage_seconds"]
 
 STAGES = ("network_receive", "queue", "compute_input", "compute_infer", "compute_output", "send", "request")
 _NAME = "sidecar_triton_stage_duration_seconds"
@@ -83,17 +83,39 @@ def _queue_secs(m: Mapping[str, int], c: Mapping[str, int]) -> float | None:
 
 def stage_durations(model_span: Span, compute: Span | None, request: Span | None) -> dict[str, float]:
     """Seconds per stage for one model span and its compute child and request parent (missing ones skipped)."""
-    m = {e.name: e.time_unix_nano for e in model_span.events}
-    secs = dict(_spec_secs(m, _REQUEST_SPEC))
-    if compute is not None:
-        c = {e.name: e.time_unix_nano for e in compute.events}
+    return stage_seconds(
+        {e.name: e.time_unix_nano for e in model_span.events},
+        None if compute is None else {e.name: e.time_unix_nano for e in compute.events},
+        None if request is None else {e.name: e.time_unix_nano for e in request.events},
+    )
+
+
+def stage_seconds(m: Mapping[str, int], c: Mapping[str, int] | None, r: Mapping[str, int] | None) -> dict[str, float]:
+    """``stage_durations`` from the spans' event name -> time maps (``sidecar.records.event_times``)."""
+    secs: dict[int, float] = {}
+    _spec_into(m, _REQUEST_SPEC, secs)
+    if c is not None:
         q = _queue_secs(m, c)
         if q is not None:
             secs[_QUEUE] = q
-        secs.update(_spec_secs(c, _COMPUTE_SPEC))
-    if request is not None:
-        secs.update(_spec_secs({e.name: e.time_unix_nano for e in request.events}, _PARENT_SPEC))
+        _spec_into(c, _COMPUTE_SPEC, secs)
+    if r is not None:
+        _spec_into(r, _PARENT_SPEC, secs)
     return {STAGES[i]: v for i, v in secs.items()}
+
+
+def _spec_into(t: Mapping[str, int], spec: _Spec, secs: dict[int, float]) -> None:
+    """``_spec_secs`` written into ``secs`` (no generator: the request join runs it per request)."""
+    get = t.get
+    for i, ea, eb, alt_a, alt_b in spec:
+        a = get(ea)
+        if a is None and alt_a:
+            a = get(alt_a)
+        b = get(eb)
+        if b is None and alt_b:
+            b = get(alt_b)
+        if a is not None and b is not None and b >= a:
+            secs[i] = (b - a) / 1e9
 
 
 class _Series:

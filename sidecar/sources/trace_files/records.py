@@ -92,11 +92,13 @@ def _lean(body: bytes) -> list[Any] | None:
     parts = _TS_RECORD.split(body)  # [text before, id, name, ns, text between, id, name, ns, ..., text after]
     out: list[Any] = []
     append = out.append
+    known = _NAMES.get
     for i in range(0, len(parts) - 1, 4):
         gap = parts[i]
         if gap not in _SEPARATORS and not _gap(gap, out):
             return None
-        append((int(parts[i + 1]), _name(parts[i + 2]), int(parts[i + 3])))
+        nb = parts[i + 2]
+        append((int(parts[i + 1]), known(nb) or _name(nb), int(parts[i + 3])))
     return out if _gap(parts[-1], out) else None
 
 
