@@ -45,12 +45,13 @@ class Side(NamedTuple):
 
 
 def kept(pairs: Any) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for k, v in pairs:
-        if k in KEPT_ATTRS:
-            # Request ids are join keys: kept whole (within traces.limits.max_value_chars, like every value).
-            out[k] = v[:_KEPT_CHARS] if isinstance(v, str) and k not in REQUEST_ID_KEYS else v
-    return out
+    """The attributes a record reads, of (key, value) pairs (the last of a repeated key wins, as in a dict)."""
+    d = dict(pairs)
+    common = d.keys() & KEPT_ATTRS
+    if not common:
+        return {}
+    # Request ids are join keys: kept whole (within traces.limits.max_value_chars, like every value).
+    return {k: v[:_KEPT_CHARS] if isinstance(v := d[k], str) and k not in REQUEST_ID_KEYS else v for k in common}
 
 
 def side(r: Record) -> tuple[str, Side]:
@@ -62,7 +63,7 @@ def side(r: Record) -> tuple[str, Side]:
         return r[TRACE].hex(), Side(r[START], r[END], r[STATUS], message[:_REASON_CHARS], attrs_kept, event_times(r))
     s: Span = r[RAW] if fmt == FMT_SPAN else to_span(r)
     times = {e.name: e.time_unix_nano for e in s.events}
-    attrs_kept = kept(s.attributes.items())
+    attrs_kept = kept(s.attributes)
     return s.trace_id, Side(
         s.start_unix_nano, s.end_unix_nano, s.status_code, s.status_message[:_REASON_CHARS], attrs_kept, times
     )
