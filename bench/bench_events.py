@@ -14,7 +14,7 @@ Baselines measured in the same run, on the same bodies: ``orjson.loads`` alone a
 alone (a ``list[Event]`` struct, no door checks). After every case: sent == accepted (answers) ==
 ``sidecar_events_received_total``. Peak RSS (``ru_maxrss``) is printed at the end.
 
-    .venv/bin/python bench/bench_events.py [--quick]
+    .venv/bin/python bench/bench_events.py [--quick] [--profile]
 """
 
 from __future__ import annotations
@@ -161,12 +161,34 @@ def _ours(ep: EventsEndpoint, svc: Service, bodies: list[bytes], fmt: str) -> fl
     return sent / secs
 
 
+def _profile() -> None:
+    """Where the handler's time goes in the steady state: the top functions by own time (cProfile)."""
+    import cProfile
+    import pstats
+
+    rnd = random.Random(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        svc, ep = _service(Path(tmp))
+        _ours(ep, svc, [_body(_events(rnd, 20), "json") for _ in range(PINNED // BATCH + 1)], "json")
+        bodies = [_body(_events(rnd, 20), "json") for _ in range(20)]
+        prof = cProfile.Profile()
+        prof.enable()
+        _ours(ep, svc, bodies, "json")
+        prof.disable()
+        svc.store.close()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer bodies (a smoke run)")
     ap.add_argument("--features", type=int, nargs="*", default=[20, 200])
     ap.add_argument("--formats", nargs="*", default=["json", "ndjson", "jsonl"])
+    ap.add_argument("--profile", action="store_true", help="cProfile the steady state (20 features, JSON) instead")
     args = ap.parse_args()
+    if args.profile:
+        _profile()
+        return
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     rnd = random.Random(0)

@@ -147,6 +147,7 @@ def _take(
     ts = np.minimum(np.fromiter((e.timestamp for e in evs), dtype=np.float64, count=n), now)
     late = np.zeros(n, dtype=bool)
     buckets: dict[tuple[float, int], tuple[np.ndarray, np.ndarray]] = {}
+    types: set[type]
     for name, kind, win, col in series:
         key = (mv[0], mv[1], name)
         if isinstance(col, np.ndarray):
