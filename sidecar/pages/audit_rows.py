@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sidecar.pages.render import ago
 from sidecar.pages.waterfall import one_line
 
 __all__ = ["AuditRow", "audit_row", "subject"]
@@ -106,7 +107,7 @@ def _alert(kind: str, e: Mapping[str, Any]) -> tuple[str, str, str, str, str, li
         outcome = _ALERT[kind]
         css = "ok" if outcome == "resolved" else "err"
         if kind == "alert_resent" and _num(e.get("window")) is not None:
-            note = f"{note} window {e.get('window')}".strip()
+            note = f"{note} {_resent_window(e.get('window'), e.get('window_secs'))}".strip()
     elif kind == "alert_delivery_failed":
         outcome, css = "not delivered", "err"
         note = f"HTTP {e['status']}" if e.get("status") is not None else ""
@@ -172,3 +173,11 @@ def audit_row(e: Mapping[str, Any]) -> AuditRow:
         link=link,
         trace_id=_s(e.get("trace_id")),
     )
+
+
+def _resent_window(window: object, secs: object) -> str:
+    """Which of its re-send windows an ``alert_resent`` row is the first re-send of, in time since the alert
+    became active (``first re-send 0s-60m after it became active``), not the window's bare index."""
+    if not isinstance(window, int) or isinstance(secs, bool) or not isinstance(secs, int | float) or secs <= 0:
+        return f"window {window}"
+    return f"first re-send {ago(window * secs)}-{ago((window + 1) * secs)} after it became active"
