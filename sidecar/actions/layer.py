@@ -3,11 +3,12 @@ steps behind the guard rails, carries them out on the event loop (a polled tick 
 each as a finding of kind ``action`` (alerts ActionPlanned, ActionTaken, ActionFailed) and a recorded change.
 
 Guard rails, in the order they are applied (each refusal counted in ``sidecar_actions_refused_total{reason}``):
-``paused`` (POST /admin/actions/pause), ``stale`` (evidence older than ``max_evidence_age_secs``), ``held`` (a
-revert holds its model until an operator clears it: no flapping between versions), ``cooldown`` (one action per
-model per ``cooldown_secs``), ``no_new_evidence`` (the next step waits for a probe after the previous step),
-``exhausted`` (no step left), ``queue_full``. A refusal other than cooldown and no_new_evidence (the normal
-pacing) is also a record (outcome ``refused``, alert ActionFailed) once per model and reason per cool-down.
+``pending`` (the finding has not yet held for its own ``for_secs``, as the alert book applies it), ``paused``
+(POST /admin/actions/pause), ``stale`` (evidence older than ``max_evidence_age_secs``), ``held`` (a revert holds
+its model until an operator clears it: no flapping between versions), ``cooldown`` (one action per model per
+``cooldown_secs``), ``no_new_evidence`` (the next step waits for a probe after the previous step), ``exhausted``
+(no step left), ``queue_full``. A refusal other than pending, cooldown and no_new_evidence (the
+normal pacing) is also a record (outcome ``refused``, alert ActionFailed) once per model and reason per cool-down.
 ``dry_run`` (the default) records the exact plan (outcome ``planned``) and sends nothing.
 """
 
@@ -39,7 +40,7 @@ from sidecar.store import Store
 
 __all__ = ["ALERTNAMES", "ActionLayer", "ActionRecord"]
 
-_PACING = ("cooldown", "no_new_evidence")
+_PACING = ("pending", "cooldown", "no_new_evidence")
 _NS = "actions"
 _WHY = {
     "paused": "actions are paused (POST /admin/actions/resume)",
@@ -77,6 +78,9 @@ class ActionLayer(Polled):
         self.holds: dict[str, str] = {}
         self._last: dict[str, float] = {}  # model -> when its last step was planned
         self._step: dict[str, int] = {}  # model -> the probe ladder's next step
+        # (kind, model, version) -> active since; configured models only, versions bounded by the probes' and the
+        # canary's own limits.
+        self._since: dict[tuple[str, str, str], float] = {}
         self._said: dict[tuple[str, str], float] = {}  # (model, reason) -> when that refusal was recorded
         self._pending: deque[Plan] = deque()
         self.records: deque[ActionRecord] = deque(maxlen=cfg.max_records)
@@ -88,12 +92,12 @@ class ActionLayer(Polled):
         )
         self._refused = Counter(
             "sidecar_actions_refused",
-            "Triggers that led to no action, by reason (paused, stale, held, cooldown, no_new_evidence, "
-            "exhausted, queue_full).",
+            "Triggers that led to no action, by reason (pending: within the finding's for_secs, paused, stale, "
+            "held, cooldown, no_new_evidence, exhausted, queue_full).",
             ["reason"],
             registry=registry,
         )
-        for r in ("paused", "stale", "held", "cooldown", "no_new_evidence", "exhausted", "queue_full"):
+        for r in ("pending", "paused", "stale", "held", "cooldown", "no_new_evidence", "exhausted", "queue_full"):
             self._refused.labels(r)
         self._paused = Gauge("sidecar_actions_paused", "1 while actions are paused.", registry=registry)
         dry = Gauge("sidecar_actions_dry_run", "1 when actions only plan (actions.dry_run).", registry=registry)
@@ -117,12 +121,22 @@ class ActionLayer(Polled):
             for model in probed - failing:  # every probed version passes: the next failure starts the ladder again
                 self._step.pop(model, None)
             for f in findings:
-                mcfg = self.cfg.models.get(f.labels.get("model", ""))
+                model = f.labels.get("model", "")
+                mcfg = self.cfg.models.get(model)
                 if mcfg is None:
                     continue
                 trig = trigger_of(f, mcfg)
-                if trig is not None:
-                    self._consider(trig, mcfg, now)
+                series = (f.kind, model, f.labels.get("version") or f.labels.get("candidate") or "")
+                if trig is None:
+                    if not f.active:
+                        self._since.pop(series, None)
+                    continue
+                # The finding's own hold (for_secs) first, as the alert book applies it: act on what fires.
+                since = self._since.setdefault(series, now)
+                if now - since < (f.for_secs or 0.0):
+                    self._refused.labels("pending").inc()
+                    continue
+                self._consider(trig, mcfg, now)
 
     def _consider(self, trig: Trigger, mcfg: ModelActionsConfig, now: float) -> None:
         model = trig.model

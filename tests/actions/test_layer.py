@@ -350,3 +350,21 @@ async def test_a_passing_version_does_not_restart_the_ladder_of_a_failing_one(
     layer.on_findings([_probe_finding(clock), ok_v1], clock.now())
     await layer.ticker.tick()  # type: ignore[attr-defined]
     assert control.loads == [("ctr", None), ("ctr_fallback", None)]  # reload, then the next step: fallback
+
+
+async def test_a_finding_acts_only_once_it_has_held_for_its_for_secs(
+    clock: FakeClock, registry: CollectorRegistry
+) -> None:
+    control = FakeControl()
+    layer, _ = _layer(clock, registry, control, dry_run=False, models={"rank": {"on_canary_worse": ["revert"]}})
+    held = replace(_canary(clock), for_secs=60.0)
+    layer.on_findings([held], clock.now())
+    clock.advance(30)
+    layer.on_findings([replace(held, evaluated_at=clock.now())], clock.now())
+    await layer.ticker.tick()  # type: ignore[attr-defined]
+    assert control.loads == []
+    assert _count(registry, "sidecar_actions_refused_total", {"reason": "pending"}) == 2
+    clock.advance(30)
+    layer.on_findings([replace(held, evaluated_at=clock.now())], clock.now())
+    await layer.ticker.tick()  # type: ignore[attr-defined]
+    assert [m for m, _ in control.loads] == ["rank"]
