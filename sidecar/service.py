@@ -63,6 +63,7 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.edge import factories as traces_and_edge
     from sidecar.wiring.events import build as events
     from sidecar.wiring.fleet import factories as fleet_factories
+    from sidecar.wiring.goodput import build as goodput
     from sidecar.wiring.gpu import build as gpu
     from sidecar.wiring.pages import factories as drift_and_pages
     from sidecar.wiring.servers import build as servers
@@ -86,6 +87,7 @@ def default_factories() -> list[Factory]:
         drift,
         fleet,
         business,
+        goodput,
         canary,
         diagnose,
         verdicts,

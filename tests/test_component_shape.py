@@ -65,6 +65,7 @@ def _every_area(tmp: Path) -> dict[str, Any]:
             "cold_start": {"enabled": True},
             "batching": {"enabled": True},
             "tracing_governor": {"enabled": True},
+            "goodput": {"enabled": True},
         },
         "alerting": {
             "enabled": True,

@@ -118,6 +118,14 @@ SECTIONS: dict[str, tuple[Section, ...]] = {
             0.0,
         ),
     ),
+    "GoodputBurn.md": (
+        Section(
+            "checks.goodput",
+            ("enabled", "slos", "objective", "burn_windows", "bucket_secs", "min_requests"),
+            "goodput_burn",
+            0.0,
+        ),
+    ),
     "Diagnosis.md": (
         Section(
             "diagnose",

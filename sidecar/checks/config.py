@@ -10,6 +10,7 @@ from sidecar.checks.canary.config import CanaryConfig
 from sidecar.checks.cold_start.config import ColdStartConfig
 from sidecar.checks.drift.config import DriftConfig
 from sidecar.checks.fleet.config import FleetConfig
+from sidecar.checks.goodput.config import GoodputConfig
 from sidecar.checks.model_api_config import ModelApiConfig
 from sidecar.checks.output_sanity.config import OutputSanityConfig
 from sidecar.checks.tracing_governor.config import GovernorConfig
@@ -29,3 +30,4 @@ class ChecksConfig(StrictModel):
     cold_start: ColdStartConfig = ColdStartConfig()
     batching: BatchingConfig = BatchingConfig()
     tracing_governor: GovernorConfig = GovernorConfig()
+    goodput: GoodputConfig = GoodputConfig()

@@ -17,10 +17,11 @@ from prometheus_client import CollectorRegistry
 from sidecar.alerting.render.drift import figures_text
 from sidecar.clock import Clock
 from sidecar.component import Passive, Role
+from sidecar.pages.edge_line import edge_line
+from sidecar.pages.goodput_line import goodput_line
 from sidecar.pages.probe_line import probe_line
 from sidecar.pages.readers import MAX_ROWS, Api, read_metrics
 from sidecar.pages.render import render, static_routes
-from sidecar.pages.edge_line import edge_line
 from sidecar.pages.verdicts_line import gpu_memory_line, verdict_line
 
 __all__ = ["AlertView", "StatusPages", "alert_views", "verdicts"]
@@ -177,6 +178,7 @@ class StatusPages(Passive):
                 probe_line=probe_line(self.registry),
                 gpu_memory_line=gpu_memory_line(self.registry),
                 edge_line=edge_line(self.registry),
+                goodput_line=goodput_line(self.registry),
             )
         )
 

@@ -219,6 +219,17 @@ def _probe_and_action_findings() -> list[Finding]:
     return found + list(layer.evaluate(clock.now()))
 
 
+def _goodput_findings() -> list[Finding]:
+    from sidecar.checks.goodput.check import GoodputCheck
+    from sidecar.checks.goodput.config import GoodputConfig
+    from sidecar.model import Batch, Event
+
+    chk = GoodputCheck(GoodputConfig(enabled=True), registry=CollectorRegistry())
+    ev = Event(model="m", version="1", timestamp=0.0, fields={"ttft_ms": 900.0, "inter_token_ms": 10.0})
+    chk.observe(Batch(kind="events", source="http", items=(ev,) * 30, received_at=0.0))
+    return list(chk.evaluate(10.0))
+
+
 @pytest.fixture(scope="module")
 def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, str], str]]:
     """(labels, runbook file) of every alert the book makes from findings of each check kind."""
@@ -229,6 +240,7 @@ def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str
         + _cold_start_findings()
         + _batching_findings()
         + _probe_and_action_findings()
+        + _goodput_findings()
     )
     book = AlertBook(
         AlertingConfig.model_validate({"enabled": True}),

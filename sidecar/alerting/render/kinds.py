@@ -13,6 +13,7 @@ import sidecar.alerting.render.cold_start as cold_start
 import sidecar.alerting.render.diagnosis as diagnosis
 import sidecar.alerting.render.drift as drift
 import sidecar.alerting.render.edge as edge
+import sidecar.alerting.render.goodput as goodput
 import sidecar.alerting.render.output_sanity as output_sanity
 import sidecar.alerting.render.probe as probe
 from sidecar.model import Finding
@@ -29,6 +30,7 @@ RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType
         "edge_purge": edge.render_purge,
         "edge_sla": edge.render_sla,
         "edge_tail": edge.render_tail,
+        "goodput": goodput.render,
         "output_sanity": output_sanity.render,
         "probe": probe.render,
     }

@@ -1,0 +1,1 @@
+"""The goodput check: the share of LLM requests meeting every configured SLO, with burn-rate alerts."""

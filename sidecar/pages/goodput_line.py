@@ -1,0 +1,48 @@
+"""The line of goodput on ``/``: each (model, version)'s good share over the first burn pair's long window
+against the objective, and which burn, read from the goodput check's gauges (the page needs no handle on it)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+__all__ = ["goodput_line"]
+
+_FAMILIES = {"sidecar_goodput_ratio", "sidecar_goodput_objective", "sidecar_goodput_condition"}
+_MAX_PARTS = 12  # bounded: the alerts page lists everything
+
+
+def _pct(v: float) -> str:
+    return f"{v * 100:.3g}%"
+
+
+def goodput_line(registry: CollectorRegistry) -> str | None:
+    """None when the goodput check does not run; otherwise e.g. ``objective 99%; chat v3 97.1% over 1h, burning
+    its budget; rank v1 99.8% over 1h``."""
+    seen = False
+    objective: float | None = None
+    ratio: dict[tuple[str, str], tuple[float, float]] = {}  # (model, version) -> (longest window, ratio)
+    burning: set[tuple[str, str]] = set()
+    for family in registry.collect():
+        if family.name not in _FAMILIES:
+            continue
+        seen = True
+        for s in family.samples:
+            key = (s.labels.get("model", ""), s.labels.get("version", ""))
+            if family.name == "sidecar_goodput_objective":
+                objective = s.value
+            elif family.name == "sidecar_goodput_condition" and s.value == 1:
+                burning.add(key)
+            elif family.name == "sidecar_goodput_ratio":
+                secs = float(s.labels.get("window_secs", "0"))
+                if key not in ratio or secs > ratio[key][0]:
+                    ratio[key] = (secs, s.value)
+    if not seen:
+        return None
+    parts = [f"objective {_pct(objective)}"] if objective is not None else []
+    for key in sorted(ratio, key=lambda k: (k not in burning, k))[:_MAX_PARTS]:
+        secs, value = ratio[key]
+        burn = ", burning its budget" if key in burning else ""
+        parts.append(f"{key[0]} v{key[1]} {_pct(value)} over {secs / 3600:g}h{burn}")
+    if len(parts) <= 1:
+        parts.append("no judged requests yet")
+    return "; ".join(parts)

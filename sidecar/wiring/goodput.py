@@ -1,0 +1,19 @@
+"""Builds the goodput check from ``checks.goodput`` and subscribes it to the events bus."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sidecar.checks.goodput.check import GoodputCheck
+from sidecar.component import Context
+
+__all__ = ["build"]
+
+
+def build(ctx: Context) -> list[Any]:
+    cfg = ctx.config.checks.goodput
+    if not cfg.enabled:
+        return []
+    comp = GoodputCheck(cfg, registry=ctx.registry)
+    ctx.bus.subscribe("events", comp.name, comp.observe)
+    return [comp]

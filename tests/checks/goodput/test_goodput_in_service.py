@@ -1,0 +1,70 @@
+"""Goodput end to end: events with LLM fields posted to ``POST /v1/events`` reach the check through the wiring,
+``/metrics`` carries the counters and ``/`` carries the goodput line."""
+
+from __future__ import annotations
+
+import html
+import logging
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
+
+from sidecar.app import create_app
+from sidecar.clock import FakeClock
+from sidecar.component import Context
+from sidecar.config import parse_config
+from sidecar.pages.goodput_line import goodput_line
+from sidecar.pages.readers import Api
+from sidecar.pages.status import StatusPages
+from sidecar.service import Service
+from sidecar.store import Store
+from sidecar.wiring.alerting import build as alerting
+from sidecar.wiring.events import build as events
+from sidecar.wiring.goodput import build as goodput
+
+T0 = 1_764_892_800.0
+
+
+def _page(ctx: Context) -> list[Any]:
+    return [StatusPages(registry=ctx.registry, clock=ctx.clock, api=Api(ctx.registry, logging.getLogger("t")))]
+
+
+def test_the_line_is_absent_without_the_check() -> None:
+    assert goodput_line(CollectorRegistry()) is None
+
+
+def test_posted_events_are_judged_counted_and_shown(tmp_path: Path) -> None:
+    cfg = parse_config(
+        {
+            "alerting": {"enabled": True},
+            "events": {"enabled": True},
+            "checks": {"goodput": {"enabled": True, "slos": {"chat": {"ttft_ms": 500, "e2e_ms": 4000}}}},
+        }
+    )
+    clock = FakeClock(T0)
+    svc = Service(
+        cfg,
+        clock=clock,
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={}))),
+        factories=[alerting, events, goodput, _page],
+    )
+    good = {"model": "chat", "version": "3", "fields": {"ttft_ms": 200, "latency_ms": 1500, "tokens_out": 51}}
+    slow = {"model": "chat", "version": "3", "fields": {"ttft_ms": 700, "latency_ms": 1500, "tokens_out": 51}}
+    with TestClient(create_app(svc, manage_lifecycle=False)) as client:
+        r = client.post("/v1/events", json={"events": [good] * 75 + [slow] * 25})
+        assert r.status_code == 200, r.text
+        svc.evaluate_once(T0 + 30)
+        metrics = client.get("/metrics").text
+        page = html.unescape(client.get("/").text)
+    assert 'sidecar_goodput_requests_total{good="true",model="chat",version="3"} 75.0' in metrics
+    assert 'sidecar_goodput_requests_total{good="false",model="chat",version="3"} 25.0' in metrics
+    # inter-token derived: (1500 - 200) / 50 = 26 ms
+    assert 'sidecar_gen_ai_server_time_per_output_token_seconds_count{model="chat",version="3"} 100.0' in metrics
+    line = goodput_line(svc.registry)
+    assert line == "objective 99%; chat v3 75% over 6h, burning its budget"
+    assert f'id="goodput-line">goodput: {line}</p>' in page
