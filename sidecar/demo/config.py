@@ -8,17 +8,24 @@ from typing import Any
 
 from sidecar.demo.business_demo import DEMO_ALERTING, DEMO_BUSINESS_CHECKS
 from sidecar.demo.drift_demo import DEMO_DRIFT_CONFIG
+from sidecar.demo.edge_nginx import edge_config
 
 __all__ = ["demo_config"]
 
 
 def demo_config(
-    triton_http: str, triton_metrics: str, port: int, workdir: Path, alertmanager_url: str | None = None
+    triton_http: str,
+    triton_metrics: str,
+    port: int,
+    workdir: Path,
+    alertmanager_url: str | None = None,
+    edge_log: Path | None = None,
 ) -> dict[str, Any]:
-    """The config the demo runs with: the embedded defaults plus what points at the demo's Triton."""
+    """The config the demo runs with: the embedded defaults plus what points at the demo's Triton, and, when an
+    nginx stands in front of it (``edge_log``: its JSON access log), the edge source tailing that log."""
     alerting = copy.deepcopy(DEMO_ALERTING)
     alerting["alertmanager"]["urls"] = [alertmanager_url] if alertmanager_url else []
-    return {
+    raw: dict[str, Any] = {
         "server": {"host": "127.0.0.1", "port": port, "public_url": f"http://127.0.0.1:{port}"},
         "store": {"path": str(workdir / "sidecar-state.sqlite")},
         "triton": {"metrics_url": triton_metrics, "http_url": triton_http, "interval_secs": 2.0},
@@ -36,3 +43,6 @@ def demo_config(
         },
         "alerting": alerting,
     }
+    if edge_log is not None:
+        raw["edge"] = edge_config(edge_log)
+    return raw

@@ -2,8 +2,10 @@
 
 Everything runs on loopback and uses the embedded defaults (SQLite store, no external services). When Debian's
 Alertmanager is installed (``.ci/setup`` installs it) the demo starts one too, so alerts can be seen where
-on-call would see them. The sidecar runs from ``sidecar.yaml`` written to the work folder, and the banner prints
-the ``sidecar doctor --config`` line for it. ``play.ScenarioRun`` plays the scenario and prints its timeline.
+on-call would see them; when nginx is installed, an nginx with ``proxy_cache`` stands in front of Triton's HTTP
+port, the traffic goes through it, and the sidecar tails its JSON access log with the edge source. The sidecar
+runs from ``sidecar.yaml`` written to the work folder, and the banner prints the ``sidecar doctor --config``
+line for it. ``play.ScenarioRun`` plays the scenario and prints its timeline.
 Ctrl-C (or SIGTERM, or ``--duration-secs``) prints the promise table, then stops the traffic, the sidecar,
 Alertmanager and Triton's whole process group, so nothing is left behind.
 """
@@ -73,7 +75,16 @@ def _sidecar_command() -> str:
     return str(exe) if exe.exists() else "sidecar"
 
 
-def _banner(base: str, triton: Any, am_url: str | None, config_path: Path) -> str:
+def _edge_line(nginx: Any | None) -> str:
+    if nginx is None:
+        return "Edge:     nginx not installed (the traffic goes to Triton directly; no edge source)"
+    return (
+        f"Edge:     nginx {nginx.url} (proxy_cache) in front of Triton; the traffic goes through it, its log\n"
+        f"  {nginx.access_log} is tailed by the edge source (sidecar_edge_*; each trace's waterfall shows the edge)"
+    )
+
+
+def _banner(base: str, triton: Any, am_url: str | None, config_path: Path, nginx: Any | None = None) -> str:
     from sidecar.demo.scenario import DemoScenario
     from sidecar.demo.story import EXPECTED, clock_text
 
@@ -93,6 +104,7 @@ Sidecar:  {base}/
   metrics   {base}/metrics   (sidecar_model_requests_per_second, sidecar_model_error_ratio, sidecar_drift_*)
   ready     {base}/readyz
 {am}
+{_edge_line(nginx)}
 Config:   {config_path}
   diagnose this Triton from another terminal:  {_sidecar_command()} doctor --config {config_path}
 Traffic: ~20 requests/s to ctr v1, ctr v2 and fraud v1 (about 8% of fraud requests fail, about 1% are slow);
@@ -111,6 +123,7 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
     from sidecar.app import create_app
     from sidecar.config import load_config
     from sidecar.demo.alertmanager import DemoAlertmanager
+    from sidecar.demo.edge_nginx import DemoNginx
     from sidecar.demo.play import ScenarioRun
     from sidecar.demo.timeline import LoopTicker
     from sidecar.demo.traffic import Traffic
@@ -121,6 +134,7 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
     quiet_server = _quiet_server_class()
     triton = TritonServer(demo_model_repository(), workdir / "triton", extra_args=_triton_trace_args(port))
     alertmanager = DemoAlertmanager(workdir / "alertmanager")
+    nginx: DemoNginx | None = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -129,7 +143,12 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
         print(f"starting Triton (models ctr v1+v2, fraud v1) in {workdir / 'triton'} ...", flush=True)
         await asyncio.to_thread(triton.start)
         am_url = alertmanager.url if await asyncio.to_thread(alertmanager.start) else None
-        config_path = write_config(demo_config(triton.http_url, triton.metrics_url, port, workdir, am_url), workdir)
+        edge = DemoNginx(workdir / "nginx", triton.http_url)
+        nginx = edge if await asyncio.to_thread(edge.start) else None
+        raw = demo_config(
+            triton.http_url, triton.metrics_url, port, workdir, am_url, nginx.access_log if nginx else None
+        )
+        config_path = write_config(raw, workdir)
         service = Service(load_config(config_path))
         app = create_app(service)
         import uvicorn
@@ -145,8 +164,8 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
             await asyncio.sleep(0.05)
         tune_gc()
         base = f"http://127.0.0.1:{port}"
-        traffic = Traffic(triton.http_url, sidecar_url=base)
-        print(_banner(base, triton, am_url, config_path), flush=True)
+        traffic = Traffic(nginx.url if nginx else triton.http_url, sidecar_url=base)
+        print(_banner(base, triton, am_url, config_path, nginx), flush=True)
         play = ScenarioRun(
             traffic,
             sidecar_url=base,
@@ -172,9 +191,11 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
             flush=True,
         )
     finally:
+        if nginx is not None:
+            nginx.stop()
         await asyncio.to_thread(alertmanager.stop)
         await asyncio.to_thread(triton.stop)
-        print("stopped Triton and the sidecar", flush=True)
+        print("stopped Triton and the sidecar" + (" (and nginx)" if nginx else ""), flush=True)
     return 0
 
 

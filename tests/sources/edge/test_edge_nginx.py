@@ -29,6 +29,7 @@ from sidecar.alerting.render import finding_text
 from sidecar.checks.edge.config import PurgeWatchConfig
 from sidecar.checks.edge.purge import PurgeWatch
 from sidecar.clock import SystemClock
+from sidecar.demo.edge_nginx import nginx_conf
 from sidecar.processors.edge import EdgeProcessor
 from sidecar.processors.edge_config import EdgeSeriesConfig
 from sidecar.processors.edge_record import EdgeRecord
@@ -44,11 +45,6 @@ pytestmark = [
 ]
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-_LOG_FORMAT = (
-    '\'{"time":$msec,"path":"$uri","cache":"$upstream_cache_status","request_time":$request_time,'
-    '"upstream_time":"$upstream_response_time","status":$status,"node":"nginx-test",'
-    '"request_id":"$request_id","trace_id":"$http_traceparent"}\''
-)
 
 
 def _free_port() -> int:
@@ -95,33 +91,8 @@ def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Edge]:
     port = _free_port()
     (root / "logs").mkdir()
     cache = root / "cache"
-    user = "user root;" if os.geteuid() == 0 else ""  # a root master's workers must write the test's cache dir
     conf = root / "nginx.conf"
-    conf.write_text(
-        f"""{user}
-worker_processes 1;
-pid {root}/nginx.pid;
-error_log {root}/logs/error.log warn;
-events {{ worker_connections 64; }}
-http {{
-    log_format edge escape=json {_LOG_FORMAT};
-    access_log {root}/logs/access.log edge;
-    client_body_temp_path {root}/body; proxy_temp_path {root}/proxy; fastcgi_temp_path {root}/fcgi;
-    uwsgi_temp_path {root}/uwsgi; scgi_temp_path {root}/scgi;
-    proxy_cache_path {cache} levels=1:2 keys_zone=edge:1m max_size=64m inactive=1h use_temp_path=off;
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://127.0.0.1:{origin.server_address[1]};
-            proxy_cache edge;
-            proxy_cache_key $uri;
-            proxy_cache_valid 200 1h;
-            add_header X-Cache $upstream_cache_status always;
-        }}
-    }}
-}}
-"""
-    )
+    conf.write_text(nginx_conf(root, port=port, origin=f"127.0.0.1:{origin.server_address[1]}", node="nginx-test"))
     # Without `daemon off` the command returns once the master has bound its port and gone to the background.
     subprocess.run(["nginx", "-p", str(root), "-c", str(conf)], check=True, capture_output=True, timeout=30)
     pid = int((root / "nginx.pid").read_text())
