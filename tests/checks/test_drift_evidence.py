@@ -119,3 +119,17 @@ def test_a_store_row_of_an_older_sidecar_keeps_its_count_without_figures(tmp_pat
     check.multiscale.load(("m", "1", "b", "ks"), orjson.dumps({"60.0": [T0, [1, 1]]}))
     lk = check.multiscale.looks[(("m", "1", "b", "ks"), 60.0)]
     assert list(lk.bits) == [True, True] and list(lk.blocks) == [None, None]
+
+
+def test_a_stored_block_keeps_its_own_chi_square_details() -> None:
+    import dataclasses
+
+    import orjson
+
+    from sidecar.checks.drift.multiscale import _block, _block_row
+
+    b = DriftBlock(0.0, 60.0, 400, 1000, 199.1, 1.44, 1e-40, 1e-39, 0.002, True, dof=2, unseen="br", unseen_ratio=0.185)
+    row = orjson.loads(orjson.dumps(_block_row(b)))
+    assert _block(row) == b  # the evidence reads the same words after a restart
+    old = dataclasses.replace(b, dof=None, unseen=None, unseen_ratio=None)
+    assert _block(row[:10]) == old  # a row stored before blocks had their details still reads
