@@ -13,7 +13,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "alerts"
-OURS = ["serving", "gpu", "drift", "sidecar"]
+OURS = ["serving", "gpu", "drift", "sidecar", "llm"]
 
 pytestmark = pytest.mark.prometheus
 
