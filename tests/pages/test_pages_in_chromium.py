@@ -100,6 +100,9 @@ def test_every_page_fits_the_window_during_a_drift(url: str, width: int) -> None
                 over[name] = page.evaluate(OVER)
                 text[name] = page.inner_text("body")
                 if name == "status":  # the changes card: every change shown (none hidden as a header row)
+                    cards = page.eval_on_selector_all(
+                        ".card", "els => els.map(e => [e.id, e.scrollWidth - e.clientWidth])"
+                    )
                     shown = page.eval_on_selector_all(
                         "section#changes tr", "rs => rs.filter(r => r.getClientRects().length > 0).length"
                     )
@@ -113,6 +116,7 @@ def test_every_page_fits_the_window_during_a_drift(url: str, width: int) -> None
     # The drift the showcase tells is on every screen that shows drift: the alert, the list, the detail.
     for name in ("status", "alerts", "drift", "drift-detail"):
         assert "in the 60s block to" in text[name] and "2 of the last 3 60s blocks" in text[name], name
+    assert all(over <= 1 for _, over in cards), cards  # nothing wider than its card, nothing to scroll sideways
     assert shown == 3, shown  # the showcase's three changes, the newest included
     # On a phone each figure of /drift is named (its column header is not shown there).
     assert label == ('"statistic now: "' if width == 390 else "none"), label
