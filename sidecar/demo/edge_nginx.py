@@ -112,8 +112,18 @@ class DemoNginx:
         self.stop()
         return False
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM to the master (nginx's fast shutdown), then wait until it is gone, workers included: the master
+        exits after its workers. The master is not our child (nginx daemonizes), so it is polled."""
         pid, self.pid = self.pid, None
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+        if pid is None:
+            return
+        try:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                os.kill(pid, 0)  # raises once the master is gone
+                time.sleep(0.05)
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

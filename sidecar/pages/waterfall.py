@@ -175,7 +175,8 @@ def layout(spans: Sequence[Span], edge: EdgeRecord | None = None, joined_by: str
     if edge is not None:
         origin = None
         if edge.origin_s is not None:
-            ow = max(1.0, edge.origin_s * 1e9 * scale)
+            # nginx's origin time may exceed its whole-request time by its 1 ms rounding: kept inside the bar.
+            ow = min(max(1.0, edge.origin_s * 1e9 * scale), max(1.0, (e1 - e0) * scale))
             origin = (LABEL_W + (e1 - t0) * scale - ow, ow)
         bar = EdgeBar(
             edge, joined_by, y, LABEL_W + (e0 - t0) * scale, max(1.0, (e1 - e0) * scale), e0, e1, e0 - t0, origin

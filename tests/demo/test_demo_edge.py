@@ -85,5 +85,6 @@ def test_the_demo_nginx_proxies_inference_and_logs_what_the_edge_source_takes(or
     rec = infer[0]
     assert rec.trace_id == TID and rec.node == "nginx-demo" and rec.status == 200
     assert rec.cache == ""  # a POST is never looked up in the cache
-    assert rec.origin_s is not None and rec.edge_s is not None and rec.origin_s <= rec.edge_s
+    # nginx times the two from different clock readings in whole milliseconds: the origin's may be 1 ms over.
+    assert rec.origin_s is not None and rec.edge_s is not None and rec.origin_s <= rec.edge_s + 0.001
     assert rec.request_id is not None and len(rec.request_id) == 32  # nginx's own $request_id, kept opaque

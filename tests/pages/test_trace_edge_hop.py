@@ -126,3 +126,16 @@ def test_a_non_hex_request_id_joins_when_the_span_carries_it(client: TestClient)
     # A trace no edge line names has no edge row.
     other = client.get(f"/traces/{TID_NONE}").text
     assert 'id="edge-bar"' not in other and 'id="edge-hop"' not in other
+
+
+def test_an_origin_time_over_the_edge_time_stays_inside_the_edge_bar() -> None:
+    from sidecar.model import Span
+    from sidecar.pages.waterfall import layout
+    from sidecar.processors.edge_record import EdgeRecord
+
+    span = Span(TID, "a000000000000001", None, "InferRequest", 1_000_000_000_000_000_000, 1_000_000_000_001_000_000)
+    # nginx rounds both to whole milliseconds from different clock readings: origin 3 ms of a 2 ms request.
+    hop = EdgeRecord(1_000_000_000.0015, "/infer", "", 0.002, 0.003, 200, "n", TID)
+    bar = layout([span], hop).edge
+    assert bar is not None and bar.origin is not None
+    assert bar.origin[1] == pytest.approx(bar.w) and bar.origin[0] == pytest.approx(bar.x)
