@@ -187,10 +187,17 @@ def parse_event(doc: object, field: str, cfg: EventsConfig, now: float) -> Event
 _STR_NONE = {str, type(None)}
 
 
-def _plain_names(d: dict[Any, Any], cfg: EventsConfig) -> bool:
+def _plain_names(d: dict[Any, Any], cfg: EventsConfig, seen: list[set[str]] | None = None) -> bool:
+    """Every key a name within bounds. ``seen`` holds the last set of names found good (a batch's events
+    mostly share theirs): the same set again needs no second look at each name."""
     if not d:
         return True
-    return set(map(type, d)) == {str} and min(map(len, d)) > 0 and max(map(len, d)) <= cfg.max_name_length
+    if seen and d.keys() == seen[0]:
+        return True
+    ok = set(map(type, d)) == {str} and min(map(len, d)) > 0 and max(map(len, d)) <= cfg.max_name_length
+    if ok and seen is not None:
+        seen[:] = [set(d)]
+    return ok
 
 
 def _plain_numbers(d: dict[Any, Any]) -> dict[str, float] | None:
@@ -208,8 +215,10 @@ def _plain_numbers(d: dict[Any, Any]) -> dict[str, float] | None:
     return out if math.isfinite(sum(out.values())) else None
 
 
-def _plain_features(d: dict[Any, Any], cfg: EventsConfig) -> dict[str, FeatureValue] | None:
-    if len(d) > cfg.max_features_per_event or not _plain_names(d, cfg):
+def _plain_features(
+    d: dict[Any, Any], cfg: EventsConfig, seen: list[set[str]] | None
+) -> dict[str, FeatureValue] | None:
+    if len(d) > cfg.max_features_per_event or not _plain_names(d, cfg, seen):
         return None
     nums = _plain_numbers(d)
     if nums is not None:
@@ -245,9 +254,10 @@ def _plain_number(v: object) -> float | None:
     return None
 
 
-def plain_event(doc: object, cfg: EventsConfig, now: float) -> Event | None:
+def plain_event(doc: object, cfg: EventsConfig, now: float, seen: list[set[str]] | None = None) -> Event | None:
     """The event ``parse_event`` would give for a document of the usual shape; None for any other document
-    (which may still be valid: ``parse_event`` decides)."""
+    (which may still be valid: ``parse_event`` decides). ``seen``: the last feature names found good, kept
+    by the caller over a batch."""
     if type(doc) is not dict or not doc.keys() <= _KNOWN:
         return None
     get = doc.get
@@ -273,7 +283,7 @@ def plain_event(doc: object, cfg: EventsConfig, now: float) -> Event | None:
     features: dict[str, FeatureValue] = {}
     if "features" in doc:
         fr = doc["features"]
-        if type(fr) is not dict or (feats := _plain_features(fr, cfg)) is None:
+        if type(fr) is not dict or (feats := _plain_features(fr, cfg, seen)) is None:
             return None
         features = feats
     score = get("score")
@@ -325,8 +335,9 @@ def parse_events(
     """Every valid event and every rejection (index and field) of a batch; nothing valid is lost."""
     ok: list[Event] = []
     bad: list[Rejection] = []
+    seen: list[set[str]] = []
     for i, doc in enumerate(docs):
-        if (ev := plain_event(doc, cfg, now)) is not None:
+        if (ev := plain_event(doc, cfg, now, seen)) is not None:
             ok.append(ev)
             continue
         try:

@@ -193,3 +193,29 @@ def test_the_common_shape_path_takes_the_usual_event() -> None:
     assert fast is not None and fast == parse_event(doc, "events[0]", CFG, NOW)
     assert fast.trace_id == "ab" * 16 and fast.features == {"x": 1.5, "n": 3.0, "c": "de", "m": None}
     assert plain_event({"model": "ctr", "timestamp": "2023-11-14T22:00:00Z"}, CFG, NOW) is None  # a string time
+
+
+# Feature names from a few, so the same sets come back within a batch (some too long under the tight config,
+# one empty).
+_repeating = st.fixed_dictionaries(
+    {"model": st.just("m")},
+    optional={
+        "features": st.dictionaries(
+            st.sampled_from(["a", "b", "c", "toolong", ""]), st.floats() | st.none() | st.text(max_size=30), max_size=3
+        )
+    },
+)
+
+
+@SETTINGS
+@given(st.lists(usual_shape | _repeating, max_size=12), st.sampled_from([CFG, EventsConfig(max_name_length=5)]))
+def test_a_batch_gives_what_its_documents_give_one_at_a_time(docs: list[dict[str, Any]], cfg: EventsConfig) -> None:
+    ok, bad = parse_events(docs, cfg, NOW)  # the batch remembers the names it found good from one to the next
+    expected: list[Any] = []
+    for i, doc in enumerate(docs):
+        try:
+            expected.append(parse_event(doc, f"events[{i}]", cfg, NOW))
+        except EventError as exc:
+            expected.append((i, exc.field, exc.message))
+    assert [e for e in expected if not isinstance(e, tuple)] == ok
+    assert [e for e in expected if isinstance(e, tuple)] == [(r.index, r.field, r.error) for r in bad]
