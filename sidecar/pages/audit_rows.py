@@ -72,8 +72,7 @@ def _request(e: Mapping[str, Any]) -> tuple[str, str, str, str, str, list[tuple[
     if triton and triton != outcome:
         notes.append(f"(Triton: {triton})")
     facts: list[tuple[str, str]] = []
-    lat = _num(e.get("latency_ms"))
-    title = f"{float(e['latency_ms']):.1f} ms" if lat is not None else ""
+    title = _latency(e.get("client_latency_ms"), e.get("latency_ms"))
     stages = e.get("stages_ms")
     if isinstance(stages, Mapping):
         facts += [(str(k), f"{float(v):.1f} ms") for k, v in stages.items() if _num(v) is not None]
@@ -84,6 +83,20 @@ def _request(e: Mapping[str, Any]) -> tuple[str, str, str, str, str, list[tuple[
         facts.append(("joined", "no (one side only)"))
     css = "ok" if outcome == "ok" else "err" if outcome else ""
     return outcome, css, " ".join(notes), title, one_line(_s(e.get("reason")), 300), facts
+
+
+def _ms(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) and _num(v) is not None else None
+
+
+def _latency(client: object, triton: object) -> str:
+    """The latency as the caller saw it (the trace's duration on /traces, beside the outcome the caller saw),
+    and Triton's own where it differs: ``120.0 ms (Triton: 106.0 ms)``; Triton's alone without a caller side."""
+    c, t = _ms(client), _ms(triton)
+    if c is None:
+        return f"{t:.1f} ms" if t is not None else ""
+    same = t is None or f"{t:.1f}" == f"{c:.1f}"
+    return f"{c:.1f} ms" + ("" if same else f" (Triton: {t:.1f} ms)")
 
 
 def _finding(kind: str, e: Mapping[str, Any]) -> tuple[str, str, str, str, str, list[tuple[str, str]]]:

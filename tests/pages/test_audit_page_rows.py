@@ -69,6 +69,11 @@ def test_every_kind_has_a_readable_model_an_outcome_and_its_details() -> None:
     alert = {"labels": {"alertname": "CtrMeanDown", "model": "ctr", "version": "all", "severity": "high"}}
     for kind, ident, body in (
         ("request", "r1", {"model": "ctr", "version": "1", "outcome": "error", "code": "http_500", "latency_ms": 12.5}),
+        (
+            "request",
+            "r2",
+            {"model": "ctr", "version": "1", "outcome": "error", "latency_ms": 106.0, "client_latency_ms": 120.0},
+        ),
         ("finding_crossed", "f1", finding),
         ("finding_cleared", "f2", finding),
         ("alert_fired", "a1", {**alert, "annotations": {"summary": "CTR mean down 18%"}}),
@@ -81,12 +86,12 @@ def test_every_kind_has_a_readable_model_an_outcome_and_its_details() -> None:
     html = TestClient(create_app(svc)).get("/audit").text
     assert "vall" not in html
     rows = _rows(html)
-    assert len(rows) == 8
+    assert len(rows) == 9
     for ident, row in rows.items():
         assert _cell(row, "outcome").strip(), ident  # no empty outcome, whatever the kind
     assert _cell(rows["a1"], "subject") == "ctr · version all"
     assert _cell(rows["r1"], "subject") == "ctr v1" and _cell(rows["r1"], "outcome") == "error http_500"
-    change = next(r for k, r in rows.items() if k not in ("r1", "f1", "f2", "a1", "a2", "a3", "d1"))
+    change = next(r for k, r in rows.items() if k not in ("r1", "r2", "f1", "f2", "a1", "a2", "a3", "d1"))
     assert _cell(change, "subject") == "ctr · version all" and "POST /v1/changes" in _cell(change, "outcome")
     assert _cell(rows["f1"], "outcome").startswith("condition holds") and "warning" in _cell(rows["f1"], "outcome")
     assert _cell(rows["f2"], "outcome").startswith("condition cleared")
@@ -96,6 +101,9 @@ def test_every_kind_has_a_readable_model_an_outcome_and_its_details() -> None:
     assert "p 2.1e-06" in details and "baseline" not in details  # a missing number is left out
     assert _cell(rows["a1"], "outcome").startswith("fired") and "CTR mean down 18%" in _cell(rows["a1"], "details")
     assert _cell(rows["a2"], "outcome").startswith("resolved")
+    # A request's latency is the caller's (its trace's duration on /traces), Triton's own beside it.
+    assert _cell(rows["r1"], "details").startswith("12.5 ms")
+    assert _cell(rows["r2"], "details").startswith("120.0 ms (Triton: 106.0 ms)")
     # A re-send row says when it was re-sent (the window's index alone read "window 2").
     assert _cell(rows["a3"], "outcome") == "re-sent high first re-send 2.0h-3.0h after it became active"
     assert _cell(rows["d1"], "outcome") == "not delivered HTTP 400" and "bad" in _cell(rows["d1"], "details")
