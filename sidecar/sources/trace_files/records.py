@@ -55,12 +55,12 @@ def _incomplete(err: Exception, text: str, pos: int) -> bool:
 
 
 # Triton's commonest record, as it writes it (compact, one timestamp): taken without building its dicts. JSON
-# ints have no leading zeros; 19 digits stay below 2**64, where orjson still reads an int (the range checks are
-# the assembler's). A ``{"`` cannot start inside a JSON string, so a match starts a value: a top-level record
-# unless it sits inside another value, and then the text around it does not parse and the read goes the
-# ordinary way.
+# ints have no leading zeros; 18 digits stay below 2**63 (an id or a time past that is the assembler's to
+# refuse: it goes the ordinary way). A ``{"`` cannot start inside a JSON string, so a match starts a value: a
+# top-level record unless it sits inside another value, and then the text around it does not parse and the
+# read goes the ordinary way.
 _TS_RECORD = re.compile(
-    rb'\{"id":(0|[1-9][0-9]{0,18}),"timestamps":\[\{"name":"([A-Za-z_]{1,64})","ns":(0|[1-9][0-9]{0,18})\}\]\}'
+    rb'\{"id":(0|[1-9][0-9]{0,17}),"timestamps":\[\{"name":"([A-Za-z_]{1,64})","ns":(0|[1-9][0-9]{0,17})\}\]\}'
 )
 _SEPARATORS = frozenset((b"", b","))
 _NAMES: dict[bytes, str] = {}  # bytes -> str of timestamp names (bounded: at most _MAX_NAMES)
@@ -76,30 +76,41 @@ def _name(b: bytes) -> str:
     return s
 
 
-def _gap(gap: bytes, out: list[Any]) -> bool:
+def _gap(gap: bytes, out: list[Any]) -> int:
+    """Append the objects of the values in ``gap``; returns how many values were not objects, -1 when it does
+    not parse."""
     g = gap.strip(b" \t\r\n,")
-    if g:
-        try:
-            out += orjson.loads(b"[" + g + b"]")
-        except orjson.JSONDecodeError:
-            return False
-    return True
+    if not g:
+        return 0
+    try:
+        doc = orjson.loads(b"[" + g + b"]")
+    except orjson.JSONDecodeError:
+        return -1
+    objects = [v for v in doc if isinstance(v, dict)]
+    out += objects
+    return len(doc) - len(objects)
 
 
-def _lean(body: bytes) -> list[Any] | None:
-    """The values of a run of complete records (``body``, without the brackets), with each one-timestamp record
-    as a ``(trace id, name, ns)`` tuple (``Assembler.add`` takes both forms); None when it does not parse."""
+def _lean(body: bytes) -> tuple[list[Any], int] | None:
+    """The records of a run of complete values (``body``, without the brackets), each one-timestamp record as
+    a ``(trace id, name, ns)`` tuple (``Assembler.add`` takes both forms), and how many values were not
+    objects; None when it does not parse."""
     parts = _TS_RECORD.split(body)  # [text before, id, name, ns, text between, id, name, ns, ..., text after]
     out: list[Any] = []
     append = out.append
     known = _NAMES.get
+    others = 0
     for i in range(0, len(parts) - 1, 4):
         gap = parts[i]
-        if gap not in _SEPARATORS and not _gap(gap, out):
-            return None
+        if gap not in _SEPARATORS:
+            n = _gap(gap, out)
+            if n < 0:
+                return None
+            others += n
         nb = parts[i + 2]
         append((int(parts[i + 1]), known(nb) or _name(nb), int(parts[i + 3])))
-    return out if _gap(parts[-1], out) else None
+    n = _gap(parts[-1], out)
+    return None if n < 0 else (out, others + n)
 
 
 def _fast(buf: bytes, at_start: bool, lean: bool = False) -> Scan | None:
@@ -118,18 +129,20 @@ def _fast(buf: bytes, at_start: bool, lean: bool = False) -> Scan | None:
     end = len(body) - 1 if closed else buf.rfind(b"}") + 1
     if end <= start:
         return None
-    doc = _lean(buf[start:end]) if lean else None
-    if doc is None:
+    out = Scan(consumed=len(buf) if closed else end, closed=closed)
+    got = _lean(buf[start:end]) if lean else None
+    if got is not None:
+        out.records, out.not_objects = got
+    else:
         try:
             doc = orjson.loads(b"[" + buf[start:end] + b"]")
         except orjson.JSONDecodeError:
             return None
-    out = Scan(consumed=len(buf) if closed else end, closed=closed)
-    for rec in doc:
-        if type(rec) is tuple or isinstance(rec, dict):
-            out.records.append(rec)
-        else:
-            out.not_objects += 1
+        for rec in doc:
+            if isinstance(rec, dict):
+                out.records.append(rec)
+            else:
+                out.not_objects += 1
     if not closed:
         rest = buf[end:]
         if rest.strip(b" \t\r\n,"):

@@ -110,24 +110,23 @@ class Assembler:
         the common record, one timestamp, taken without a call.
         """
         pending = self.pending
+        last_tid, last_req = -1, Request(-1)  # the request of the previous tuple record
         for r in records:
             if type(r) is tuple:  # (trace id, name, ns) of a one-timestamp record (``scan(lean=True)``)
-                tid, name, ns = r
-                if tid > MAX_NS:
-                    self._refuse("bad_id")
-                    continue
-                req = into.get(tid)
-                if req is None:
-                    req = pending.pop(tid, None) or Request(tid)
-                    into[tid] = req
-                have = req.stamps
-                if ns > MAX_NS:
-                    self._refuse("bad_timestamp")
-                elif name in have or len(have) < MAX_STAMPS:
+                tid, name, ns = r  # both within 0..MAX_NS, the name a short ASCII word: the scan's regex
+                if tid != last_tid:
+                    got = into.get(tid)
+                    if got is None:
+                        got = pending.pop(tid, None) or Request(tid)
+                        into[tid] = got
+                    last_tid, last_req = tid, got
+                have = last_req.stamps
+                if name in have or len(have) < MAX_STAMPS:
                     have[name] = ns
                 else:
                     self._refuse("too_many_timestamps")
                 continue
+            last_tid = -1  # a dict record may add a request under any id: look the next one up again
             tid = r.get("id")
             # (an int subclass that is not a bool is still an id)
             if (type(tid) is not int or not 0 <= tid <= MAX_NS) and _id(tid) is None:
