@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +35,15 @@ def pids_under(workdir: Path) -> list[int]:
     return found
 
 
+def edge_line_and_hop(base: str) -> bool:
+    """An inference line of the demo's nginx counted, and a trace whose waterfall has the edge hop in front."""
+    if 'route_group="infer"' not in httpx.get(f"{base}/metrics", timeout=2).text:
+        return False
+    listed = httpx.get(f"{base}/traces?all=1", timeout=5).text
+    ids = list(dict.fromkeys(re.findall(r"/traces/([0-9a-f]{32})", listed)))[:5]
+    return any('id="edge-bar"' in httpx.get(f"{base}/traces/{t}", timeout=5).text for t in ids)
+
+
 def test_demo_serves_slis_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
     exe = Path(sys.executable).parent / "sidecar"
@@ -56,6 +67,10 @@ def test_demo_serves_slis_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         assert 'sidecar_model_requests_per_second{model="ctr",version="2"}' in metrics, "".join(lines)
         assert "sidecar_triton_up 1.0" in metrics
         assert pids_under(tmp_path), "Triton should be running under the demo's folder"
+        if shutil.which("nginx"):  # the traffic goes through the demo's nginx; the sidecar tails its log
+            base = f"http://127.0.0.1:{port}"
+            assert wait_until(lambda: edge_line_and_hop(base), 60, interval_s=0.5, ignore=(httpx.HTTPError,))
+            assert "Edge:     nginx http://127.0.0.1:" in "".join(lines)
         # The banner names the config it wrote and the doctor command; that command works against this demo.
         config = tmp_path / "sidecar.yaml"
         assert f"{exe} doctor --config {config}" in "".join(lines)
