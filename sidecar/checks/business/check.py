@@ -121,46 +121,49 @@ class BusinessChecks:
         now = self.clock.now()
         with self._lock:
             for chk in self.checks.values():
+                reasons = self._observe_many(chk, batch.items, now)
                 # Counted once per batch and reason: the same totals as one increment per event.
-                reasons: dict[str, int] = {}
-                model = chk.cfg.model
-                for ev in batch.items:
-                    if model is not None and ev.model != model:
-                        continue
-                    reason = self._observe_one(chk, ev, now)
-                    reasons[reason] = reasons.get(reason, 0) + 1
                 if taken := reasons.pop("", 0):
                     self._observed.labels(chk.name).inc(taken)
                 for reason, n in reasons.items():
                     self._dropped.labels(chk.name, reason).inc(n)
 
-    def _observe_one(self, chk: CheckState, ev: Event, now: float) -> str:
-        """Takes one event of the check's model into its series; returns the reason it was dropped, or ""
-        when it was taken."""
+    def _observe_many(self, chk: CheckState, events: Sequence[Event], now: float) -> dict[str, int]:
+        """Takes each event of the check's model into its series, in order; returns how many were taken ("")
+        and how many were dropped, by reason."""
         cfg = chk.cfg
-        value = extract(ev, chk.head, chk.key)
-        if value is None:
-            return "missing_field"
-        den = 0.0
-        if chk.den_ref is not None:
-            d = extract(ev, *chk.den_ref)
-            if d is None:
-                return "missing_field"
-            den = d
-        if not (math.isfinite(value) and math.isfinite(den)):
-            return "not_numeric"
-        if ev.timestamp > now + self.cfg.max_future_skew_secs:
-            return "future"
-        if ev.timestamp < now - chk.horizon:
-            return "too_old"
-        key = chk.series_key(ev)
-        s = chk.series.get(key)
-        if s is None:
-            if len(chk.series) >= cfg.max_series:
-                return "series_limit"
-            s = chk.series[key] = Series(labels=key)
-        chk.add(s, ev, value, den)
-        return ""
+        model, head, key, den_ref = cfg.model, chk.head, chk.key, chk.den_ref
+        latest, oldest = now + self.cfg.max_future_skew_secs, now - chk.horizon
+        series, max_series = chk.series, cfg.max_series
+        reasons: dict[str, int] = {}
+        for ev in events:
+            if model is not None and ev.model != model:
+                continue
+            reason = ""
+            value = extract(ev, head, key)
+            den: float | None = 0.0
+            if den_ref is not None:
+                den = extract(ev, *den_ref)
+            if value is None or den is None:
+                reason = "missing_field"
+            elif not (math.isfinite(value) and math.isfinite(den)):
+                reason = "not_numeric"
+            elif ev.timestamp > latest:
+                reason = "future"
+            elif ev.timestamp < oldest:
+                reason = "too_old"
+            else:
+                skey = chk.series_key(ev)
+                s = series.get(skey)
+                if s is None:
+                    if len(series) >= max_series:
+                        reason = "series_limit"
+                    else:
+                        s = series[skey] = Series(labels=skey)
+                if s is not None:
+                    chk.add(s, ev, value, den)
+            reasons[reason] = reasons.get(reason, 0) + 1
+        return reasons
 
     # -- evaluate --------------------------------------------------------------------------------------------
     def evaluate(self, now: float) -> Sequence[Finding]:
