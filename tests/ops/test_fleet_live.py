@@ -184,7 +184,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "remote_write": [
                 {
                     "url": f"http://127.0.0.1:{vmagent_port}/api/v1/write",
-                    "write_relabel_configs": [{"source_labels": ["__name__"], "regex": ".*:.*", "action": "drop"}],
+                    "write_relabel_configs": [
+                        {"source_labels": ["__name__"], "regex": ".*:.*|ALERTS.*", "action": "drop"}
+                    ],
                 }
             ],
             "scrape_configs": [
@@ -320,12 +322,16 @@ def test_victoriametrics_and_vmalert_compute_the_same(fleet: dict[str, Any]) -> 
 
 
 def test_both_engines_notify_alertmanager_of_one_fleet_alert_without_instance(fleet: dict[str, Any]) -> None:
+    # x (KS) and c (chi-square) drift; each engine sends its own alert for each.
+    expected = {(e, f, t) for e in ("prometheus", "vmalert") for f, t in (("x", "ks"), ("c", "chi2"))}
+
     def fleet_alerts() -> list[dict[str, Any]] | None:
         alerts = httpx.get(f"{fleet['am']}/api/v2/alerts", timeout=10).json()
         mine = [a for a in alerts if a["labels"].get("alertname") == "FleetFeatureDrifting"]
-        return mine if {a["labels"].get("engine") for a in mine} == {"prometheus", "vmalert"} else None
+        seen = {(a["labels"].get("engine"), a["labels"]["feature"], a["labels"].get("test")) for a in mine}
+        return mine if seen == expected else None
 
-    alerts = _wait(fleet_alerts, 120, "FleetFeatureDrifting from Prometheus and vmalert in Alertmanager")
+    alerts = _wait(fleet_alerts, 120, "FleetFeatureDrifting (ks on x, chi2 on c) from both engines in Alertmanager")
     for a in alerts:
-        assert a["labels"]["feature"] == "x" and a["labels"]["model"] == "ctr"
+        assert a["labels"]["model"] == "ctr"
         assert "instance" not in a["labels"] and "job" not in a["labels"]

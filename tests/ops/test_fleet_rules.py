@@ -15,10 +15,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from scipy import stats as sps
 
 from sidecar.checks.fleet.bins import binned_statistics
 from sidecar.cli import main
-from sidecar.fleet_rules import FleetRulesOptions, critical_coefficient, duration, fleet_rules, per_look_level
+from sidecar.fleet_rules import (
+    FleetRulesOptions,
+    critical_coefficient,
+    duration,
+    fleet_rules,
+    normal_quantile,
+    per_look_level,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "alerts"
@@ -78,8 +86,11 @@ def test_the_budget_sets_the_per_look_level_and_the_critical_value() -> None:
     c = critical_coefficient(per_look_level(o))
     assert math.exp(-2 * c * c) * 2 == pytest.approx(per_look_level(o))
     rules = {r.get("record") or r.get("alert"): r for r in fleet_rules(o)["groups"][0]["rules"]}
+    assert normal_quantile(0.025) == pytest.approx(1.959964, abs=1e-6)
     assert repr(c) in rules["sidecar:fleet_feature_ks_critical:30m"]["expr"]
-    assert "instance" not in rules["FleetFeatureDrifting"]["expr"]  # one alert per fleet, not per sidecar
+    alerts = [r for r in fleet_rules(o)["groups"][0]["rules"] if "alert" in r]
+    assert [r["labels"].get("test") for r in alerts] == ["ks", "chi2", None]
+    assert not any("instance" in r["expr"] for r in alerts)  # one alert per fleet, not per sidecar
     assert duration(7200) == "2h" and duration(90) == "90s"
     with pytest.raises(ValueError, match="window_secs"):
         FleetRulesOptions(window_secs=1.5)
@@ -94,9 +105,16 @@ def test_unit_test_expectations_equal_a_python_computation_on_the_merged_counts(
         if feature == "country":
             counts = np.array([bins["de"], bins["__other__"], bins["us"]])
             n, _, psi = binned_statistics("categorical", (0.3, 0.1, 0.6), counts)
+            q = np.array([0.3, 0.1, 0.6])
+            chi2 = float(n * np.sum((counts / n - q) ** 2 / q))
+            k, z = len(q) - 1, normal_quantile(per_look_level(FleetRulesOptions()))
+            crit = k * (1 - 2 / (9 * k) + z * math.sqrt(2 / (9 * k))) ** 3
+            assert crit >= sps.chi2.isf(per_look_level(FleetRulesOptions()), k)  # Wilson-Hilferty: conservative
             want |= {
                 ("sidecar:fleet_category_n:delta30m", feature): n,
                 ("sidecar:fleet_category_psi:30m", feature): psi,
+                ("sidecar:fleet_category_chi2:30m", feature): chi2,
+                ("sidecar:fleet_category_chi2_critical:30m", feature): crit,
             }
             continue
         cum = np.array([bins[le] for le in ("1", "2", "3", "+Inf")])
