@@ -224,3 +224,16 @@ def test_the_service_bins_against_the_drift_checks_file_reference(tmp_path: Path
             parse_config({"store": {"path": str(tmp_path / "t.sqlite")}, "checks": {"fleet": {"enabled": True}}}),
             registry=CollectorRegistry(),
         )
+
+
+def test_the_component_has_the_common_shape() -> None:
+    import inspect
+
+    from sidecar.component import Role
+
+    params = list(inspect.signature(FleetBins.__init__).parameters.values())[1:]
+    assert params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and params[0].name == "cfg"
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:])
+    fleet = FleetBins(FleetConfig(enabled=True), references=_Refs({}), registry=CollectorRegistry(), clock=FakeClock())
+    assert fleet.role is Role.CHECK and fleet.routes() is None and fleet.readiness() is None
+    assert fleet.evaluate(0.0) == []
