@@ -54,6 +54,8 @@ NEEDS: dict[str, str] = {
     "dcgm": "a dcgm-exporter scrape (DCGM profiling fields; NVML does not give them)",
     "cache": "Triton's response cache enabled for a model (--cache-config and response_cache in config.pbtxt)",
     "edge": "edge access-log lines read by the sidecar (edge.enabled, a tailed log or POST /v1/edge)",
+    "llm": "an LLM server scraped through its profile (servers:), and by Prometheus itself for its histograms",
+    "goodput": "the goodput check fed with events carrying ttft_ms, inter_token_ms, tokens_out, latency_ms",
     "process": "prometheus_client's ProcessCollector registered on the sidecar's registry (not done yet)",
 }
 

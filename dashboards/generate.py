@@ -17,7 +17,7 @@ from pathlib import Path
 
 from grafanalib._gen import DashboardEncoder
 
-from dashboards import business, drift, edge, gpu, health, serving
+from dashboards import business, drift, edge, gpu, health, llm, serving
 from dashboards.common import Board, PanelInfo
 
 __all__ = ["BOARDS", "main", "panel_infos", "render"]
@@ -28,6 +28,7 @@ BOARDS: dict[str, Callable[[], Board]] = {
     "drift": drift.board,
     "business": business.board,
     "edge": edge.board,
+    "llm": llm.board,
     "health": health.board,
 }
 

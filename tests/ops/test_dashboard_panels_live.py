@@ -1,5 +1,8 @@
 """No dead panels: a real Prometheus scrapes a running sidecar fed by a real Triton, and every panel query of every
-dashboard runs through Prometheus' HTTP API.
+dashboard runs through Prometheus' HTTP API. An LLM server is played by a local HTTP server answering with a vLLM
+exposition captured from vLLM (tests/data/servers/vllm-current.prom, its counters multiplied by the scrape number
+so rates move); the sidecar scrapes it through its profile, Prometheus scrapes it directly (the histogram rules),
+and the goodput check is fed LLM events.
 
 Panels whose data the test can produce on a CPU-only machine (``LIVE_NEEDS``) must return data; the rest (GPU,
 DCGM, business checks, alert delivery, Triton's response cache, process memory) must at least be valid PromQL
@@ -15,6 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +40,9 @@ RULES = sorted((ROOT / "alerts").glob("*.rules.yml"))
 PROMETHEUS = "/usr/bin/prometheus"
 
 # What this test produces: Triton traffic with failures, OTLP spans, drift events, a refused push.
-LIVE_NEEDS = {"triton", "failures", "traces", "self", "refusals", "checks", "drift"}
+LIVE_NEEDS = {"triton", "failures", "traces", "self", "refusals", "checks", "drift", "llm", "goodput"}
+VLLM_FIXTURE = ROOT / "tests" / "data" / "servers" / "vllm-current.prom"
+_COUNTER_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:_total|_bucket|_count|_sum))(\{[^}]*\})? (\S+)$")
 RATE_INTERVAL = "10s"
 
 pytestmark = [pytest.mark.triton, pytest.mark.prometheus]
@@ -52,14 +58,54 @@ def _wait(cond: Callable[[], bool], secs: float, what: str) -> None:
         raise AssertionError(f"timed out after {secs}s waiting for {what}")
 
 
-def _sidecar_config(triton: TritonServer, port: int, store: Path) -> dict[str, Any]:
+class _VllmExposition:
+    """Serves the vLLM fixture on a loopback port, every counter, bucket, count and sum multiplied by the number
+    of scrapes so far (gauges as captured): a server whose counters grow at a steady rate."""
+
+    def __init__(self) -> None:
+        lines = VLLM_FIXTURE.read_text().splitlines()
+        hits = [0]
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                with lock:
+                    hits[0] += 1
+                    n = hits[0]
+                out = []
+                for line in lines:
+                    m = _COUNTER_LINE.match(line)
+                    out.append(f"{m.group(1)}{m.group(2) or ''} {float(m.group(3)) * n!r}" if m else line)
+                body = ("\n".join(out) + "\n").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _sidecar_config(triton: TritonServer, port: int, store: Path, vllm_url: str) -> dict[str, Any]:
     return {
         "server": {"host": "127.0.0.1", "port": port, "max_body_bytes": 4 * 1024 * 1024},
         "store": {"path": str(store)},
         "triton": {"metrics_url": triton.metrics_url, "http_url": triton.http_url, "interval_secs": 1.0},
         "traces": {"enabled": True},
+        "servers": [{"name": "vllm", "url": vllm_url, "interval_secs": 1.0}],
         "checks": {
             "eval_interval_secs": 1.0,
+            "goodput": {"enabled": True, "slos": {"chat": {"ttft_ms": 500, "inter_token_ms": 50}}},
             # The window method: its one 60 s window and sustained_secs 0 flag the posted shift within seconds.
             "drift": {
                 "enabled": True,
@@ -124,7 +170,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "level=TIMESTAMPS",
         ],
     )
-    svc = Service(parse_config(_sidecar_config(triton, port, tmp / "state.sqlite")), registry=CollectorRegistry())
+    vllm = _VllmExposition()
+    svc = Service(
+        parse_config(_sidecar_config(triton, port, tmp / "state.sqlite", vllm.url)), registry=CollectorRegistry()
+    )
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(svc), host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
@@ -143,7 +192,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         cfg = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(p) for p in RULES],
-            "scrape_configs": [{"job_name": "triton-sidecar", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}],
+            "scrape_configs": [
+                {"job_name": "triton-sidecar", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]},
+                {"job_name": "vllm", "static_configs": [{"targets": [vllm.url.split("/")[2]]}]},
+            ],
         }
         (tmp / "prometheus.yml").write_text(json.dumps(cfg))  # JSON is YAML
         log = (tmp / "prometheus.log").open("wb")
@@ -178,6 +230,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         triton.stop()
         server.should_exit = True
         thread.join(15)
+        vllm.close()
 
 
 def _query(prom: str, expr: str) -> dict[str, Any]:
@@ -221,9 +274,29 @@ def _post_drift_events(sidecar: str) -> None:
         assert r.status_code == 413
 
 
+def _post_llm_events(sidecar: str) -> None:
+    """LLM requests with their figures, a fifth of them slow to the first token: goodput, its misses and the
+    per-request histograms have data."""
+    rng = random.Random(13)
+    events = [
+        {
+            "model": "chat",
+            "version": "1",
+            "fields": {
+                "ttft_ms": rng.uniform(600, 900) if i % 5 == 0 else rng.uniform(50, 400),
+                "inter_token_ms": rng.uniform(10, 40),
+                "tokens_out": rng.randint(20, 200),
+            },
+        }
+        for i in range(100)
+    ]
+    r = httpx.post(f"{sidecar}/v1/events", json={"events": events}, timeout=10)
+    assert r.status_code == 200, r.text
+
+
 def _substitute(expr: str) -> str:
     expr = expr.replace("$__rate_interval", RATE_INTERVAL)
-    return re.sub(r"\$\{?(instance|model|version|feature|check|gpu)\}?", ".*", expr)
+    return re.sub(r"\$\{?(instance|server|model|version|feature|check|gpu)\}?", ".*", expr)
 
 
 def _panels() -> list[tuple[str, dict[str, Any]]]:
@@ -237,6 +310,7 @@ def _panels() -> list[tuple[str, dict[str, Any]]]:
 def test_every_panel_query_has_data_or_is_valid_promql(stack: dict[str, Any]) -> None:
     prom, sidecar = stack["prom"], stack["sidecar"]
     _post_drift_events(sidecar)
+    _post_llm_events(sidecar)
     # A few scrapes of everything, the stage histograms from Triton's spans, and one drift evaluation.
     _wait(
         lambda: (
@@ -250,6 +324,9 @@ def test_every_panel_query_has_data_or_is_valid_promql(stack: dict[str, Any]) ->
         "sidecar_drift_drifting",
         'sidecar_model_request_failure_total{reason="BACKEND", model="fraud"} > 0',
         "sidecar:model_error_ratio:rate5m",
+        "sidecar_serving_gen_ai_server_time_to_first_token_seconds",
+        "sidecar:vllm_goodput_lower_bound:ratio_rate5m",
+        "sidecar:goodput_burn_rate:rate5m",
     ):
         # Not fatal here: a panel without data is reported below with its query.
         _poll(lambda n=needed: bool(_query(prom, n)["data"]["result"]), 20)
