@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -48,7 +49,9 @@ class GoodputCheck(Passive):
         self.cfg = cfg
         self._lock = threading.Lock()
         self.series: dict[tuple[str, str], GoodSeries] = {}
+        self._hist: dict[tuple[str, str], tuple[Any, Any, Any]] = {}  # each series' histogram children
         self._keep = max(w.long_secs for w in cfg.burn_windows)
+        self._windows = sorted({x for w in cfg.burn_windows for x in (w.long_secs, w.short_secs)})
         lbl = ["model", "version"]
         slos = list(cfg.slos.values())
         self._requests = Counter(
@@ -115,16 +118,23 @@ class GoodputCheck(Passive):
     def observe(self, batch: Batch) -> None:
         if batch.kind != "events":
             return
+        # Counted once per batch and label set: the same totals as one increment per event, far fewer look-ups.
         drops: dict[str, int] = {}
+        judged: dict[tuple[str, str, str], int] = {}
         with self._lock:
             for ev in batch.items:
-                reason = self._observe_one(ev, batch.received_at)
+                reason = self._observe_one(ev, batch.received_at, judged)
                 if reason:
                     drops[reason] = drops.get(reason, 0) + 1
         for reason, n in drops.items():
             self._dropped.labels(reason).inc(n)
+        for (model, version, what), n in judged.items():
+            if what in ("true", "false"):
+                self._requests.labels(model, version, what).inc(n)
+            else:
+                self._missed.labels(model, version, what).inc(n)
 
-    def _observe_one(self, ev: Event, at: float) -> str:
+    def _observe_one(self, ev: Event, at: float, judged: dict[tuple[str, str, str], int]) -> str:
         slo = self.slo_for(ev.model)
         if slo is None:
             return "no_slo"
@@ -140,15 +150,18 @@ class GoodputCheck(Passive):
             s = self.series[key] = GoodSeries(self.cfg.bucket_secs, self._keep)
         good, missed = verdict
         s.add(at, good, missed)
-        self._requests.labels(*key, "true" if good else "false").inc()
-        for m in missed:
-            self._missed.labels(*key, m).inc()
+        for what in ("true" if good else "false", *missed):
+            k3 = (*key, what)
+            judged[k3] = judged.get(k3, 0) + 1
+        hist = self._hist.get(key)
+        if hist is None:
+            hist = self._hist[key] = (self._ttft.labels(*key), self._itl.labels(*key), self._tokens.labels(*key))
         if fig.ttft_ms is not None:
-            self._ttft.labels(*key).observe(fig.ttft_ms / 1000)
+            hist[0].observe(fig.ttft_ms / 1000)
         if fig.inter_token_ms is not None:
-            self._itl.labels(*key).observe(fig.inter_token_ms / 1000)
+            hist[1].observe(fig.inter_token_ms / 1000)
         if fig.tokens_out is not None:
-            self._tokens.labels(*key).observe(fig.tokens_out)
+            hist[2].observe(fig.tokens_out)
         return ""
 
     # -- evaluate --------------------------------------------------------------------------------------------
@@ -160,6 +173,7 @@ class GoodputCheck(Passive):
 
     def _forget(self, key: tuple[str, str]) -> None:
         del self.series[key]
+        self._hist.pop(key, None)  # its counters and histograms stay: cumulative series Prometheus already has
         with contextlib.suppress(KeyError):
             self._condition.remove(*key)
         for pair in self.cfg.burn_windows:
@@ -171,8 +185,9 @@ class GoodputCheck(Passive):
     def _evaluate_one(self, key: tuple[str, str], s: GoodSeries, now: float) -> Finding:
         cfg = self.cfg
         fired: tuple[GoodputBurnWindow, float, float] | None = None
+        counts = s.windows(now, self._windows)
         for pair in cfg.burn_windows:
-            lc, sc = s.window(now, pair.long_secs), s.window(now, pair.short_secs)
+            lc, sc = counts[pair.long_secs], counts[pair.short_secs]
             bl, bs = _burn(lc, cfg.objective), _burn(sc, cfg.objective)
             for secs, c, b in ((pair.long_secs, lc, bl), (pair.short_secs, sc, bs)):
                 if b is not None:
@@ -182,36 +197,36 @@ class GoodputCheck(Passive):
             if fired is None and enough and bl is not None and bs is not None and min(bl, bs) > pair.factor:
                 fired = (pair, bl, bs)
         w = fired[0] if fired is not None else cfg.burn_windows[0]
-        counts = s.window(now, w.long_secs)
-        worst = max(counts.misses.items(), key=lambda kv: (kv[1], kv[0]), default=("", 0))
-        slo = self.slo_for(key[0]) or RequestSlo(e2e_ms=1.0)
+        counts_w = counts[w.long_secs]
+        worst = max(counts_w.misses.items(), key=lambda kv: (kv[1], kv[0]), default=("", 0))
+        slo = self.slo_for(key[0])
         self._condition.labels(*key).set(1 if fired is not None else 0)
         return Finding(
             check="goodput_burn",
             kind="goodput",
             labels={"model": key[0], "version": key[1]},
             active=fired is not None,
-            value=counts.good / counts.total if counts.total else None,
+            value=counts_w.good / counts_w.total if counts_w.total else None,
             threshold=cfg.objective,
             window_secs=w.long_secs,
             severity=w.severity if fired is not None else "warning",
             evaluated_at=now,
-            insufficient_data=counts.total < cfg.min_requests,
+            insufficient_data=counts_w.total < cfg.min_requests,
             for_secs=0.0,
             facts=GoodputFacts(
                 objective=cfg.objective,
-                good=counts.good,
-                requests=counts.total,
+                good=counts_w.good,
+                requests=counts_w.total,
                 long_secs=w.long_secs,
                 short_secs=w.short_secs,
                 factor=w.factor,
                 min_requests=cfg.min_requests,
                 runbook=RUNBOOK,
-                burn_long=fired[1] if fired is not None else _burn(counts, cfg.objective),
+                burn_long=fired[1] if fired is not None else _burn(counts_w, cfg.objective),
                 burn_short=fired[2] if fired is not None else None,
-                ttft_ms=slo.ttft_ms,
-                inter_token_ms=slo.inter_token_ms,
-                e2e_ms=slo.e2e_ms,
+                ttft_ms=slo.ttft_ms if slo is not None else None,
+                inter_token_ms=slo.inter_token_ms if slo is not None else None,
+                e2e_ms=slo.e2e_ms if slo is not None else None,
                 worst=worst[0],
                 worst_misses=worst[1],
             ),

@@ -41,6 +41,24 @@ class GoodSeries:
         while self.buckets and self.buckets[0][0] + self.bucket_secs <= now - self.keep_secs:
             self.buckets.popleft()
 
+    def windows(self, now: float, secs: list[float]) -> dict[float, WindowCounts]:
+        """``window`` for each of ``secs`` (ascending) in one pass over the buckets, newest first."""
+        out: dict[float, WindowCounts] = {}
+        acc = WindowCounts()
+        todo = list(secs)
+        for start, counts, misses in reversed(self.buckets):
+            while todo and start < now - todo[0]:
+                out[todo.pop(0)] = WindowCounts(acc.good, acc.total, dict(acc.misses))
+            if not todo:
+                break
+            acc.good += counts[0]
+            acc.total += counts[1]
+            for k, v in misses.items():
+                acc.misses[k] = acc.misses.get(k, 0) + v
+        for x in todo:
+            out[x] = WindowCounts(acc.good, acc.total, dict(acc.misses))
+        return out
+
     def window(self, now: float, secs: float) -> WindowCounts:
         """Counts of the buckets that start within ``secs`` before ``now`` (whole buckets, the current included)."""
         out = WindowCounts()

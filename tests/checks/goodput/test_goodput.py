@@ -130,3 +130,17 @@ def test_config_errors_name_the_field() -> None:
         GoodputConfig(burn_windows=[{"long_secs": 300, "short_secs": 3600, "factor": 2}])
     with pytest.raises(ConfigError, match=r"checks\.goodput\.objective"):
         parse_config({"checks": {"goodput": {"objective": 1.5}}})
+
+
+def test_one_pass_windows_equal_each_window_counted_alone() -> None:
+    chk, _ = _check(bucket_secs=60)
+    for m in range(400):
+        _feed(chk, T0 + m * 60 + 7, GOOD if m % 3 else SLOW_TTFT, 1 + m % 5)
+    s = chk.series[("chat", "3")]
+    now = T0 + 400 * 60 + 30
+    secs = [300.0, 1800.0, 3600.0, 21600.0]
+    together = s.windows(now, secs)
+    for x in secs:
+        alone = s.window(now, x)
+        assert (together[x].good, together[x].total, together[x].misses) == (alone.good, alone.total, alone.misses)
+    assert together[300.0].total < together[1800.0].total < together[3600.0].total < together[21600.0].total
