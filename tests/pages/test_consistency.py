@@ -232,3 +232,15 @@ def test_a_categorical_alert_reads_the_same_from_firing_to_now(tmp_path: Path) -
         assert summary in row_with(alert_rows(s.alerts, "firing"), "FeatureDrifting").text()
     finally:
         side.close()
+
+
+def test_the_reference_reads_the_same_time_in_the_alert_and_on_the_detail_page(
+    firing: tuple[DriftStory, Screens],
+) -> None:
+    _, s = firing
+    description = _drift_alert(s)["annotations"]["description"]
+    age = [tr for tr in s.detail.find_all("tr") if tr.find("th") and tr.find("th").text() == "age"]
+    assert len(age) == 1, s.detail.text()
+    since = re.search(r"since (\S+ \S+Z)", age[0].text())
+    assert since, age[0].text()
+    assert f"frozen {since.group(1)}" in description, description  # the same moment, written the same way

@@ -75,6 +75,10 @@ def blocks_text(facts: Facts) -> str:
     return f"{got} of the last {of} {scale:.0f}s blocks (need {need})"
 
 
+def _when(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
 def _hms(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%H:%M:%SZ")
 
@@ -225,7 +229,9 @@ def render(f: Finding) -> FindingText:
         parts.append(now_text(facts)[0].upper() + now_text(facts)[1:] + ".")
     ref = facts.get("reference")
     if isinstance(ref, DriftReference):
-        parts.append(f"Reference {ref.id} ({ref.size} values).")
+        # When it froze, as the pages write a time: the drift detail page says "since <the same time>".
+        froze = "" if ref.created_at is None or ref.source == "rolling" else f", frozen {_when(ref.created_at)}"
+        parts.append(f"Reference {ref.id} ({ref.size} values){froze}.")
     parts.append(
         f"Effect floor {facts.get('floor')}; missing ratio {_num(facts, 'missing_ratio'):.3f} "
         f"(reference {_num(facts, 'ref_missing_ratio'):.3f})."
