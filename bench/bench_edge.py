@@ -39,6 +39,8 @@ from sidecar.purge import Purge  # noqa: E402
 from sidecar.sources.edge.config import EdgeFileConfig, EdgeSourceConfig  # noqa: E402
 from sidecar.sources.edge.jsonl import EdgeTailer  # noqa: E402
 from sidecar.sources.edge.metrics import EdgeSourceMetrics  # noqa: E402
+from sidecar.state.edge_hops import EdgeHops  # noqa: E402
+from sidecar.state.edge_join_config import EdgeJoinConfig  # noqa: E402
 from sidecar.store import Store  # noqa: E402
 
 T0 = 1_764_892_800.0
@@ -74,7 +76,7 @@ def bench_orjson(path: Path) -> tuple[float, float]:
     return n / (time.perf_counter() - t), n / (time.process_time() - c)
 
 
-def bench_ours(path: Path, tmp: Path, n: int) -> tuple[float, float]:
+def bench_ours(path: Path, tmp: Path, n: int, join: bool = False) -> tuple[float, float]:
     reg = CollectorRegistry()
     clock = FakeClock(T0 + n * 0.003 + 60)
     series = EdgeProcessor(
@@ -95,7 +97,8 @@ def bench_ours(path: Path, tmp: Path, n: int) -> tuple[float, float]:
         EdgeFileConfig(path=str(path), max_read_bytes=8 * 1024 * 1024),
         source_cfg=EdgeSourceConfig(max_age_secs=366 * 86400),
         metrics=EdgeSourceMetrics(reg),
-        sinks=[series, purges],
+        # --join: the store of edge hops the trace page joins to spans, as wiring adds it with traces on.
+        sinks=[series, purges, EdgeHops(EdgeJoinConfig(), registry=reg)] if join else [series, purges],
         clock=clock,
         store=Store(tmp / "bench.sqlite"),
         registry=reg,
@@ -113,6 +116,7 @@ def bench_ours(path: Path, tmp: Path, n: int) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--join", action="store_true", help="the edge hop store among the sinks too")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -120,10 +124,11 @@ def main() -> None:
         write_lines(path, args.lines)
         size = path.stat().st_size
         base = bench_orjson(path)
-        ours = bench_ours(path, tmp, args.lines)
+        ours = bench_ours(path, tmp, args.lines, args.join)
     print(f"lines: {args.lines:,} ({size / args.lines:.0f} bytes each)")
     print(f"orjson alone: {base[0]:,.0f} lines/s ({base[1]:,.0f} per CPU second)")
-    print(f"ours (tail, door checks, processor, purge watch): {ours[0]:,.0f} lines/s ({ours[1]:,.0f} per CPU second)")
+    what = "processor, purge watch, hop store" if args.join else "processor, purge watch"
+    print(f"ours (tail, door checks, {what}): {ours[0]:,.0f} lines/s ({ours[1]:,.0f} per CPU second)")
     print(f"ours/orjson: {ours[0] / base[0]:.3f}")
 
 

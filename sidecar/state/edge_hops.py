@@ -14,7 +14,7 @@ handed over by wiring, not through the bus), read by the trace page.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -54,10 +54,9 @@ class EdgeHops(Passive):
     def __init__(self, cfg: EdgeJoinConfig, *, registry: CollectorRegistry) -> None:
         self.cfg = cfg
         self._lock = threading.Lock()
-        self._hops: OrderedDict[int, EdgeRecord] = OrderedDict()
-        self._by_trace: dict[str, int] = {}
-        self._by_request: dict[str, int] = {}
-        self._seq = 0
+        self._queue: deque[tuple[EdgeRecord, int]] = deque()  # (hop, its size), oldest first
+        self._by_trace: dict[str, EdgeRecord] = {}
+        self._by_request: dict[str, EdgeRecord] = {}
         self.bytes = 0
         self._evicted = Counter(
             "sidecar_edge_hops_evicted",
@@ -73,62 +72,64 @@ class EdgeHops(Passive):
             registry=registry,
         )
         held = Gauge("sidecar_edge_hops_held", "Edge hops held for the join with spans.", registry=registry)
-        held.set_function(lambda: len(self._hops))
+        held.set_function(lambda: len(self._queue))
 
     def __len__(self) -> int:
-        return len(self._hops)
+        return len(self._queue)
 
     def observe(self, records: Sequence[EdgeRecord]) -> None:
+        """On the edge sources' hot path: inlined, sizes kept beside the hops, counters moved once a call. A hop
+        whose ids a newer hop took over stays in the queue (and the budget) until its turn to go."""
         skipped = 0
+        queue, by_trace, by_request = self._queue, self._by_trace, self._by_request
         with self._lock:
+            held = self.bytes
             for r in records:
                 t, q = r.trace_id, r.request_id
                 if t is None and q is None:
                     skipped += 1
                     continue
-                self._seq += 1
-                seq = self._seq
+                size = _OVERHEAD + len(r.path) + len(r.node) + len(r.cache) + len(t or "") + len(q or "")
                 if t is not None:
-                    self._replace(self._by_trace, t, seq)
+                    by_trace[t] = r
                 if q is not None:
-                    self._replace(self._by_request, q, seq)
-                self._hops[seq] = r
-                self.bytes += hop_bytes(r)
-            self._evict()
+                    by_request[q] = r
+                queue.append((r, size))
+                held += size
+            self.bytes = held
+            by_items, by_bytes = self._evict()
         if skipped:
             self._skipped.inc(skipped)
+        if by_items:
+            self._ev_items.inc(by_items)
+        if by_bytes:
+            self._ev_bytes.inc(by_bytes)
 
-    def _replace(self, index: dict[str, int], key: str, seq: int) -> None:
-        """The newest hop of a key wins; the one it replaces goes when no index points at it any more."""
-        old = index.get(key)
-        index[key] = seq
-        if old is None:
-            return
-        r = self._hops.get(old)
-        if r is None:
-            return
-        if self._by_trace.get(r.trace_id or "") != old and self._by_request.get(r.request_id or "") != old:
-            del self._hops[old]
-            self.bytes -= hop_bytes(r)
-
-    def _evict(self) -> None:
-        while self._hops and (len(self._hops) > self.cfg.max_hops or self.bytes > self.cfg.max_bytes):
-            (self._ev_items if len(self._hops) > self.cfg.max_hops else self._ev_bytes).inc()
-            seq, r = self._hops.popitem(last=False)
-            self.bytes -= hop_bytes(r)
-            if r.trace_id is not None and self._by_trace.get(r.trace_id) == seq:
-                del self._by_trace[r.trace_id]
-            if r.request_id is not None and self._by_request.get(r.request_id) == seq:
-                del self._by_request[r.request_id]
+    def _evict(self) -> tuple[int, int]:
+        queue, by_trace, by_request = self._queue, self._by_trace, self._by_request
+        max_hops, max_bytes = self.cfg.max_hops, self.cfg.max_bytes
+        by_items = by_bytes = 0
+        while queue and (len(queue) > max_hops or self.bytes > max_bytes):
+            if len(queue) > max_hops:
+                by_items += 1
+            else:
+                by_bytes += 1
+            r, size = queue.popleft()
+            self.bytes -= size
+            if (t := r.trace_id) is not None and by_trace.get(t) is r:
+                del by_trace[t]
+            if (q := r.request_id) is not None and by_request.get(q) is r:
+                del by_request[q]
+        return by_items, by_bytes
 
     def find(self, trace_id: str | None, request_ids: Iterable[str] = ()) -> EdgeRecord | None:
         """The edge hop of a trace: by its W3C trace id first, else by the first request id a span carries."""
         with self._lock:
-            if trace_id is not None and (seq := self._by_trace.get(trace_id.lower())) is not None:
-                return self._hops[seq]
+            if trace_id is not None and (r := self._by_trace.get(trace_id.lower())) is not None:
+                return r
             for q in request_ids:
-                if (seq := self._by_request.get(q)) is not None:
-                    return self._hops[seq]
+                if (r := self._by_request.get(q)) is not None:
+                    return r
         return None
 
     def find_for_spans(self, trace_id: str, attributes: Iterable[Mapping[str, object]]) -> EdgeRecord | None:

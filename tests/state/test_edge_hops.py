@@ -72,12 +72,15 @@ def test_the_byte_budget_evicts_and_counts_and_the_held_bytes_stay_exact() -> No
     assert hops.find(None, ["r05"]) is None and hops.find(None, ["r09"]) is not None
 
 
-def test_a_repeated_id_keeps_the_newest_and_frees_the_old_hop() -> None:
-    hops, _ = _store()
+def test_a_repeated_id_finds_the_newest_and_the_old_hops_eviction_leaves_it_indexed() -> None:
+    hops, reg = _store(max_hops=2)
     hops.observe([_hop(trace=TID, path="/old"), _hop(trace=TID, path="/new")])
-    assert len(hops) == 1 and hops.bytes == hop_bytes(_hop(trace=TID, path="/new"))
     assert hops.find(TID).path == "/new"  # type: ignore[union-attr]
-    # A hop indexed by both ids stays while one index still points at it.
+    hops.observe([_hop(request="r1")])  # the old hop of TID goes first: TID still finds the new one
+    assert _evicted(reg, "items") == 1 and hops.find(TID).path == "/new"  # type: ignore[union-attr]
+    hops.observe([_hop(request="r2")])
+    assert hops.find(TID) is None and hops.find(None, ["r1"]) is not None
+    # A hop indexed by both ids: a newer hop of one id leaves it found by the other.
     hops.observe([_hop(trace="b" * 32, request="both", path="/both"), _hop(request="both", path="/again")])
     assert hops.find("b" * 32).path == "/both"  # type: ignore[union-attr]
     assert hops.find(None, ["both"]).path == "/again"  # type: ignore[union-attr]
