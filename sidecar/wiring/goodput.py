@@ -1,4 +1,4 @@
-"""Builds the goodput check from ``checks.goodput`` and subscribes it to the events bus."""
+"""Builds the goodput check from ``checks.goodput`` and subscribes it to events and (LLM request) spans."""
 
 from __future__ import annotations
 
@@ -16,4 +16,6 @@ def build(ctx: Context) -> list[Any]:
         return []
     comp = GoodputCheck(cfg, registry=ctx.registry)
     ctx.bus.subscribe("events", comp.name, comp.observe)
+    if cfg.span_names:
+        ctx.bus.subscribe("spans", comp.name, comp.observe_spans)
     return [comp]

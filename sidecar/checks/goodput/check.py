@@ -20,11 +20,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sidecar.checks.goodput.config import GoodputBurnWindow, GoodputConfig, RequestSlo
-from sidecar.checks.goodput.figures import figures, judge
+from sidecar.checks.goodput.figures import figures, judge, span_fields
 from sidecar.checks.goodput.series import GoodSeries, WindowCounts
 from sidecar.component import Passive, Role
 from sidecar.facts_llm import GoodputFacts
 from sidecar.model import Batch, Event, Finding
+from sidecar.records import NAME, to_span
 
 __all__ = ["RUNBOOK", "GoodputCheck"]
 
@@ -68,7 +69,7 @@ class GoodputCheck(Passive):
         )
         self._dropped = Counter(
             "sidecar_goodput_dropped",
-            "Events not judged (reason: no_slo | missing_field | series_limit).",
+            "Events and spans not judged (reason: no_slo | missing_field | series_limit | no_model).",
             ["reason"],
             registry=registry,
         )
@@ -133,6 +134,30 @@ class GoodputCheck(Passive):
                 self._requests.labels(model, version, what).inc(n)
             else:
                 self._missed.labels(model, version, what).inc(n)
+
+    def observe_spans(self, batch: Batch) -> None:
+        """LLM request spans (``span_names``): each judged as an event of its ``gen_ai.response.model`` (or
+        ``gen_ai.request.model``), version "". Other spans are not LLM requests and are skipped by name before
+        anything is decoded, so Triton's span rates cost one set look-up each."""
+        names = self.cfg.span_names
+        if batch.kind != "spans" or not names:
+            return
+        events: list[Event] = []
+        no_model = 0
+        for rec in batch.items:
+            if rec[NAME] not in names:
+                continue
+            span = to_span(rec)
+            model = span.attributes.get("gen_ai.response.model") or span.attributes.get("gen_ai.request.model")
+            if not isinstance(model, str) or not model:
+                no_model += 1
+                continue
+            ts = span.start_unix_nano / 1e9
+            events.append(Event(model=model, version="", timestamp=ts, fields=span_fields(span.attributes)))
+        if no_model:
+            self._dropped.labels("no_model").inc(no_model)
+        if events:
+            self.observe(Batch(kind="events", source=batch.source, items=tuple(events), received_at=batch.received_at))
 
     def _observe_one(self, ev: Event, at: float, judged: dict[tuple[str, str, str], int]) -> str:
         slo = self.slo_for(ev.model)

@@ -62,6 +62,13 @@ class GoodputConfig(StrictModel):
         max_length=8,
         description="Multi-window burn-rate alerts, first match wins. Burn rate = bad share / (1 - objective).",
     )
+    span_names: list[str] = Field(
+        default_factory=lambda: ["llm_request"],
+        max_length=16,
+        description="Spans of these names are judged like events, from their gen_ai.latency.time_to_first_token, "
+        "gen_ai.latency.e2e (seconds) and gen_ai.usage.completion_tokens attributes (vLLM's llm_request span); "
+        "empty: spans are not read.",
+    )
     bucket_secs: float = Field(60.0, ge=1, le=3600, description="Width of the time buckets good/total are kept in.")
     min_requests: int = Field(20, ge=1, description="Fewer requests in either window of a pair: no decision.")
     max_series: int = Field(

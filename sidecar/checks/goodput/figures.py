@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sidecar.checks.goodput.config import RequestSlo
 
-__all__ = ["SLO_NAMES", "RequestFigures", "figures", "judge"]
+__all__ = ["SLO_NAMES", "RequestFigures", "figures", "judge", "span_fields"]
 
 SLO_NAMES = ("ttft", "inter_token", "e2e")
 
@@ -61,3 +61,24 @@ def judge(fig: RequestFigures, slo: RequestSlo) -> tuple[bool, tuple[str, ...]] 
         if value > bound:
             missed.append(name)
     return not missed, tuple(missed)
+
+
+# vLLM's request span (vllm/tracing.py SpanAttributes): latencies in seconds; token counts under the older
+# ``completion_tokens`` name or the semantic conventions' ``output_tokens``.
+_SPAN_SECS = (("gen_ai.latency.time_to_first_token", "ttft_ms"), ("gen_ai.latency.e2e", "latency_ms"))
+_SPAN_TOKENS = ("gen_ai.usage.completion_tokens", "gen_ai.usage.output_tokens")
+
+
+def span_fields(attributes: Mapping[str, object]) -> dict[str, float]:
+    """An LLM request span's attributes as event ``fields`` (ms and tokens); what is not a number is left out."""
+    out: dict[str, float] = {}
+    for attr, name in _SPAN_SECS:
+        v = attributes.get(attr)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            out[name] = float(v) * 1000.0
+    for attr in _SPAN_TOKENS:
+        v = attributes.get(attr)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            out["tokens_out"] = float(v)
+            break
+    return out
