@@ -24,6 +24,7 @@ from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting
 from sidecar.wiring.events import build as events
 from sidecar.wiring.goodput import build as goodput
+from sidecar.wiring.traces import build as traces
 
 T0 = 1_764_892_800.0
 
@@ -68,3 +69,49 @@ def test_posted_events_are_judged_counted_and_shown(tmp_path: Path) -> None:
     line = goodput_line(svc.registry)
     assert line == "objective 99%; chat v3 75% over 6h, burning its budget"
     assert f'id="goodput-line">goodput: {line}</p>' in page
+
+
+def _otlp_llm_span(i: int, ttft_s: float) -> dict[str, Any]:
+    start = int((T0 + i) * 1e9)
+    attrs = {
+        "gen_ai.response.model": {"stringValue": "llama"},
+        "gen_ai.latency.time_to_first_token": {"doubleValue": ttft_s},
+        "gen_ai.latency.e2e": {"doubleValue": 1.1},
+        "gen_ai.usage.completion_tokens": {"intValue": "41"},
+    }
+    return {
+        "traceId": f"{i + 1:032x}",
+        "spanId": f"{i + 1:016x}",
+        "name": "llm_request",
+        "kind": 2,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 1_100_000_000),
+        "attributes": [{"key": k, "value": v} for k, v in attrs.items()],
+    }
+
+
+def test_llm_request_spans_posted_over_otlp_are_judged(tmp_path: Path) -> None:
+    cfg = parse_config(
+        {
+            "traces": {"enabled": True},
+            "checks": {"goodput": {"enabled": True, "slos": {"llama": {"ttft_ms": 500, "inter_token_ms": 50}}}},
+        }
+    )
+    svc = Service(
+        cfg,
+        clock=FakeClock(T0),
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={}))),
+        factories=[traces, goodput],
+    )
+    spans = [_otlp_llm_span(i, 0.1 if i % 4 else 0.8) for i in range(8)]  # two of eight slow to the first token
+    body = {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": spans}]}]}
+    with TestClient(create_app(svc, manage_lifecycle=False)) as client:
+        r = client.post("/v1/traces", json=body)
+        assert r.status_code == 200, r.text
+    get = svc.registry.get_sample_value
+    assert get("sidecar_goodput_requests_total", {"model": "llama", "version": "", "good": "true"}) == 6
+    assert get("sidecar_goodput_requests_total", {"model": "llama", "version": "", "good": "false"}) == 2
+    # inter-token derived from the span: (1100 - 100) / 40 = 25 ms, within 50 ms
+    assert get("sidecar_goodput_slo_missed_total", {"model": "llama", "version": "", "slo": "inter_token"}) is None
