@@ -61,6 +61,7 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
     """
     out: list[Record] = []
     append = out.append
+    group_of = _GROUP.get
     for q in reqs:
         s = q.stamps
         if not s:
@@ -69,14 +70,13 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
         req_ev: dict[str, int] = {}
         model_ev: dict[str, int] = {}
         comp_ev: dict[str, int] = {}
-        first = -1
-        for t, n in sorted([(t, n) for n, t in s.items()]):
-            if first < 0:
-                first = t
-            g = _GROUP.get(n)
-            if g is None:
-                continue
-            (req_ev if g == 0 else model_ev if g == 1 else comp_ev)[n] = t + offset_ns
+        groups = (req_ev, model_ev, comp_ev)
+        ordered = sorted(zip(s.values(), s.keys(), strict=True))
+        first = ordered[0][0]
+        for t, n in ordered:
+            g = group_of(n)
+            if g is not None:
+                groups[g][n] = t + offset_ns
         trace = _digest(f"{path}|{q.tid}|{first}", 16)
         hex_trace = trace.hex()
         root = _digest(f"{hex_trace}|req", 8) if req_ev else None
