@@ -69,7 +69,7 @@ class GoodputCheck(Passive):
         )
         self._dropped = Counter(
             "sidecar_goodput_dropped",
-            "Events and spans not judged (reason: no_slo | missing_field | series_limit | no_model).",
+            "Events and spans not judged (reason: no_slo | no_llm_fields | missing_field | series_limit | no_model).",
             ["reason"],
             registry=registry,
         )
@@ -164,6 +164,8 @@ class GoodputCheck(Passive):
         if slo is None:
             return "no_slo"
         fig = figures(ev.fields)
+        if fig.ttft_ms is None and fig.inter_token_ms is None and fig.e2e_ms is None and fig.tokens_out is None:
+            return "no_llm_fields"  # not an LLM request's event (a drift or business event of another model)
         verdict = judge(fig, slo)
         if verdict is None:
             return "missing_field"

@@ -56,6 +56,7 @@ def test_counters_per_model_version_and_every_unjudged_request_counted() -> None
     _feed(chk, T0, GOOD, 3)
     _feed(chk, T0, SLOW_TTFT, 2)
     _feed(chk, T0, {"inter_token_ms": 3.0}, 4)  # no ttft
+    _feed(chk, T0, {"clicked": 1.0}, 7)  # no LLM figure at all: another kind of event
     _feed(chk, T0, GOOD, 5, model="other")  # no SLO for it, no "*"
     _feed(chk, T0, GOOD, 6, v="4")  # a second series over max_series=1
     get = reg.get_sample_value
@@ -63,6 +64,7 @@ def test_counters_per_model_version_and_every_unjudged_request_counted() -> None
     assert get("sidecar_goodput_requests_total", {"model": "chat", "version": "3", "good": "false"}) == 2
     assert get("sidecar_goodput_slo_missed_total", {"model": "chat", "version": "3", "slo": "ttft"}) == 2
     assert get("sidecar_goodput_dropped_total", {"reason": "missing_field"}) == 4
+    assert get("sidecar_goodput_dropped_total", {"reason": "no_llm_fields"}) == 7
     assert get("sidecar_goodput_dropped_total", {"reason": "no_slo"}) == 5
     assert get("sidecar_goodput_dropped_total", {"reason": "series_limit"}) == 6
     assert get("sidecar_gen_ai_server_time_to_first_token_seconds_count", {"model": "chat", "version": "3"}) == 5
