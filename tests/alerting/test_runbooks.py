@@ -225,9 +225,13 @@ def _goodput_findings() -> list[Finding]:
     from sidecar.model import Batch, Event
 
     chk = GoodputCheck(GoodputConfig(enabled=True), registry=CollectorRegistry())
-    ev = Event(model="m", version="1", timestamp=0.0, fields={"ttft_ms": 900.0, "inter_token_ms": 10.0})
-    chk.observe(Batch(kind="events", source="http", items=(ev,) * 30, received_at=0.0))
-    return list(chk.evaluate(10.0))
+    slow = Event(model="m", version="1", timestamp=0.0, fields={"ttft_ms": 900.0, "inter_token_ms": 10.0})
+    fast = Event(model="m", version="1", timestamp=0.0, fields={"ttft_ms": 90.0, "inter_token_ms": 10.0})
+    # 10% bad burns 10x: the slow pair (6x, warning) fires, the fast one (14.4x, critical) does not.
+    chk.observe(Batch(kind="events", source="http", items=(slow,) * 3 + (fast,) * 27, received_at=0.0))
+    found = list(chk.evaluate(10.0))
+    assert [(f.active, f.severity) for f in found] == [(True, "warning")], found
+    return found
 
 
 @pytest.fixture(scope="module")
