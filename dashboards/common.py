@@ -47,6 +47,7 @@ NEEDS: dict[str, str] = {
     "checks": "at least one check (drift or business) configured",
     "errors": "a bus subscriber or a check raising (a bug: the test cannot make one happen on purpose)",
     "drift": "the drift check configured and fed with events",
+    "fleet": "sidecars with checks.fleet exporting bins, and alerts/fleet.rules.yml evaluated by the Prometheus",
     "business": "a business check configured and fed with events",
     "alerting": "the sidecar's alert book sending to an Alertmanager",
     "changes": "a change recorded (POST /v1/changes or a new model version in Triton's repository index)",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from grafanalib._gen import DashboardEncoder
 
-from dashboards import business, drift, edge, gpu, health, llm, serving
+from dashboards import business, drift, edge, fleet, gpu, health, llm, serving
 from dashboards.common import Board, PanelInfo
 
 __all__ = ["BOARDS", "main", "panel_infos", "render"]
@@ -26,6 +26,7 @@ BOARDS: dict[str, Callable[[], Board]] = {
     "serving": serving.board,
     "gpu": gpu.board,
     "drift": drift.board,
+    "fleet": fleet.board,
     "business": business.board,
     "edge": edge.board,
     "llm": llm.board,

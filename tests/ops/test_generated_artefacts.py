@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_committed_dashboard_json_and_provisioning_equal_a_fresh_generation(tmp_path: Path) -> None:
     assert generate.main(["--out", str(tmp_path)]) == 0
     fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
-    assert len(fresh) == 9
+    assert len(fresh) == 10
     for rel in fresh:
         committed = ROOT / "dashboards" / rel
         assert committed.exists(), f"{rel} is not committed"
