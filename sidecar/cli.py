@@ -148,6 +148,10 @@ def _cmd_rules(args: argparse.Namespace) -> int:
             print(f"rules --fleet: {exc}", file=sys.stderr)
             return 2
         print(f"wrote {write(Path(args.out or args.dir), opts)}")
+        if args.k8s:
+            from sidecar.fleet_k8s import write_k8s
+
+            print("wrote " + " ".join(str(p) for p in write_k8s(Path(args.k8s), opts)))
         return 0
     rules = sorted(str(p) for p in Path(args.dir).glob("*.rules.yml"))
     if not rules:
@@ -190,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--dir", default="alerts")
     ru.add_argument("--fleet", action="store_true", help="write fleet.rules.yml (drift merged across sidecars)")
     ru.add_argument("--out", default=None, help="--fleet: folder to write into (default: --dir)")
+    ru.add_argument("--k8s", default=None, help="--fleet: also write PrometheusRule, PodMonitor, Deployment here")
     ru.add_argument("--window-secs", type=float, default=1800.0, help="--fleet: span each look merges")
     ru.add_argument("--features", type=int, default=20, help="--fleet: features per model sharing the budget")
     ru.add_argument("--ks-effect-floor", type=float, default=0.05, help="--fleet: smallest binned D that alerts")
