@@ -7,10 +7,21 @@ import re
 from pathlib import Path
 
 import jsonschema
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = Path(__file__).resolve().parents[1] / "data" / "ops" / "compose-spec.json"
+FLEET = {
+    "triton-a",
+    "triton-b",
+    "sidecar-a",
+    "sidecar-b",
+    "fleet-prometheus",
+    "victoriametrics",
+    "vmalert",
+    "fleet-grafana",
+}
 
 
 def _compose() -> dict:
@@ -50,7 +61,8 @@ def test_every_mounted_path_and_build_context_exists_in_the_repo() -> None:
 def test_services_have_healthchecks_named_volumes_and_no_literal_secrets() -> None:
     c = _compose()
     expected = {"triton", "sidecar", "prometheus", "alertmanager", "grafana", "jaeger", "elasticsearch"}
-    assert set(c["services"]) == expected
+    assert {n for n, s in c["services"].items() if "profiles" not in s} == expected
+    assert {n for n, s in c["services"].items() if "profiles" in s} == FLEET
     for name, svc in c["services"].items():
         assert "healthcheck" in svc, name
     assert c["services"]["triton"]["image"] == "nvcr.io/nvidia/tritonserver:24.10-py3"
@@ -70,3 +82,48 @@ def test_compose_configs_for_the_sidecar_and_prometheus_are_valid() -> None:
     jobs = {j["job_name"] for j in prom["scrape_configs"]}
     assert "triton-sidecar" in jobs  # alerts/sidecar.rules.yml's SidecarDown keys on it
     assert prom["rule_files"] == ["/etc/prometheus/alerts/*.rules.yml"]
+
+
+def test_the_fleet_profile_runs_two_replicas_and_both_engines_on_the_generated_rules(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from sidecar.checks.drift.datafile import load_reference_file
+    from sidecar.config import load_config
+    from sidecar.fleet_rules import write
+
+    c = _compose()
+    svc = c["services"]
+    assert all(svc[n]["profiles"] == ["fleet"] for n in FLEET)
+    # Every service and every host port at most once across both stacks (they may run together).
+    host_ports = [p.split(":")[-2] for s in svc.values() for p in s.get("ports", [])]
+    assert len(host_ports) == len(set(host_ports))
+    # Each sidecar beside its own replica, both on one config and one reference file.
+    prom = yaml.safe_load((ROOT / "docs/compose/fleet/prometheus.yml").read_text())
+    targets = {t for j in prom["scrape_configs"] for sc in j["static_configs"] for t in sc["targets"]}
+    ref = "./docs/compose/fleet/ctr-reference.csv:/refs/ctr-reference.csv:ro"
+    for side in ("a", "b"):
+        s = svc[f"sidecar-{side}"]
+        assert s["environment"]["TRITON_HOST"] == f"triton-{side}" and f"triton-{side}" in s["depends_on"]
+        assert "./docs/compose/fleet/sidecar.yaml:/etc/sidecar/sidecar.yaml:ro" in s["volumes"] and ref in s["volumes"]
+        monkeypatch.setenv("TRITON_HOST", f"triton-{side}")
+        cfg = load_config(ROOT / "docs/compose/fleet/sidecar.yaml")
+        assert cfg.triton.metrics_url == f"http://triton-{side}:8002/metrics"
+        assert cfg.checks.fleet.enabled and cfg.checks.drift.reference.mode == "file"
+        assert cfg.checks.drift.reference.path == "/refs/ctr-reference.csv"
+        assert f"sidecar-{side}:{cfg.server.port}" in targets
+        assert s["healthcheck"]["test"][-1].count(f"localhost:{cfg.server.port}/healthz") == 1
+    refs = load_reference_file(ROOT / "docs/compose/fleet/ctr-reference.csv", created_at=0.0, max_rows=100_000)
+    assert set(refs) == set(cfg.checks.drift.models["ctr"].features)
+    # Prometheus loads alerts/ (fleet.rules.yml among them, the generator's output) and remote-writes raw series
+    # to VictoriaMetrics, where vmalert evaluates the same file and both notify the Alertmanager.
+    assert "./alerts:/etc/prometheus/alerts:ro" in svc["fleet-prometheus"]["volumes"]
+    assert prom["rule_files"] == ["/etc/prometheus/alerts/*.rules.yml"]
+    assert prom["remote_write"][0]["url"] == "http://victoriametrics:8428/api/v1/write"
+    assert prom["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
+    vmalert = svc["vmalert"]
+    assert "./alerts/fleet.rules.yml:/etc/alerts/fleet.rules.yml:ro" in vmalert["volumes"]
+    assert {"-rule=/etc/alerts/fleet.rules.yml", "-notifier.url=http://alertmanager:9093"} <= set(vmalert["command"])
+    assert "-datasource.url=http://victoriametrics:8428" in vmalert["command"]
+    assert write(tmp_path).read_text() == (ROOT / "alerts/fleet.rules.yml").read_text()  # the generated file
+    assert svc["fleet-grafana"]["environment"]["PROMETHEUS_URL"] == "http://fleet-prometheus:9090"
+    assert "./dashboards/json:/var/lib/grafana/dashboards/sidecar:ro" in svc["fleet-grafana"]["volumes"]
