@@ -74,6 +74,8 @@ class Run:
     trace: dict[str, list[dict[str, Any]]]  # request id -> the trace's records of that request
     registry: CollectorRegistry  # the sidecar's, after a scrape before and one after the streams
 
+    exposition: str  # Triton's /metrics after the streams
+
     @property
     def streams(self) -> list[Stream]:
         return self.all_streams[1:]
@@ -131,7 +133,9 @@ def _stamps(records: list[dict[str, Any]], name: str) -> list[int]:
     return [t["ns"] for r in records for t in r.get("timestamps", []) if t["name"] == name]
 
 
-async def _scrape_around_streams(metrics_url: str, grpc_url: str, registry: CollectorRegistry) -> list[Stream]:
+async def _scrape_around_streams(
+    metrics_url: str, grpc_url: str, registry: CollectorRegistry
+) -> tuple[list[Stream], str]:
     """A ``servers:`` source (profile auto) scrapes Triton, the streams run, it scrapes again 10 s later."""
     clock = FakeClock()
     config = ServingTargetConfig.model_validate({"name": "triton", "url": metrics_url})
@@ -150,7 +154,8 @@ async def _scrape_around_streams(metrics_url: str, grpc_url: str, registry: Coll
         clock.advance(10)
         assert await source.scrape_once()
         assert source.readiness().ok and "triton profile" in source.readiness().detail
-    return streams
+        exposition = (await http.get(metrics_url)).text
+    return streams, exposition
 
 
 @pytest.fixture(scope="module")
@@ -167,9 +172,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     server.start()
     try:
         registry = CollectorRegistry()
-        streams = asyncio.run(_scrape_around_streams(server.metrics_url, f"127.0.0.1:{server.grpc_port}", registry))
+        grpc_url = f"127.0.0.1:{server.grpc_port}"
+        streams, exposition = asyncio.run(_scrape_around_streams(server.metrics_url, grpc_url, registry))
         server.stop()  # flushes the trace files
-        yield Run(streams, _trace_by_request(trace), registry)
+        yield Run(streams, _trace_by_request(trace), registry, exposition)
     finally:
         server.stop()
 
@@ -218,6 +224,9 @@ def test_the_sidecars_trace_reader_keeps_only_the_last_send_of_a_stream(run: Run
 
 
 def test_triton_2_51_has_no_first_response_histogram_so_the_profile_has_no_first_response(run: Run) -> None:
+    """The histogram came with triton-inference-server/core PR #396 (opened 2024-10-12); 2.51 predates it."""
+    assert f'nv_inference_request_success{{model="{MODEL}",version="1"}} {REQUESTS + 1}' in run.exposition
+    assert "histogram" not in run.exposition and "first_response" not in run.exposition
     assert _sidecar(run, "sidecar_serving_first_response_duration_seconds", "avg") is None
     assert run.registry.get_sample_value("sidecar_server_profile_info", {"server": "triton", "profile": "triton"}) == 1
 
