@@ -3,6 +3,7 @@ wraps exactly the rules file's groups, the PodMonitor scrapes the port the sidec
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -75,3 +76,13 @@ def test_the_pod_monitor_scrapes_the_port_the_sidecar_container_listens_on() -> 
     assert cfg.checks.drift.reference.path is not None
     assert cfg.checks.drift.reference.path.startswith(mounts["reference"] + "/")
     assert {v["name"] for v in pod["spec"]["volumes"]} == set(mounts)
+
+
+def test_docs_fleet_md_shows_the_generated_pod_monitor_and_sidecar_container() -> None:
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "fleet.md").read_text(), re.S)
+    shown = [yaml.safe_load(b) for b in blocks]
+    (pm,) = _docs(K8S / "podmonitor.yaml")
+    _, dep = _docs(K8S / "deployment.yaml")
+    sidecar = next(c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "sidecar")
+    assert pm in shown
+    assert {"containers": [sidecar]} in shown
