@@ -14,12 +14,14 @@ level=TIMESTAMPS); what each of them gives is held here:
   the last one (the final empty response): it has no per-token figure from a decoupled trace (held below).
 - Triton 2.51 has no first-response histogram: ``nv_inference_first_response_histogram_ms`` is absent from
   /metrics even with ``histogram_latencies=true`` (the option is accepted and ignored), so the server profile has
-  no first-response figure to compare; its request-duration average is held against the client's instead.
+  no first-response figure to compare. Its request-duration average (REQUEST_START to REQUEST_END, the whole
+  stream) is held against the trace files (0.1 ms) and the client's time to the final response (10 ms).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import queue
@@ -95,6 +97,7 @@ def _stream_all(grpc_url: str) -> list[Stream]:
         return x
 
     streams: list[Stream] = []
+    gc.disable()  # no collector pause inside a measured stream
     try:
         # One warm-up request first, left out: the first request on a new stream also carries the stream's setup
         # (6.3 ms more at the client than Triton saw, measured once), which is not the model's TTFT.
@@ -114,6 +117,7 @@ def _stream_all(grpc_url: str) -> list[Stream]:
                 s.token_ns.append(at)
             streams.append(s)
     finally:
+        gc.enable()
         client.stop_stream()
         client.close()
     return streams
@@ -231,11 +235,15 @@ def test_triton_2_51_has_no_first_response_histogram_so_the_profile_has_no_first
     assert run.registry.get_sample_value("sidecar_server_profile_info", {"server": "triton", "profile": "triton"}) == 1
 
 
-def test_the_profiles_request_duration_matches_the_clients_stream_length(run: Run) -> None:
-    """Triton's request duration (REQUEST_START to REQUEST_END) of a decoupled request spans its whole stream."""
+def test_the_profiles_request_duration_is_tritons_request_start_to_end(run: Run) -> None:
+    """Triton's request duration of a decoupled request is REQUEST_START to REQUEST_END: its whole stream, and the
+    backend's release of the request after the final response (a few ms on a busy CPU)."""
     got = _sidecar(run, "sidecar_serving_gen_ai_server_request_duration_seconds", "avg")
     assert got is not None
     # Every request of the interval, the warm-up included: Triton's counters hold them all.
+    spans = [run.trace[s.request_id] for s in run.all_streams]
+    traced = statistics.fmean((_stamps(r, "REQUEST_END")[0] - _stamps(r, "REQUEST_START")[0]) / 1e6 for r in spans)
     client = statistics.fmean((s.final_ns - s.sent_ns) / 1e6 for s in run.all_streams)
-    print(f"request duration: sidecar avg {got * 1000:.3f} ms, client mean to the final response {client:.3f} ms")
-    assert abs(got * 1000 - client) < TOLERANCE_MS
+    print(f"request duration: sidecar avg {got * 1000:.3f} ms, trace files {traced:.3f} ms, client {client:.3f} ms")
+    assert abs(got * 1000 - traced) < 0.1  # 0.009 ms seen: the counter reads its own clock, in whole us
+    assert abs(got * 1000 - client) < 10
