@@ -75,7 +75,6 @@ class Run:
     all_streams: list[Stream]  # the warm-up first
     trace: dict[str, list[dict[str, Any]]]  # request id -> the trace's records of that request
     registry: CollectorRegistry  # the sidecar's, after a scrape before and one after the streams
-
     exposition: str  # Triton's /metrics after the streams
 
     @property
@@ -104,7 +103,7 @@ def _stream_all(grpc_url: str) -> list[Stream]:
         for i in range(-1, REQUESTS):
             inputs = [scalar("PROMPT_LEN", 8 + i), scalar("MAX_TOKENS", TOKENS)]
             inputs += [scalar("FIRST_MS", FIRST_MS), scalar("GAP_MS", GAP_MS)]
-            s = Stream(f"req-{i}", time.monotonic_ns())
+            s = Stream(f"req-{i}" if i >= 0 else "warm-up", time.monotonic_ns())
             client.async_stream_infer(MODEL, inputs, request_id=s.request_id, enable_empty_final_response=True)
             while True:  # one request at a time: no queueing behind another stream
                 at, result, error = arrivals.get(timeout=10)
