@@ -11,9 +11,11 @@
     ├── SourceError            a source could not bring data in
     │   ├── ScrapeError        a scrape or poll failed (timeout, HTTP status, bad content type; ``reason``)
     │   ├── ParseError         a payload could not be decoded; carries the line or offset
+    │   ├── ProbeFailure       a model probe got no usable answer (``reason``: timeout, unavailable, ...)
     │   ├── GpuLost            NVML says the GPU fell off the bus
     │   └── NvmlUninitialized  NVML is not (or no longer) initialised
     ├── ControlError           a call that changes the model server failed (trace settings; ``reason``)
+    ├── ActionError            an action (reload, revert, fallback, webhook) did not happen; says why
     ├── CannotRun              a probe could not reach the model server at all, so nothing can be said
     └── ExportError            an exporter could not deliver
         ├── RetryableExportError   worth trying again (5xx, 429, connection error)
@@ -28,6 +30,7 @@ Only ``sidecar.cli`` turns these into exit codes; everything after start-up coun
 from __future__ import annotations
 
 __all__ = [
+    "ActionError",
     "CannotRun",
     "ConfigError",
     "ControlError",
@@ -41,6 +44,7 @@ __all__ = [
     "NvmlUninitialized",
     "ParseError",
     "PermanentExportError",
+    "ProbeFailure",
     "RefusedError",
     "RetryableExportError",
     "ScrapeError",
@@ -82,6 +86,18 @@ class ParseError(SourceError):
     def __init__(self, message: str, line: int | None = None) -> None:
         self.line = line
         super().__init__(f"line {line}: {message}" if line is not None else message)
+
+
+class ProbeFailure(SourceError):
+    """A probe that got no usable answer: ``reason`` timeout | unavailable | server_error | missing_output."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason, self.detail = reason, detail[:300]
+
+
+class ActionError(SidecarError):
+    """An action that did not happen; the message says why (shown in the record, the alert and the audit)."""
 
 
 class GpuLost(SourceError):

@@ -11,11 +11,9 @@ from typing import Any, Protocol
 
 import httpx
 
+from sidecar.errors import ActionError
+
 __all__ = ["ActionError", "ModelControl", "TritonModelControl", "Webhook", "nvml_snapshot", "post_webhook"]
-
-
-class ActionError(Exception):
-    """An action that did not happen; the message says why (shown in the record, the alert and the audit)."""
 
 
 class ModelControl(Protocol):

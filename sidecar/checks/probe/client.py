@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from sidecar.checks.probe.config import ProbeInput
+from sidecar.errors import ProbeFailure
 
 __all__ = ["ProbeAnswer", "ProbeClient", "ProbeFailure", "TritonProbeClient"]
 
@@ -29,14 +30,6 @@ _NP = {
     "FP32": np.float32,
     "FP64": np.float64,
 }
-
-
-class ProbeFailure(Exception):
-    """A probe that got no usable answer: ``reason`` timeout | unavailable | server_error | missing_output."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason, self.detail = reason, detail[:300]
 
 
 @dataclass(frozen=True)
