@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+import orjson
 from fastapi import HTTPException, Request
 
-__all__ = ["JSON", "JSON_LINES", "media_type"]
+__all__ = ["JSON", "JSON_LINES", "decode_documents", "media_type"]
 
 JSON = ("application/json",)
 # JSON Lines under its common names; RFC 7464 json-seq records (RS-prefixed) are read the same way.
@@ -42,3 +43,33 @@ def media_type(request: Request, accepted: Collection[str], guard: Any, endpoint
         {"Accept-Post": names},
     )
     raise exc
+
+
+def decode_documents(body: bytes, mtype: str, *, wrapper: str, max_docs: int, what: str) -> list[Any]:
+    """The JSON documents of a push body: one per line for the JSON Lines types (json-seq's RS prefix dropped;
+    reading stops one past ``max_docs``, so the caller can refuse an over-long body without decoding all of it),
+    else one JSON value: an object, a list of them, or ``{wrapper: [...]}``. Raises ``ValueError`` naming the
+    line or the shape; ``what`` names one document in that message."""
+    if mtype in JSON_LINES:
+        docs: list[Any] = []
+        for n, raw in enumerate(body.splitlines(), 1):
+            line = raw.strip().lstrip(b"\x1e")  # json-seq: each record starts with RS
+            if line.strip():
+                try:
+                    docs.append(orjson.loads(line))
+                except orjson.JSONDecodeError as exc:
+                    raise ValueError(f"line {n} is not JSON: {exc}") from None
+            if len(docs) > max_docs:
+                break
+        return docs
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"body is not JSON: {exc}") from None
+    if isinstance(doc, dict) and set(doc) == {wrapper}:
+        doc = doc[wrapper]
+    if isinstance(doc, dict):
+        return [doc]
+    if not isinstance(doc, list):
+        raise ValueError(f'body must be {what}, a list of them or {{"{wrapper}": [...]}}')
+    return doc

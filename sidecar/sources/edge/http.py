@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
@@ -23,7 +22,7 @@ from sidecar.processors.edge_record import EdgeRecord, EdgeSink
 from sidecar.sources.edge.config import EdgeSourceConfig
 from sidecar.sources.edge.metrics import EdgeSourceMetrics
 from sidecar.sources.edge.parse import EdgeParser, EventError
-from sidecar.sources.media import JSON, JSON_LINES, media_type
+from sidecar.sources.media import JSON, JSON_LINES, decode_documents, media_type
 
 __all__ = ["EdgeEndpoint"]
 
@@ -52,29 +51,9 @@ class EdgeEndpoint(Passive):
         self.parser = EdgeParser(cfg)
 
     def _decode(self, body: bytes, mtype: str) -> list[Any]:
-        if mtype in JSON_LINES:
-            docs: list[Any] = []
-            for n, raw in enumerate(body.splitlines(), 1):
-                line = raw.strip()
-                if line:
-                    try:
-                        docs.append(orjson.loads(line))
-                    except orjson.JSONDecodeError as exc:
-                        raise ValueError(f"line {n} is not JSON: {exc}") from None
-                if len(docs) > self.cfg.max_lines_per_request:
-                    break
-            return docs
-        try:
-            doc = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"body is not JSON: {exc}") from None
-        if isinstance(doc, dict) and set(doc) == {"lines"}:
-            doc = doc["lines"]
-        if isinstance(doc, dict):
-            return [doc]
-        if not isinstance(doc, list):
-            raise ValueError('body must be a log-line object, a list of them or {"lines": [...]}')
-        return doc
+        return decode_documents(
+            body, mtype, wrapper="lines", max_docs=self.cfg.max_lines_per_request, what="a log-line object"
+        )
 
     async def handle(self, request: Request) -> JSONResponse:
         guard = self.guard

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
@@ -23,7 +22,7 @@ from sidecar.probe_marker import split_probe_events
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.events.parse import parse_events
-from sidecar.sources.media import JSON, JSON_LINES, media_type
+from sidecar.sources.media import JSON, JSON_LINES, decode_documents, media_type
 
 __all__ = ["EventsEndpoint"]
 
@@ -52,29 +51,9 @@ class EventsEndpoint(Passive):
         self.clock = clock
 
     def _decode(self, body: bytes, mtype: str) -> list[Any]:
-        if mtype in JSON_LINES:
-            docs: list[Any] = []
-            for n, raw in enumerate(body.splitlines(), 1):
-                line = raw.strip().lstrip(b"\x1e")  # json-seq: each record starts with RS
-                if line.strip():
-                    try:
-                        docs.append(orjson.loads(line))
-                    except orjson.JSONDecodeError as exc:
-                        raise ValueError(f"line {n} is not JSON: {exc}") from None
-                if len(docs) > self.cfg.max_events_per_batch:
-                    break
-            return docs
-        try:
-            doc = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"body is not JSON: {exc}") from None
-        if isinstance(doc, dict) and set(doc) == {"events"}:
-            doc = doc["events"]
-        if isinstance(doc, dict):
-            return [doc]
-        if not isinstance(doc, list):
-            raise ValueError('body must be an event object, a list of events or {"events": [...]}')
-        return doc
+        return decode_documents(
+            body, mtype, wrapper="events", max_docs=self.cfg.max_events_per_batch, what="an event object"
+        )
 
     async def handle(self, request: Request) -> JSONResponse:
         guard = self.guard
