@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import uvicorn
+from app_server import AppServer
 from prometheus_client import CollectorRegistry
 from waiting import wait_until
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
-from sidecar.demo.tritonserver import free_port
 from sidecar.service import Service
 from sidecar.wiring.traces import build
 
@@ -50,19 +48,8 @@ def live_sidecar(
         registry=registry or CollectorRegistry(),
         factories=[build],
     )
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        if not wait_until(lambda: server.started or not thread.is_alive(), 20) or not server.started:
-            raise RuntimeError("the sidecar did not start")
-        yield f"http://127.0.0.1:{port}", svc
-    finally:
-        server.should_exit = True
-        thread.join(15)
+    with AppServer(create_app(svc), lifespan="on") as url:
+        yield url, svc
 
 
 def wait_for(cond: Callable[[], bool], secs: float) -> bool:

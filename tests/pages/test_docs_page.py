@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,17 +18,16 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from waiting import wait_until
+
+from app_server import AppServer
 
 from sidecar.app import create_app
 from sidecar.checks.business.examples import EXAMPLE_BUSINESS_CHECKS
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
-from sidecar.demo.tritonserver import free_port
 from sidecar.service import Service
 from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting
@@ -64,17 +62,11 @@ class serve:
             http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={}))),
             factories=[alerting, business, events, pages],
         )
-        port = free_port()
-        app = create_app(self.svc)
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        assert wait_until(lambda: self.server.started or not self.thread.is_alive(), 20) and self.server.started
-        return f"http://127.0.0.1:{port}"
+        self.app_server = AppServer(create_app(self.svc))
+        return self.app_server.start()
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(15)
+        self.app_server.stop()
 
 
 @pytest.fixture(scope="module")

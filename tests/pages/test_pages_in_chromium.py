@@ -5,31 +5,19 @@ during the showcase's drift."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
+from app_server import AppServer
 from showcase import EVERY, FAILED, OVER, build
-from waiting import wait_until
 
 from sidecar.app import create_app
-from sidecar.demo.tritonserver import free_port
 
 
 @pytest.fixture
 def url() -> Iterator[str]:
-    svc = build()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        assert wait_until(lambda: server.started or not thread.is_alive(), 20) and server.started
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
+    with AppServer(create_app(build())) as base:
+        yield base
 
 
 @pytest.mark.chromium

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,16 +21,15 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from waiting import wait_until
+
+from app_server import AppServer
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
-from sidecar.demo.tritonserver import free_port
 from sidecar.service import Service
 from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting
@@ -91,12 +89,8 @@ class serve:
             http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={}))),
             factories=[alerting, events, drift_f, pages_f],
         )
-        port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        assert wait_until(lambda: self.server.started or not self.thread.is_alive(), 20) and self.server.started
-        base = f"http://127.0.0.1:{port}"
+        self.app_server = AppServer(create_app(svc))
+        base = self.app_server.start()
         rng = np.random.default_rng(3)
         with httpx.Client(base_url=base) as http:
             for block, (n, shift) in enumerate(((1000, 0.0), (400, 0.4), (400, 0.4), (400, 0.0))):
@@ -110,8 +104,7 @@ class serve:
         return base
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(15)
+        self.app_server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -4,21 +4,18 @@ span with the span's bar inside the edge's bar, and the edge's panel lists node,
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
+from app_server import AppServer
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 from test_trace_edge_hop import JSON, NOW, TID, _edge, _otlp
-from waiting import wait_until
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
-from sidecar.demo.tritonserver import free_port
 from sidecar.service import Service
 from sidecar.store import Store
 from sidecar.wiring.edge import factories
@@ -39,21 +36,13 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         factories=list(factories()),
     )
     app = create_app(svc)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        assert wait_until(lambda: server.started or not thread.is_alive(), 20) and server.started
+    with AppServer(app) as base:
         with TestClient(app) as c:  # the same service, posted to in-process
             t = NOW - 10
             assert c.post("/v1/traces", content=_otlp(TID, t + 0.020, t + 0.060), headers=JSON).status_code == 200
             line = _edge(time=t + 0.070, cache="MISS", request_time=0.080, upstream_time="0.050", trace_id=TID)
             assert c.post("/v1/edge", json={"lines": [line]}).json()["accepted"] == 1
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
+        yield base
 
 
 @pytest.mark.chromium
