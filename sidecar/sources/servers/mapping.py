@@ -231,6 +231,7 @@ def _fold(
     by_labels: dict[int, _Acc | None],
 ) -> None:
     ml, vl, default = profile.model_label, profile.version_label, profile.default_model
+    unversioned = profile.unversioned
     target, where, skip, scale = rule.target, rule.where, rule.skip, rule.scale
 
     def acc_of(labels: dict[str, str]) -> _Acc | None:
@@ -240,7 +241,8 @@ def _fold(
             return None
         if id(labels) in by_labels:  # label sets are shared objects across families
             return by_labels[id(labels)]
-        key = (labels.get(ml, "") if ml else default, labels.get(vl, "") if vl else "")
+        version = labels.get(vl, "") if vl else ""
+        key = (labels.get(ml, "") if ml else default, "" if version == unversioned else version)
         acc = accs.get(key)
         if acc is None:
             if len(accs) >= max_models:

@@ -72,6 +72,7 @@ class Profile:
     model_label: str | None = "model"
     version_label: str | None = "version"
     default_model: str = "default"
+    unversioned: str | None = None  # the version value a server writes for a request that named none: read as ""
     renames: tuple[tuple[str, str], ...] = ()
     source: str = ""
 

@@ -10,7 +10,7 @@ changes after a restart are findings (``guard.py``). Nothing here raises out of 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import httpx
 from prometheus_client import CollectorRegistry
@@ -37,9 +37,13 @@ __all__ = ["ServerSource"]
 _LABEL_CACHE_MAX = 50_000
 
 
-def _matches_nothing(snap: ServingSnapshot) -> bool:
-    """No family of the profile present (a refused one is present: the profile is right, the data bad)."""
-    return not snap.families and not snap.refused
+def _matches_nothing(snap: ServingSnapshot, types: Mapping[str, str]) -> bool:
+    """No family of the profile present (a refused one is present: the profile is right, the data bad), nor
+    declared without samples: a real MLServer before its first request writes ``# TYPE`` lines of its
+    labelled families and no series yet, and it is read with 0 models, not "matches no profile"."""
+    if snap.families or snap.refused:
+        return False
+    return not (PROFILES[snap.profile].families & family_names(types, {}))
 
 
 class ServerSource(Polled):
@@ -110,12 +114,12 @@ class ServerSource(Polled):
         # A pinned profile, or the one detected before: detection runs again only when it maps nothing.
         profile = self.profile or self._detected
         snap = self._map(expo, profile, units) if profile is not None else None
-        if self.config.profile == "auto" and (snap is None or _matches_nothing(snap)):
+        if self.config.profile == "auto" and (snap is None or _matches_nothing(snap, expo.types)):
             found = detect(family_names((n for n, _l, _v in expo.samples), expo.types))
             if found is not None and found is not profile:
                 profile, snap = found, self._map(expo, found, units)
             self._detected = found
-        if profile is None or snap is None or _matches_nothing(snap):
+        if profile is None or snap is None or _matches_nothing(snap, expo.types):
             return self._no_match(len(expo.types) or len(expo.samples))
         self._read(snap, profile)
         self.t.duration.labels(server).set(self.clock.monotonic() - t0)
