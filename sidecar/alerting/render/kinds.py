@@ -16,6 +16,7 @@ import sidecar.alerting.render.edge as edge
 import sidecar.alerting.render.goodput as goodput
 import sidecar.alerting.render.output_sanity as output_sanity
 import sidecar.alerting.render.probe as probe
+import sidecar.alerting.render.tokens as tokens
 from sidecar.model import Finding
 
 RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType(
@@ -33,5 +34,6 @@ RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType
         "goodput": goodput.render,
         "output_sanity": output_sanity.render,
         "probe": probe.render,
+        "token_drift": tokens.render,
     }
 )

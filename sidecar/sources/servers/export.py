@@ -20,7 +20,7 @@ __all__ = ["ServingExport", "prom_name"]
 
 _P = "sidecar_serving_"
 _LABELS = ["server", "model", "version"]
-_UNITLESS = {DistName.BATCH_SIZE}
+_UNITLESS = {DistName.BATCH_SIZE, DistName.INPUT_TOKENS_PER_REQUEST, DistName.OUTPUT_TOKENS_PER_REQUEST}
 
 
 def prom_name(sli: str) -> str:

@@ -44,6 +44,10 @@ class DistName(StrEnum):
     INTER_TOKEN_LATENCY = "inter_token_latency"  # per decode step that emitted tokens (see docs/servers.md)
     TIME_PER_OUTPUT_TOKEN = "gen_ai.server.time_per_output_token"  # per request: decode time / (tokens - 1)
     BATCH_SIZE = "batch.size"  # in requests (or inferences) per execution, not seconds
+    # Tokens per finished request (gen_ai.client.token.usage's split by gen_ai.token.type, observed by the server):
+    # what the token-length drift check (checks.tokens) tests, bucket by bucket.
+    INPUT_TOKENS_PER_REQUEST = "request.input_tokens"
+    OUTPUT_TOKENS_PER_REQUEST = "request.output_tokens"
 
 
 class Counter(StrEnum):

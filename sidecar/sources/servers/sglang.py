@@ -33,6 +33,9 @@ PROFILE = Profile(
         Rule("sglang:inter_token_latency_seconds", "histogram", DistName.INTER_TOKEN_LATENCY, unit="seconds"),
         Rule("sglang:e2e_request_latency_seconds", "histogram", DistName.REQUEST_DURATION, unit="seconds"),
         Rule("sglang:queue_time_seconds", "histogram", DistName.QUEUE_DURATION, unit="seconds"),
+        # Tokens per finished request (only with --collect-tokens-histogram; buckets --prompt-tokens-buckets).
+        Rule("sglang:prompt_tokens_histogram", "histogram", DistName.INPUT_TOKENS_PER_REQUEST),
+        Rule("sglang:generation_tokens_histogram", "histogram", DistName.OUTPUT_TOKENS_PER_REQUEST),
     ),
     model_label="model_name",
     version_label=None,

@@ -31,6 +31,8 @@ PROFILE = Profile(
         Rule("tgi_request_mean_time_per_token_duration", "histogram", DistName.TIME_PER_OUTPUT_TOKEN),
         Rule("tgi_request_input_length", "histogram", Counter.INPUT_TOKENS, part="sum"),
         Rule("tgi_request_generated_tokens", "histogram", Counter.OUTPUT_TOKENS, part="sum"),
+        Rule("tgi_request_input_length", "histogram", DistName.INPUT_TOKENS_PER_REQUEST),
+        Rule("tgi_request_generated_tokens", "histogram", DistName.OUTPUT_TOKENS_PER_REQUEST),
         Rule("tgi_batch_next_size", "histogram", DistName.BATCH_SIZE),
         Rule("tgi_queue_size", "gauge", Gauge.WAITING),
         Rule("tgi_batch_current_size", "gauge", Gauge.IN_FLIGHT),

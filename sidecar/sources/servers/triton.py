@@ -58,6 +58,12 @@ RULES = (
     Rule("vllm:generation_tokens", "counter", Counter.OUTPUT_TOKENS),
     Rule("vllm:time_to_first_token_seconds", "histogram", DistName.TIME_TO_FIRST_TOKEN),
     Rule("vllm:time_per_output_token_seconds", "histogram", DistName.INTER_TOKEN_LATENCY),
+    Rule("vllm:request_prompt_tokens", "histogram", DistName.INPUT_TOKENS_PER_REQUEST),
+    Rule("vllm:request_generation_tokens", "histogram", DistName.OUTPUT_TOKENS_PER_REQUEST),
+    # TensorRT-LLM backend (NVIDIA/TensorRT-LLM triton_backend/.../custom_metrics_reporter.cc): tokens per
+    # response, buckets 10, 50, 100, 500, 1000, labelled response_metric_type (one value each).
+    Rule("nv_llm_input_token_len", "histogram", DistName.INPUT_TOKENS_PER_REQUEST),
+    Rule("nv_llm_output_token_len", "histogram", DistName.OUTPUT_TOKENS_PER_REQUEST),
     # TensorRT-LLM backend: gauges whose meaning is a label value (custom_metrics_reporter.cc).
     Rule("nv_trt_llm_request_metrics", "gauge", Gauge.IN_FLIGHT, where=(("request_type", "active"),)),
     Rule(

@@ -40,6 +40,9 @@ RULES = (
     Rule("vllm:inter_token_latency_seconds", "histogram", DistName.INTER_TOKEN_LATENCY, unit="seconds"),
     Rule("vllm:time_per_output_token_seconds", "histogram", DistName.INTER_TOKEN_LATENCY, unit="seconds"),
     Rule("vllm:request_time_per_output_token_seconds", "histogram", DistName.TIME_PER_OUTPUT_TOKEN, unit="seconds"),
+    # Tokens per finished request, buckets build_1_2_5_buckets(max_model_len) (so they change with max_model_len).
+    Rule("vllm:request_prompt_tokens", "histogram", DistName.INPUT_TOKENS_PER_REQUEST),
+    Rule("vllm:request_generation_tokens", "histogram", DistName.OUTPUT_TOKENS_PER_REQUEST),
 )
 
 PROFILE = Profile(

@@ -1,0 +1,1 @@
+"""Token-length drift: prompt and generation token lengths tested against a reference, without payloads."""
