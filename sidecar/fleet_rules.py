@@ -22,6 +22,7 @@ import yaml
 
 from sidecar.checks.drift.config import DriftConfig
 from sidecar.checks.fleet.bins import PSI_EPS
+from sidecar.fleet_business_rules import BusinessRulesOptions, business_group
 
 __all__ = [
     "FleetRulesOptions",
@@ -48,10 +49,15 @@ class FleetRulesOptions:
     min_samples: int = _DRIFT.min_samples
     for_secs: float = 300.0  # how long the condition must hold before the alert fires
     interval_secs: float = 30.0  # the rule group's evaluation interval
+    mismatch_for_secs: float = 600.0  # how long sidecars must disagree on a reference before FleetReferenceMismatch
+    business_window_secs: float = 3600.0  # the business checks' window across replicas
+    business_baseline_secs: float = 7 * 86400.0  # the span before that window their baseline covers
 
     def __post_init__(self) -> None:
-        for name in ("window_secs", "for_secs", "interval_secs"):
+        for name in ("window_secs", "for_secs", "interval_secs", "mismatch_for_secs", "business_window_secs"):
             duration(getattr(self, name), name)
+        if self.business_baseline_secs < self.business_window_secs + 1:
+            raise ValueError("business_baseline_secs: must be more than business_window_secs")
         if self.features < 1:
             raise ValueError(f"features: must be at least 1, got {self.features}")
         if not 0 < self.false_alarms_per_day <= 24:
@@ -211,7 +217,7 @@ def fleet_rules(o: FleetRulesOptions | None = None) -> dict[str, Any]:
             "alert": "FleetReferenceMismatch",
             "expr": "count by (model, version, feature) (count by (model, version, feature, ref_id) "
             "(sidecar_fleet_reference_size)) > 1",
-            "for": "10m",
+            "for": duration(o.mismatch_for_secs),
             "labels": {"severity": "warning", "source": "fleet"},
             "annotations": {
                 "summary": "[WARNING] sidecars of {{ $labels.model }} v{{ $labels.version }} bin "
@@ -229,7 +235,17 @@ def fleet_rules(o: FleetRulesOptions | None = None) -> dict[str, Any]:
                 "name": "sidecar-fleet-drift",
                 "interval": duration(o.interval_secs),
                 "rules": [{"record": r, "expr": e} for r, e in records] + alerts,
-            }
+            },
+            business_group(
+                BusinessRulesOptions(
+                    window=duration(o.business_window_secs, "business_window_secs"),
+                    window_secs=o.business_window_secs,
+                    baseline=duration(o.business_baseline_secs, "business_baseline_secs"),
+                    baseline_range=duration(o.business_baseline_secs - 1, "business_baseline_secs"),
+                    for_=duration(o.for_secs),
+                    interval=duration(o.interval_secs),
+                )
+            ),
         ]
     }
 

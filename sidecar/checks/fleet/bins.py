@@ -22,7 +22,7 @@ from prometheus_client.utils import floatToGoString
 from sidecar.checks.drift.references import Reference
 from sidecar.checks.stats.windows import FeatureKind
 
-__all__ = ["OTHER", "PSI_EPS", "FrozenBins", "binned_statistics", "freeze", "reference_id"]
+__all__ = ["OTHER", "PSI_EPS", "FrozenBins", "binned_statistics", "freeze", "histogram_quantile", "reference_id"]
 
 OTHER = "__other__"
 PSI_EPS = 1e-4  # the drift check's floor for an empty bin's share (sidecar/checks/stats/core.py)
@@ -132,3 +132,22 @@ def binned_statistics(kind: FeatureKind, ref: tuple[float, ...], counts: np.ndar
         p, q = counts / n, np.asarray(ref, dtype=np.float64)
     a, b = np.clip(q, PSI_EPS, None), np.clip(p, PSI_EPS, None)
     return n, d, float(np.sum((b - a) * np.log(b / a)))
+
+
+def histogram_quantile(q: float, uppers: list[float], cumulative: list[float]) -> float:
+    """Prometheus' ``histogram_quantile`` (promql/quantile.go, bucketQuantile) of cumulative bucket counts at
+    ascending upper edges (the last +Inf): linear inside the bucket that holds rank q * n; the +Inf bucket
+    answers the last finite edge; the first bucket starts at 0 (or is its edge when that is <= 0)."""
+    n = cumulative[-1] if cumulative else 0.0
+    if len(uppers) < 2 or not math.isinf(uppers[-1]) or n == 0 or math.isnan(q):
+        return math.nan
+    rank = q * n
+    b = next((i for i, c in enumerate(cumulative[:-1]) if c >= rank), len(cumulative) - 1)
+    if b == len(cumulative) - 1:
+        return uppers[-2]
+    if b == 0 and uppers[0] <= 0:
+        return uppers[0]
+    start, end, count = 0.0, uppers[b], cumulative[b]
+    if b > 0:
+        start, count, rank = uppers[b - 1], count - cumulative[b - 1], rank - cumulative[b - 1]
+    return start + (end - start) * (rank / count)
