@@ -36,7 +36,17 @@ from sidecar.sources.servers.export import ServingExport
 from sidecar.sources.servers.source import ServerSource
 from sidecar.sources.servers.telemetry import ServerTelemetry
 
-__all__ = ["Observed", "ServerProcess", "Tally", "free_port", "observe", "raw_value", "server_venv"]
+__all__ = [
+    "Observed",
+    "ServerProcess",
+    "Tally",
+    "bucket_of",
+    "free_port",
+    "observe",
+    "raw_buckets",
+    "raw_value",
+    "server_venv",
+]
 
 ROOT = Path(__file__).resolve().parents[3]
 SERVERS = ROOT / ".servers"
@@ -148,6 +158,27 @@ def raw_value(text: str, sample: str, **labels: str) -> float:
             if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
                 return float(s.value)
     return 0.0
+
+
+def raw_buckets(text: str, family: str, **labels: str) -> dict[float, float]:
+    """A histogram's cumulative buckets (upper bound -> count) summed over the series matching ``labels``."""
+    out: dict[float, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == family + "_bucket" and all(s.labels.get(k) == v for k, v in labels.items()):
+                le = float(s.labels["le"])
+                out[le] = out.get(le, 0.0) + float(s.value)
+    return out
+
+
+def bucket_of(after: Mapping[float, float], before: Mapping[float, float], rank: float) -> tuple[float, float]:
+    """The (lower, upper) bounds of the bucket in which the interval's cumulative count first reaches ``rank``."""
+    lower = 0.0
+    for le in sorted(after):
+        if after[le] - before.get(le, 0.0) >= rank:
+            return lower, le
+        lower = le
+    raise AssertionError(f"no bucket reaches {rank}")
 
 
 def observe(server: str, metrics_url: str, drive: Callable[[], T], *, profile: str = "auto") -> tuple[Observed, T]:
