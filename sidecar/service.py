@@ -66,7 +66,7 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.goodput import build as goodput
     from sidecar.wiring.gpu import build as gpu
     from sidecar.wiring.pages import factories as drift_and_pages
-    from sidecar.wiring.servers import build as servers
+    from sidecar.wiring.tokens import factories as servers_and_tokens
     from sidecar.wiring.triton import build as triton
     from sidecar.wiring.verdicts import build as verdicts
 
@@ -76,6 +76,8 @@ def default_factories() -> list[Factory]:
     drift, fleet = fleet_factories(drift)
     # The trace pages are handed the edge hop store the edge builder feeds.
     traces, edge = traces_and_edge()
+    # The token-length drift check is handed the server sources the servers builder makes.
+    servers, tokens = servers_and_tokens()
     return [
         alerting,
         triton,
@@ -88,6 +90,7 @@ def default_factories() -> list[Factory]:
         fleet,
         business,
         goodput,
+        tokens,
         canary,
         diagnose,
         verdicts,

@@ -66,6 +66,7 @@ def _every_area(tmp: Path) -> dict[str, Any]:
             "batching": {"enabled": True},
             "tracing_governor": {"enabled": True},
             "goodput": {"enabled": True},
+            "tokens": {"enabled": True},
         },
         "alerting": {
             "enabled": True,

@@ -13,6 +13,7 @@ from sidecar.checks.fleet.config import FleetConfig
 from sidecar.checks.goodput.config import GoodputConfig
 from sidecar.checks.model_api_config import ModelApiConfig
 from sidecar.checks.output_sanity.config import OutputSanityConfig
+from sidecar.checks.tokens.config import TokensConfig
 from sidecar.checks.tracing_governor.config import GovernorConfig
 from sidecar.configbase import StrictModel
 
@@ -31,3 +32,4 @@ class ChecksConfig(StrictModel):
     batching: BatchingConfig = BatchingConfig()
     tracing_governor: GovernorConfig = GovernorConfig()
     goodput: GoodputConfig = GoodputConfig()
+    tokens: TokensConfig = TokensConfig()

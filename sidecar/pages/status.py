@@ -22,6 +22,7 @@ from sidecar.pages.goodput_line import goodput_line
 from sidecar.pages.probe_line import probe_line
 from sidecar.pages.readers import MAX_ROWS, Api, read_metrics
 from sidecar.pages.render import render, static_routes
+from sidecar.pages.tokens_line import tokens_line
 from sidecar.pages.verdicts_line import gpu_memory_line, verdict_line
 
 __all__ = ["AlertView", "StatusPages", "alert_views", "verdicts"]
@@ -179,6 +180,7 @@ class StatusPages(Passive):
                 gpu_memory_line=gpu_memory_line(self.registry),
                 edge_line=edge_line(self.registry),
                 goodput_line=goodput_line(self.registry),
+                tokens_line=tokens_line(self.registry),
             )
         )
 

@@ -105,3 +105,25 @@ def render(f: Finding) -> FindingText:
         f"The latest {window} of {who} ({_n(facts.get('n_cur'))} requests) against {_reference(facts)}: "
         f"PSI {psi or 0:.2g}" + (f", {means}" if means else "") + f"; {looks} ({rule}).",
     )
+
+
+def line_text(rows: list[tuple[str, str, str, str, float | None, float | None, bool, bool]]) -> str:
+    """The line on ``/``: rows (server, model, version, tokens, psi, mean change, drifting, edges mismatch),
+    drifting and refused first; e.g. ``chat v3 prompt lengths on vllm drifting (PSI 0.21, mean +30%);
+    chat v3 generation lengths on vllm PSI 0.012``."""
+    parts = []
+    for server, model, version, tokens, psi, change, drifting, mismatch in sorted(
+        rows, key=lambda r: (not r[6], not r[7], r[:4])
+    ):
+        where = "from events" if server == "events" else f"on {server}"
+        head = f"{model} {version_text(version)} {what_text(tokens)} {where}"
+        mean = f", mean {change:+.0%}" if change is not None else ""
+        if mismatch:
+            parts.append(f"{head}: bucket edges changed, not tested")
+        elif drifting:
+            parts.append(f"{head} drifting (PSI {psi or 0:.2g}{mean})")
+        elif psi is not None:
+            parts.append(f"{head} PSI {psi:.2g}")
+        else:
+            parts.append(f"{head}: no window tested yet")
+    return "; ".join(parts) if parts else "no token lengths seen yet"
