@@ -6,9 +6,11 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from sidecar.demo.actions_demo import DEMO_CANARY, demo_actions, demo_probes
 from sidecar.demo.business_demo import DEMO_ALERTING, DEMO_BUSINESS_CHECKS
 from sidecar.demo.drift_demo import DEMO_DRIFT_CONFIG
 from sidecar.demo.edge_nginx import edge_config
+from sidecar.demo.goodput_demo import DEMO_GOODPUT
 
 __all__ = ["demo_config"]
 
@@ -20,9 +22,12 @@ def demo_config(
     workdir: Path,
     alertmanager_url: str | None = None,
     edge_log: Path | None = None,
+    *,
+    act: bool = False,
 ) -> dict[str, Any]:
     """The config the demo runs with: the embedded defaults plus what points at the demo's Triton, and, when an
-    nginx stands in front of it (``edge_log``: its JSON access log), the edge source tailing that log."""
+    nginx stands in front of it (``edge_log``: its JSON access log), the edge source tailing that log. ``act``:
+    the actions layer carries its plans out instead of only showing them (dry-run)."""
     alerting = copy.deepcopy(DEMO_ALERTING)
     alerting["alertmanager"]["urls"] = [alertmanager_url] if alertmanager_url else []
     raw: dict[str, Any] = {
@@ -40,8 +45,12 @@ def demo_config(
             "eval_interval_secs": 5.0,
             "drift": copy.deepcopy(DEMO_DRIFT_CONFIG),
             "business": copy.deepcopy(DEMO_BUSINESS_CHECKS),
+            "goodput": copy.deepcopy(DEMO_GOODPUT),
+            "canary": copy.deepcopy(DEMO_CANARY),
         },
         "alerting": alerting,
+        "probes": demo_probes(),
+        "actions": demo_actions(act),
     }
     if edge_log is not None:
         raw["edge"] = edge_config(edge_log)

@@ -1,8 +1,10 @@
 """What the demo will cause, stated up front and checked: every alert, when it fires, whether it recovers.
 
 ``EXPECTED`` is what the banner prints. ``replay`` runs the demo's scenario (same seed, same rate, scores from
-the demo models' own ``score`` functions) through the real drift and business checks and the alert book on a
-fake clock, in seconds instead of twelve minutes; ``tests/demo/test_demo_story.py`` holds ``EXPECTED`` to
+the demo models' own ``score`` functions, latencies and token times from their own ``delay_secs`` and
+``token_times``: ``stand_in``) through the real checks (drift, business, goodput, canary), the actions layer
+(dry-run) and the alert book on a fake clock, in seconds instead of twelve minutes;
+``tests/demo/test_demo_story.py`` holds ``EXPECTED`` to
 what ``replay`` produces, so the banner cannot promise an alert the demo does not cause or hide one it does.
 The live demo runs on real time and a real Triton, so its times differ from the replay's by a scrape or an
 evaluation interval.
@@ -20,8 +22,14 @@ from typing import Any
 
 from sidecar.demo.business_demo import REGRESSION_END_SECS, REGRESSION_START_SECS
 from sidecar.demo.drift_demo import SHIFT_AFTER_SECS
+from sidecar.demo.goodput_demo import GOODPUT_TTFT_MS
+from sidecar.demo.scenario import CANARY_SECS, LLM_MODEL, PROMPT_CHANGE_SECS, SYSTEM_PROMPT_TOKENS
 
-__all__ = ["EXPECTED", "DemoAlert", "Transition", "clock_text", "replay"]
+__all__ = ["EXPECTED", "STAND_IN_OVERHEAD_SECS", "DemoAlert", "Transition", "clock_text", "replay", "stand_in"]
+
+# What a request costs the demo's stand-in for Triton (replay and the accelerated test) beyond the model's
+# own scripted delay: a few milliseconds, as on a real Triton on loopback.
+STAND_IN_OVERHEAD_SECS = 0.002
 
 
 def clock_text(secs: float) -> str:
@@ -105,6 +113,21 @@ EXPECTED: tuple[DemoAlert, ...] = (
         "income shifts by 1.5 sd from +6 to +9 min, then returns",
         end_step_secs=_INCOME_OFF, resolves_within_secs=210, resolves_after_secs=700,
     ),
+    DemoAlert(
+        "goodput_burn", LLM_MODEL, None, "GoodputBurn", PROMPT_CHANGE_SECS, 150, 375,
+        f"after the recorded prompt-template change every prompt is {SYSTEM_PROMPT_TOKENS} tokens longer, so time "
+        f"to first token goes from ~140 to ~540 ms, past the {GOODPUT_TTFT_MS:g} ms SLO; the change is in the "
+        "alert's annotation",
+    ),
+    DemoAlert(
+        "canary", "fraud", None, "CanaryVersionWorse", CANARY_SECS, 240, 590,
+        "fraud v2 is slower at P99 (about 7% of its requests take 300 ms more, against 1% at 250 ms on v1)",
+    ),
+    DemoAlert(
+        "actions", "fraud", None, "ActionPlanned", CANARY_SECS, 270, 595,
+        "the worse canary verdict triggers the configured revert of fraud to v1; dry-run (the default) shows "
+        "the plan on / and prints it here, and sends nothing (sidecar demo --act carries it out)",
+    ),
 )  # fmt: skip
 
 
@@ -116,6 +139,15 @@ class Transition:
     version: str
     feature: str | None
     state: str  # pending | firing | inactive
+
+
+def stand_in(repo: Path) -> tuple[dict[tuple[str, str], ModuleType], ModuleType]:
+    """The demo models as modules (``score``, ``delay_secs``, ``token_times``), for what stands in for Triton:
+    the classic models by (model, version), and the streaming one."""
+    pairs = (("ctr", "1"), ("ctr", "2"), ("fraud", "1"), ("fraud", "2"))
+    return {(m, v): _load_model(repo / m / v / "model.py") for m, v in pairs}, _load_model(
+        repo / "chat" / "1" / "model.py"
+    )
 
 
 def _load_model(path: Path) -> ModuleType:
@@ -137,19 +169,20 @@ def replay(
     from sidecar.config import parse_config
     from sidecar.demo.config import demo_config
     from sidecar.demo.scenario import DemoScenario
+    from sidecar.demo.traffic import stream_fields
     from sidecar.demo.tritonserver import demo_model_repository
     from sidecar.model import Event
     from sidecar.service import Service
     from sidecar.store import Store
 
-    repo = demo_model_repository()
-    models = {(m, v): _load_model(repo / m / v / "model.py") for m, v in (("ctr", "1"), ("ctr", "2"), ("fraud", "1"))}
+    models, chat = stand_in(demo_model_repository())
     with tempfile.TemporaryDirectory(prefix="sidecar-demo-replay-") as tmp:
         wd = Path(tmp)
         raw: dict[str, Any] = demo_config("http://127.0.0.1:1", "http://127.0.0.1:1/metrics", 0, wd, None)
         raw["triton"]["enabled"] = False
         raw["traces"]["enabled"] = False
         raw["gpu"] = {"enabled": False}
+        raw["probes"]["enabled"] = False
         clock = FakeClock(clock_start)
         store = Store(wd / "replay.sqlite")
         svc = Service(parse_config(raw), clock=clock, store=store)
@@ -164,13 +197,16 @@ def replay(
             out: list[Transition] = []
             for sec in range(seconds):
                 t = clock.now() - t0
+                llm = scenario.llm_request(t)
                 events = []
                 for i in range(rate_per_s):
                     req = scenario.request(t + i / rate_per_s)
                     x = np.array([req.inputs], dtype=np.float32)
                     if req.model == "fraud" and x[0, 0] < 0:
                         continue  # the fraud model fails it: no score, no event
-                    score = float(models[(req.model, req.version)].score(x).reshape(-1)[0])
+                    model = models[(req.model, req.version)]
+                    score = float(model.score(x).reshape(-1)[0])
+                    delay = getattr(model, "delay_secs", lambda _x: 0.0)(x) + STAND_IN_OVERHEAD_SECS
                     events.append(
                         Event(
                             model=req.model,
@@ -178,9 +214,13 @@ def replay(
                             timestamp=clock.now(),
                             features=req.features,
                             score=score,
+                            fields={"latency_ms": round(delay * 1000.0, 3)},
                         )
                     )
-                svc.bus.publish(Batch(kind="events", source="replay", items=tuple(events)))
+                stamps = [STAND_IN_OVERHEAD_SECS + s for s in chat.token_times(llm.prompt_tokens, llm.max_tokens)]
+                fields = stream_fields(llm.prompt_tokens, 0.0, stamps, stamps[-1] + STAND_IN_OVERHEAD_SECS)
+                events.append(Event(model=llm.model, version=llm.version, timestamp=clock.now(), fields=fields))
+                svc.bus.publish(Batch(kind="events", source="replay", items=tuple(events), received_at=clock.now()))
                 if sec % interval == 0:
                     svc.evaluate_once(clock.now())
                     for a in list(book.alerts.values()):

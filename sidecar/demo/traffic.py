@@ -1,7 +1,15 @@
 """Steady inference traffic for the demo: KServe v2 JSON requests to a real Triton, and the caller's side of
 the story: each answered request is reported to the sidecar's /v1/events (features, score, trace id), each
 request carries a W3C ``traceparent`` so Triton's spans join the caller's trace, and the caller's own span (with
-an error status when the request failed) goes to the sidecar's /v1/traces.
+an error status when the request failed) goes to the sidecar's /v1/traces. Each event carries the request's
+latency as the caller measured it (``fields.latency_ms``: the canary verdict compares versions on it).
+
+Once a second a request streams from ``chat`` (Triton's HTTP ``generate_stream``, server-sent events, one per
+token): its time to first token, mean inter-token gap, tokens in and out and whole duration go to /v1/events as
+``fields`` (``ttft_ms``, ``inter_token_ms``, ``tokens_in``, ``tokens_out``, ``latency_ms``), which the goodput
+check judges. ``repeat_per_s`` more requests a second repeat a few fixed ``ctr`` inputs: behind the demo's nginx
+they are cache hits (never reaching Triton, so they are not reported as events: the caller's drift and business
+figures stay those of the scenario's draws).
 """
 
 from __future__ import annotations
@@ -10,16 +18,16 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from sidecar.demo.scenario import DemoScenario
+from sidecar.demo.scenario import DemoRequest, DemoScenario, LlmRequest
 from sidecar.demo.timeline import LoopTicker, Ticker
 
-__all__ = ["Traffic", "TrafficStats"]
+__all__ = ["Traffic", "TrafficStats", "stream_fields"]
 
 _MAX_PENDING_EVENTS = 10_000
 
@@ -31,6 +39,10 @@ class TrafficStats:
     failed: dict[str, int] = field(default_factory=dict)
     events_posted: int = 0
     events_dropped: int = 0
+    streams: int = 0  # chat requests streamed to their final response
+    streams_failed: int = 0
+    repeats: int = 0  # repeated lookups sent
+    repeat_hits: int = 0  # of which the edge answered from its cache (X-Cache: HIT)
 
     def count(self, key: str, status: int) -> None:
         self.sent[key] = self.sent.get(key, 0) + 1
@@ -61,6 +73,28 @@ def _client_span(
     return span
 
 
+def stream_fields(prompt_tokens: int, t0: float, stamps: list[float], end: float) -> dict[str, float]:
+    """A streamed request's figures as event ``fields`` (what the goodput check reads), from the times (seconds)
+    it was sent, each token arrived, and the stream ended."""
+    fields = {
+        "ttft_ms": (stamps[0] - t0) * 1000.0,
+        "tokens_in": float(prompt_tokens),
+        "tokens_out": float(len(stamps)),
+        "latency_ms": (end - t0) * 1000.0,
+    }
+    if len(stamps) > 1:
+        fields["inter_token_ms"] = (stamps[-1] - stamps[0]) * 1000.0 / (len(stamps) - 1)
+    return {k: round(v, 3) for k, v in fields.items()}
+
+
+async def _finish(tasks: Iterable[asyncio.Task[None]], *, cancel: bool) -> None:
+    for t in tasks:
+        if cancel:
+            t.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await t
+
+
 class Traffic:
     def __init__(
         self,
@@ -70,7 +104,14 @@ class Traffic:
         rate_per_s: float = 20.0,
         scenario: DemoScenario | None = None,
         clock: Any = None,
+        timer: Callable[[], float] = time.perf_counter,
+        llm_per_s: int = 1,
+        repeat_per_s: int = 0,
+        triton_direct_url: str | None = None,
     ) -> None:
+        """``triton_http_url`` is where inference goes (the edge, when there is one); the streams go straight to
+        ``triton_direct_url`` (default: the same), as an edge cache has nothing to do with them. ``timer`` times
+        each request (seconds, monotonic): latency, time to first token, inter-token gaps."""
         self.url = triton_http_url.rstrip("/")
         self.sidecar_url = sidecar_url.rstrip("/") if sidecar_url else None
         self.rate = rate_per_s
@@ -80,18 +121,35 @@ class Traffic:
         self._events: list[dict[str, Any]] = []
         self._spans: list[dict[str, Any]] = []
         self._wall = clock
+        self._timer = timer
+        self.llm_per_s = llm_per_s
+        self.repeat_per_s = repeat_per_s
+        self.direct = (triton_direct_url or triton_http_url).rstrip("/")
+        self._repeat_n = 0
 
     def _now(self) -> float:
         return self._wall.now() if self._wall is not None else time.time()
 
     async def send_one(self, client: httpx.AsyncClient) -> int:
-        req = self.scenario.request(self.elapsed_s)
+        return await self._infer(client, self.scenario.request(self.elapsed_s))
+
+    async def send_repeat(self, client: httpx.AsyncClient) -> None:
+        req = self.scenario.repeat(self._repeat_n)
+        self._repeat_n += 1
+        self.stats.repeats += 1
+        body = {"inputs": [{"name": "x", "shape": [1, len(req.inputs)], "datatype": "FP32", "data": req.inputs}]}
+        with contextlib.suppress(httpx.HTTPError):
+            resp = await client.post(f"{self.url}/v2/models/{req.model}/versions/{req.version}/infer", json=body)
+            if resp.headers.get("x-cache") == "HIT":
+                self.stats.repeat_hits += 1
+
+    async def _infer(self, client: httpx.AsyncClient, req: DemoRequest) -> int:
         body = {"inputs": [{"name": "x", "shape": [1, len(req.inputs)], "datatype": "FP32", "data": req.inputs}]}
         trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
         headers = {"traceparent": f"00-{trace_id}-{span_id}-01"}
         score = None
         error = ""
-        start_ns = time.time_ns()
+        start_ns, t0 = time.time_ns(), self._timer()
         try:
             resp = await client.post(
                 f"{self.url}/v2/models/{req.model}/versions/{req.version}/infer", json=body, headers=headers, timeout=10
@@ -103,6 +161,7 @@ class Traffic:
                 error = resp.text[:200]
         except httpx.HTTPError as exc:
             status, error = 0, type(exc).__name__
+        latency_ms = (self._timer() - t0) * 1000.0
         self.stats.count(f"{req.model}:{req.version}", status)
         if self.sidecar_url and len(self._spans) < _MAX_PENDING_EVENTS:
             self._spans.append(
@@ -120,9 +179,45 @@ class Traffic:
                         "features": req.features,
                         "score": score,
                         "trace_id": trace_id,
+                        "fields": {"latency_ms": round(latency_ms, 3)},
                     }
                 )
         return status
+
+    async def stream_one(self, client: httpx.AsyncClient, req: LlmRequest) -> None:
+        """One request streamed from a decoupled model; its figures, as the caller saw them, go to /v1/events."""
+        url = f"{self.direct}/v2/models/{req.model}/versions/{req.version}/generate_stream"
+        body = {"PROMPT_TOKENS": req.prompt_tokens, "MAX_TOKENS": req.max_tokens}
+        t0 = self._timer()
+        stamps: list[float] = []
+        try:
+            async with client.stream("POST", url, json=body, timeout=10) as resp:
+                if resp.status_code != 200:
+                    await resp.aread()
+                    self.stats.streams_failed += 1
+                    return
+                async for ln in resp.aiter_lines():
+                    if ln.startswith("data:"):
+                        stamps.append(self._timer())
+        except httpx.HTTPError:
+            self.stats.streams_failed += 1
+            return
+        end = self._timer()
+        self.stats.streams += 1
+        if not stamps or not self.sidecar_url:
+            return
+        fields = stream_fields(req.prompt_tokens, t0, stamps, end)
+        if len(self._events) >= _MAX_PENDING_EVENTS:
+            self.stats.events_dropped += 1
+            return
+        self._events.append(
+            {
+                "model": req.model,
+                "version": req.version,
+                "timestamp": self._now(),
+                "fields": fields,
+            }
+        )
 
     async def flush_spans(self, client: httpx.AsyncClient) -> None:
         if not self._spans or not self.sidecar_url:
@@ -161,15 +256,25 @@ class Traffic:
     async def _send_second(
         self, client: httpx.AsyncClient, at_secs: float, ticker: Ticker, stop: asyncio.Event
     ) -> None:
-        """This second's requests, each in its own slot (``rate`` slots a second, on the scenario's clock)."""
-        n = max(1, round(self.rate))
-        for i in range(n):
-            slot = at_secs + i / n
-            await ticker.sleep_until(slot, stop)
-            if stop.is_set():
-                return
-            self.elapsed_s = slot
-            await self.send_one(client)
+        """This second's requests, each in its own slot (``rate`` slots a second, on the scenario's clock), the
+        second's streams beside them (they take longer than a slot), then its repeated lookups."""
+        streams = [
+            asyncio.create_task(self.stream_one(client, self.scenario.llm_request(at_secs)))
+            for _ in range(self.llm_per_s)
+        ]
+        try:
+            n = max(1, round(self.rate))
+            for i in range(n):
+                slot = at_secs + i / n
+                await ticker.sleep_until(slot, stop)
+                if stop.is_set():
+                    return
+                self.elapsed_s = slot
+                await self.send_one(client)
+            for _ in range(self.repeat_per_s):
+                await self.send_repeat(client)
+        finally:
+            await _finish(streams, cancel=stop.is_set())
 
     async def run(
         self,

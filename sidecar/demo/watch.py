@@ -16,10 +16,11 @@ import httpx
 
 from sidecar.demo.timeline import line
 
-__all__ = ["AM_ACTIVE", "AM_GONE", "AlertWatcher", "describe"]
+__all__ = ["ACTION", "AM_ACTIVE", "AM_GONE", "AlertWatcher", "describe"]
 
 AM_ACTIVE = "active in Alertmanager"
 AM_GONE = "gone from Alertmanager"
+ACTION = "ACTION"  # the line under an Action* alert: the plan (dry-run) or what was done
 _MAX_ALERTS = 200  # far more than the demo raises; a runaway is ignored rather than grown without bound
 
 
@@ -82,6 +83,9 @@ class AlertWatcher:
             state = "RESOLVED" if a.get("state") == "inactive" else str(a.get("state")).upper()
             if self._states.get(key) != state and not (state == "RESOLVED" and key not in self._states):
                 self._say(state, key, self.sidecar_seen)
+                if state == "FIRING" and str(a["labels"].get("alertname", "")).startswith("Action"):
+                    # What the actions layer planned or did: the plan itself, as /, the audit and the change say.
+                    self.out(line(self.elapsed(), ACTION, str(a.get("annotations", {}).get("summary", ""))))
             self._states[key] = state
         if am_alerts is None:
             return

@@ -1,7 +1,9 @@
 """The whole demo scenario on an accelerated clock: the real traffic, steps, watcher and promise table code,
-the real sidecar (its app in-process, its checks and alert book) and a real Alertmanager; only Triton is a fake
-that scores with the demo models' own ``score`` functions, and the sidecar's evaluation ticker is driven by the
-fake ticker. Thirteen minutes of scenario run in well under a minute, with no sleeping.
+the real sidecar (its app in-process, its checks, actions layer and alert book) and a real Alertmanager; only
+Triton is a fake that scores with the demo models' own ``score`` functions and takes as long as their own
+``delay_secs`` and ``token_times`` say, on a simulated timer the traffic times its requests and streams with,
+and the sidecar's evaluation ticker is driven by the fake ticker. Thirteen minutes of scenario run in well under
+a minute, with no sleeping.
 
 The fake clock runs behind real time (it starts 15 minutes in the past): Alertmanager judges ``endsAt`` by its own
 clock, so a resolved notice (``endsAt`` = when it resolved) must lie in its past, and a firing one in its future;
@@ -30,10 +32,10 @@ from sidecar.demo.alertmanager import DemoAlertmanager
 from sidecar.demo.play import ScenarioRun
 from sidecar.demo.run import demo_config, write_config
 from sidecar.demo.scenario import DemoScenario
-from sidecar.demo.story import EXPECTED, _load_model, clock_text
+from sidecar.demo.story import EXPECTED, STAND_IN_OVERHEAD_SECS, clock_text, stand_in
 from sidecar.demo.traffic import Traffic
 from sidecar.demo.tritonserver import demo_model_repository
-from sidecar.demo.watch import AM_ACTIVE, AM_GONE, describe
+from sidecar.demo.watch import ACTION, AM_ACTIVE, AM_GONE, describe
 from sidecar.service import Service
 from sidecar.store import Store
 
@@ -65,17 +67,47 @@ class FakeTicker:
         self.clock.advance(max(0.0, at_secs - self.elapsed()))
 
 
-def fake_triton() -> Callable[[httpx.Request], httpx.Response]:
-    repo = demo_model_repository()
-    models = {(m, v): _load_model(repo / m / v / "model.py") for m, v in (("ctr", "1"), ("ctr", "2"), ("fraud", "1"))}
+class SimTimer:
+    """The traffic's timer: the fake Triton moves it by as long as each answer and each token takes."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+
+class TokenStream(httpx.AsyncByteStream):
+    """Server-sent events, one per token, each when the model's ``token_times`` says (on the timer)."""
+
+    def __init__(self, timer: SimTimer, times: list[float], first: int) -> None:
+        self.timer, self.times, self.first = timer, times, first
+
+    async def __aiter__(self) -> Any:
+        t0, at = self.timer.t, STAND_IN_OVERHEAD_SECS
+        for i, tok in enumerate(self.times):
+            self.timer.t = t0 + at + tok
+            yield f'data: {{"TOKEN":{self.first + i},"model_name":"chat","model_version":"1"}}\n\n'.encode()
+        self.timer.t += STAND_IN_OVERHEAD_SECS
+
+
+def fake_triton(timer: SimTimer) -> Callable[[httpx.Request], httpx.Response]:
+    models, chat = stand_in(demo_model_repository())
 
     def handle(request: httpx.Request) -> httpx.Response:
-        parts = request.url.path.split("/")  # /v2/models/{m}/versions/{v}/infer
+        parts = request.url.path.split("/")  # /v2/models/{m}/versions/{v}/infer or .../generate_stream
         model, version = parts[3], parts[5]
-        x = np.array([json.loads(request.content)["inputs"][0]["data"]], dtype=np.float32)
+        body = json.loads(request.content)
+        if parts[6] == "generate_stream":
+            times = chat.token_times(body["PROMPT_TOKENS"], body["MAX_TOKENS"])
+            headers = {"content-type": "text/event-stream"}
+            return httpx.Response(200, headers=headers, stream=TokenStream(timer, times, body["PROMPT_TOKENS"]))
+        x = np.array([body["inputs"][0]["data"]], dtype=np.float32)
+        module = models[(model, version)]
+        timer.t += getattr(module, "delay_secs", lambda _x: 0.0)(x) + STAND_IN_OVERHEAD_SECS
         if model == "fraud" and x[0, 0] < 0:
             return httpx.Response(400, json={"error": "amount must not be negative"})
-        score = float(models[(model, version)].score(x).reshape(-1)[0])
+        score = float(module.score(x).reshape(-1)[0])
         return httpx.Response(200, json={"outputs": [{"name": "score", "datatype": "FP32", "data": [score]}]})
 
     return handle
@@ -85,8 +117,8 @@ class Routes(httpx.AsyncBaseTransport):
     """triton.test -> the fake Triton, sidecar.test -> the sidecar's app in-process, anything else -> the network;
     every answer of /v1/alerts and Alertmanager's /api/v2/alerts is recorded with the scenario's time."""
 
-    def __init__(self, app: Any, elapsed: Callable[[], float]) -> None:
-        self.triton = httpx.MockTransport(fake_triton())
+    def __init__(self, app: Any, elapsed: Callable[[], float], timer: SimTimer) -> None:
+        self.triton = httpx.MockTransport(fake_triton(timer))
         self.sidecar = httpx.ASGITransport(app=app)
         self.net = httpx.AsyncHTTPTransport()
         self.elapsed = elapsed
@@ -155,6 +187,7 @@ async def test_the_whole_scenario_prints_what_the_sidecar_and_alertmanager_saw(
     raw["triton"]["enabled"] = False
     raw["traces"]["enabled"] = False
     raw["gpu"] = {"enabled": False}
+    raw["probes"]["enabled"] = False  # they reach Triton with tritonclient, not through this test's transport
     raw["alerting"]["resend_delay_secs"] = 900  # see the module docstring
     cfg = load_config(write_config(raw, tmp_path))  # the file the demo writes is the config it runs
     # 15 minutes in the past, on the replay's alignment to the drift check's 60 s blocks (a reproducible run).
@@ -170,9 +203,12 @@ async def test_the_whole_scenario_prints_what_the_sidecar_and_alertmanager_saw(
         assert set((await am.flush_all()).values()) <= {"empty", "sent"}
 
     ticker = FakeTicker(clock, evaluate, RUN_SECS)
-    routes = Routes(create_app(svc, manage_lifecycle=False), ticker.elapsed)
+    timer = SimTimer()
+    routes = Routes(create_app(svc, manage_lifecycle=False), ticker.elapsed, timer)
     printed: list[str] = []
-    traffic = Traffic("http://triton.test", sidecar_url="http://sidecar.test", scenario=DemoScenario(), clock=clock)
+    traffic = Traffic(
+        "http://triton.test", sidecar_url="http://sidecar.test", scenario=DemoScenario(), clock=clock, timer=timer.now
+    )
     play = ScenarioRun(
         traffic, sidecar_url="http://sidecar.test", alertmanager_url=alertmanager.url, ticker=ticker, out=printed.append
     )
@@ -192,7 +228,11 @@ async def test_the_whole_scenario_prints_what_the_sidecar_and_alertmanager_saw(
     assert all(what in ln for ln, (_, what) in zip(steps, DemoScenario.timeline(), strict=True))
 
     # The printed alert lines are exactly what /v1/alerts and Alertmanager answered, when they answered it.
-    alert_lines = [ln for ln in printed if re.match(r"  \[\+\d+:\d\d\] ", ln) and "] SCENARIO " not in ln]
+    alert_lines = [
+        ln
+        for ln in printed
+        if re.match(r"  \[\+\d+:\d\d\] ", ln) and "] SCENARIO " not in ln and f"] {ACTION} " not in ln
+    ]
     assert alert_lines == lines_from_answers(routes.answers[:-2]), text
     assert traffic.stats.events_posted > 10_000 and traffic.stats.events_dropped == 0
 
@@ -212,4 +252,12 @@ async def test_the_whole_scenario_prints_what_the_sidecar_and_alertmanager_saw(
     clicks_row = table[table.index(next(ln for ln in verdicts if "clicks_7d" in ln)) + 1]
     fired = [ln.split("]")[0][3:] for ln in alert_lines if "FIRING" in ln and "clicks_7d" in ln]
     assert clicks_row.split()[0] == "sidecar" and fired and all(f"FIRING {t}" in clicks_row for t in fired)
+
+    # The goodput alert names the recorded prompt change; the dry-run plan is printed under its alert, exactly.
+    [goodput] = [a for a in final_sidecar if a["labels"]["alertname"] == "GoodputBurn"]
+    assert "prompt template v2" in goodput["annotations"]["summary"], goodput
+    [plan] = [ln for ln in printed if f"] {ACTION} " in ln]
+    assert "[dry run] would revert fraud: POST /v2/repository/models/fraud/load with config version_policy " in plan
+    assert "{specific: {versions: [1]}}" in plan and "fraud v2 rollout" in plan
+    assert traffic.stats.streams >= RUN_SECS - 5 and traffic.stats.streams_failed == 0
     print(text)  # the sample shown by `pytest -s`: the timeline, then the promise table
