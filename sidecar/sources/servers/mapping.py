@@ -280,6 +280,8 @@ def _fold(
 def _add(rule: Rule, part: str, labels: dict[str, str], v: float, acc: _Acc) -> None:
     target = rule.target
     if target == REQUESTS:
+        if part in ("sum", "bucket"):  # a distribution feeds a requests counter with its count (KServe)
+            return
         if rule.http_status_label:
             outcome = _http_outcome(labels.get(rule.http_status_label, ""))
         elif rule.outcome_label:

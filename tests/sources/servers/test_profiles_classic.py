@@ -45,7 +45,7 @@ def test_kserve_predict_time(fixture_text: Callable[[str], str]) -> None:
     m = _detect_and_map(fixture_text("kserve.prom"), "kserve").models[("sklearn-iris", "")]
     compute = m.dists[DistName.COMPUTE_DURATION]
     assert compute.count == 25 and compute.sum / compute.count == pytest.approx(0.08)
-    assert dict(m.requests) == {}  # KServe counts no requests by outcome: absent, not zero
+    assert dict(m.requests) == {"other": 25}  # reached predict, failed or not: received, not by outcome
 
 
 def test_ray_serve_successes_are_what_errors_leave(fixture_text: Callable[[str], str]) -> None:
