@@ -33,6 +33,7 @@ class Section:
 _DRIFT_COMMON = ("enabled", "method", "scales_secs", "sustained_looks", "sustained_of", "window_secs")
 _DRIFT_REF = ("reference.mode", "reference.pinned_events", "reference.rolling_offset_secs")
 _COLD = ("enabled", "hold_secs")
+_TOKENS_REF = ("reference.pinned_requests",)
 
 # Runbooks of alerts the sidecar's own checks raise. A runbook not named here (nor by a business check's
 # `runbook`) belongs to a Prometheus rule in alerts/*.rules.yml, whose numbers live in that file.
@@ -123,6 +124,14 @@ SECTIONS: dict[str, tuple[Section, ...]] = {
             "checks.goodput",
             ("enabled", "slos", "objective", "burn_windows", "bucket_secs", "min_requests"),
             "goodput_burn",
+            0.0,
+        ),
+    ),
+    "TokenLengthDrift.md": (
+        Section(
+            "checks.tokens",
+            ("enabled", "window_secs", "min_requests", "psi_effect_floor", "reference.mode", *_TOKENS_REF),
+            "token_length_drift",
             0.0,
         ),
     ),

@@ -234,6 +234,17 @@ def _goodput_findings() -> list[Finding]:
     return found
 
 
+def _tokens_findings() -> list[Finding]:
+    from sidecar.checks.drift.config import DriftConfig
+    from sidecar.checks.tokens.check import TokenDriftCheck
+    from sidecar.checks.tokens.config import TokensConfig
+
+    chk = TokenDriftCheck(TokensConfig(enabled=True), budget=DriftConfig(), registry=CollectorRegistry())
+    ev = Event(model="chat", version="1", timestamp=0.0, fields={"tokens_in": 300.0})
+    chk.observe(Batch(kind="events", source="http", items=(ev,) * 10, received_at=0.0))
+    return list(chk.evaluate(10.0))  # the reference is being captured: made active below, as every kind
+
+
 @pytest.fixture(scope="module")
 def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, str], str]]:
     """(labels, runbook file) of every alert the book makes from findings of each check kind."""
@@ -245,6 +256,7 @@ def book_alerts(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str
         + _batching_findings()
         + _probe_and_action_findings()
         + _goodput_findings()
+        + _tokens_findings()
     )
     book = AlertBook(
         AlertingConfig.model_validate({"enabled": True}),
