@@ -10,7 +10,7 @@ from sidecar.demo.actions_demo import DEMO_CANARY, demo_actions, demo_probes
 from sidecar.demo.business_demo import DEMO_ALERTING, DEMO_BUSINESS_CHECKS
 from sidecar.demo.drift_demo import DEMO_DRIFT_CONFIG
 from sidecar.demo.edge_nginx import edge_config
-from sidecar.demo.goodput_demo import DEMO_GOODPUT
+from sidecar.demo.goodput_demo import DEMO_GOODPUT, DEMO_TOKENS
 
 __all__ = ["demo_config"]
 
@@ -46,6 +46,7 @@ def demo_config(
             "drift": copy.deepcopy(DEMO_DRIFT_CONFIG),
             "business": copy.deepcopy(DEMO_BUSINESS_CHECKS),
             "goodput": copy.deepcopy(DEMO_GOODPUT),
+            "tokens": copy.deepcopy(DEMO_TOKENS),
             "canary": copy.deepcopy(DEMO_CANARY),
         },
         "alerting": alerting,

@@ -15,7 +15,7 @@ from typing import Any
 
 from sidecar.demo.scenario import LLM_MODEL
 
-__all__ = ["DEMO_GOODPUT", "GOODPUT_TTFT_MS"]
+__all__ = ["DEMO_GOODPUT", "DEMO_TOKENS", "GOODPUT_TTFT_MS"]
 
 GOODPUT_TTFT_MS = 350.0
 
@@ -27,4 +27,17 @@ DEMO_GOODPUT: dict[str, Any] = {
     "span_names": [],
     "bucket_secs": 10.0,
     "min_requests": 20,
+}
+
+# The token-length drift check (``checks.tokens``) on the same events' ``tokens_in`` / ``tokens_out``: one-minute
+# windows (about 60 requests each at the demo's one stream a second), the first 120 requests (two minutes, well
+# before the prompt change) as the reference.
+DEMO_TOKENS: dict[str, Any] = {
+    "enabled": True,
+    "histograms": False,
+    "events": True,
+    "span_names": [],
+    "window_secs": 60.0,
+    "min_requests": 50,
+    "reference": {"mode": "pinned", "pinned_requests": 120},
 }

@@ -120,6 +120,11 @@ EXPECTED: tuple[DemoAlert, ...] = (
         "alert's annotation",
     ),
     DemoAlert(
+        "token_length_drift", LLM_MODEL, None, "TokenLengthDrift", PROMPT_CHANGE_SECS, 180, 400,
+        f"the same {SYSTEM_PROMPT_TOKENS} more prompt tokens move chat's prompt lengths (tokens_in of its events) "
+        "out of the buckets of its first two minutes",
+    ),
+    DemoAlert(
         "canary", "fraud", None, "CanaryVersionWorse", CANARY_SECS, 240, 590,
         "fraud v2 is slower at P99 (about 7% of its requests take 300 ms more, against 1% at 250 ms on v1)",
     ),
