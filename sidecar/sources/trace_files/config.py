@@ -49,6 +49,13 @@ class TraceFileConfig(StrictModel):
         description="Most bytes read from the trace files per poll (a backlog is read over several polls); "
         "one record larger than this is skipped and counted.",
     )
+    empty_final_response: bool = Field(
+        default=False,
+        description="The clients of decoupled (streaming) models ask for an empty final response "
+        "(tritonclient's `enable_empty_final_response`): the last response of each stream carries no token and is "
+        "left out of the `llm_request` span's time to first token, end-to-end time and token count (a trace file "
+        "does not say which response was empty).",
+    )
     max_string_length: int = Field(
         default=256,
         gt=0,

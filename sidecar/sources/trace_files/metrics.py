@@ -39,6 +39,12 @@ class TraceFileMetrics:
             "Trace files read again from the start because they were written again under the same name.",
             registry=registry,
         )
+        self.probes = Counter(
+            "sidecar_trace_file_probe_requests_dropped",
+            "Requests the model probe sent (request id sidecar-probe-..., and composing requests under them), left "
+            "out of spans, stage histograms and tensor events.",
+            registry=registry,
+        )
         self.fallback = Counter(
             "sidecar_trace_file_clock_fallbacks",
             "Reads whose monotonic timestamps were anchored at the file's mtime instead.",

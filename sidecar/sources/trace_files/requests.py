@@ -13,12 +13,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Assembler", "Request", "complete", "probably_complete"]
+from sidecar.probe_marker import PROBE_REQUEST_PREFIX
+
+__all__ = ["Assembler", "ProbeFilter", "Request", "complete", "probably_complete"]
 
 MAX_NS = (1 << 63) - 1  # Triton's steady_clock ns is an int64
 MAX_STAMPS = 64  # distinct timestamp names kept per request (Triton writes 17 at most)
 MAX_TENSORS = 64  # tensors kept per request
 MAX_STAMP_NAME = 64
+MAX_REPEATS = 16384  # times kept per repeated timestamp name (a decoupled model's responses) per request
 
 
 @dataclass
@@ -31,6 +34,10 @@ class Request:
     parent_id: int | None = None
     tensors: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {"data", "shape"} as written
     has_model: bool = False
+    # Every time of a name written more than once, in file order (``stamps`` keeps the last): a decoupled
+    # model's trace repeats GRPC_SEND_START/END (HTTP_SEND_*) once per response. None when nothing repeats.
+    # Not compared: two requests are the same request whatever of their repeats was kept.
+    repeats: dict[str, list[int]] | None = field(default=None, compare=False)
 
     def to_json(self) -> list[Any]:
         return [
@@ -42,11 +49,13 @@ class Request:
             self.parent_id,
             self.tensors,
             self.has_model,
+            self.repeats,
         ]
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Request:
-        tid, stamps, model, version, request_id, parent_id, tensors, has_model = v
+        tid, stamps, model, version, request_id, parent_id, tensors, has_model = v[:8]
+        repeats = v[8] if len(v) > 8 and isinstance(v[8], dict) else None  # absent in state written before
         return cls(
             int(tid),
             {str(k): int(x) for k, x in stamps.items()},
@@ -56,7 +65,15 @@ class Request:
             parent_id if isinstance(parent_id, int) else None,
             dict(tensors),
             bool(has_model),
+            {str(k): [int(x) for x in xs] for k, xs in repeats.items()} if repeats else None,
         )
+
+    def times_of(self, name: str) -> list[int]:
+        """Every time of ``name`` in file order (one at most unless it was repeated)."""
+        if self.repeats is not None and name in self.repeats:
+            return self.repeats[name]
+        t = self.stamps.get(name)
+        return [] if t is None else [t]
 
 
 def complete(req: Request) -> bool:
@@ -121,7 +138,11 @@ class Assembler:
                         into[tid] = got
                     last_tid, last_req = tid, got
                 have = last_req.stamps
-                if name in have or len(have) < MAX_STAMPS:
+                prev = have.get(name)
+                if prev is not None:
+                    self._repeat(last_req, name, prev, ns)
+                    have[name] = ns
+                elif len(have) < MAX_STAMPS:
                     have[name] = ns
                 else:
                     self._refuse("too_many_timestamps")
@@ -146,7 +167,8 @@ class Assembler:
                         and 0 <= ns <= MAX_NS
                         and type(name) is str
                         and len(name) <= MAX_STAMP_NAME
-                        and (name in have or len(have) < MAX_STAMPS)
+                        and name not in have
+                        and len(have) < MAX_STAMPS
                     ):
                         have[name] = ns
                     else:
@@ -182,10 +204,27 @@ class Assembler:
             if ns is None or not isinstance(name, str) or len(name) > MAX_STAMP_NAME:
                 self._refuse("bad_timestamp")
                 continue
-            if name not in req.stamps and len(req.stamps) >= MAX_STAMPS:
+            prev = req.stamps.get(name)
+            if prev is not None:
+                self._repeat(req, name, prev, ns)
+            elif len(req.stamps) >= MAX_STAMPS:
                 self._refuse("too_many_timestamps")
                 continue
             req.stamps[name] = ns
+
+    def _repeat(self, req: Request, name: str, prev: int, ns: int) -> None:
+        """Keep ``ns``, a further time of ``name`` (whose time so far was ``prev``), in ``req.repeats``."""
+        repeats = req.repeats
+        if repeats is None:
+            req.repeats = {name: [prev, ns]}
+            return
+        times = repeats.get(name)
+        if times is None:
+            repeats[name] = [prev, ns]
+        elif len(times) < MAX_REPEATS:
+            times.append(ns)
+        else:
+            self._refuse("too_many_repeats")
 
     def settle(self, grouped: dict[int, Request], quiet: bool) -> tuple[list[Request], int]:
         """The requests ready after a pass that added ``grouped``; the rest wait in ``pending``.
@@ -217,3 +256,31 @@ class Assembler:
         while len(self.pending) > self.max_pending // 2:
             out.append(self.pending.popitem(last=False)[1])
         return out
+
+
+class ProbeFilter:
+    """Leaves out the model probe's requests (``sidecar.probe_marker``: a request id starting
+    ``sidecar-probe-``) and the composing requests under them (``parent_id``), before they become spans, stage
+    observations or tensor events. Remembers the last ``remember`` probe trace ids, so a composing request
+    read in a later pass than its parent is still known for one."""
+
+    def __init__(self, remember: int = 4096) -> None:
+        self.remember = remember
+        self._tids: OrderedDict[int, None] = OrderedDict()
+
+    def split(self, reqs: list[Request]) -> tuple[list[Request], list[Request]]:
+        """(the requests to keep, the probe's requests)."""
+        tids = self._tids
+        probes = [q for q in reqs if q.request_id.startswith(PROBE_REQUEST_PREFIX)]
+        if not probes and not tids:
+            return reqs, []
+        for q in probes:
+            tids[q.tid] = None
+        while len(tids) > self.remember:
+            tids.popitem(last=False)
+        kept: list[Request] = []
+        dropped: list[Request] = []
+        for q in reqs:
+            probe = q.request_id.startswith(PROBE_REQUEST_PREFIX) or (q.parent_id is not None and q.parent_id in tids)
+            (dropped if probe else kept).append(q)
+        return kept, dropped

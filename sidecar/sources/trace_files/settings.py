@@ -25,6 +25,7 @@ class TraceFileSettings:
     max_string_length: int = 256
     max_features_per_event: int = 256
     delete_after_read: bool = False
+    empty_final_response: bool = False
 
 
 def merge(
@@ -53,4 +54,5 @@ def merge(
         max_string_length=spans.max_string_length if spans is not None else base.max_string_length,
         max_features_per_event=max_features_per_event,
         delete_after_read=any(c.delete_after_read for c in sections),
+        empty_final_response=spans.empty_final_response if spans is not None else False,
     )

@@ -31,14 +31,13 @@ from sidecar.clock import Clock
 from sidecar.component import Bus
 from sidecar.model import Batch, Event
 from sidecar.polled import Polled, TickerFactory
-from sidecar.probe_marker import split_probe_events
 from sidecar.records import Record
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.records import scan
-from sidecar.sources.trace_files.requests import Assembler, Request
+from sidecar.sources.trace_files.requests import Assembler, ProbeFilter, Request
 from sidecar.sources.trace_files.settings import TraceFileSettings
-from sidecar.sources.trace_files.spans import plausible, span_records
+from sidecar.sources.trace_files.spans import plausible, span_records, stream_records
 from sidecar.sources.trace_files.tensors import events_from_requests
 from sidecar.store import Store
 
@@ -83,6 +82,7 @@ class TraceFileSource(Polled):
         self.key = os.path.abspath(settings.path)
         self.bus, self.m, self.clock, self.store, self.em = bus, metrics, clock, store, events_metrics
         self.asm = Assembler(settings.max_pending_requests, settings.max_string_length)
+        self.probes = ProbeFilter()
         self._cp: state.Checkpoint | None = None
         self._pat = re.compile(re.escape(self.base.name) + r"(\.(\d+))?$")
 
@@ -291,6 +291,9 @@ class TraceFileSource(Polled):
         self.asm.refused.clear()
         if not ready:
             return
+        ready, probes = self.probes.split(ready)
+        if probes:
+            self._probes_dropped(probes)
         ok: list[Request] = []
         for group, offset in self._offsets(ready, mtime_ns):
             fine = [q for q in group if plausible(q, offset)]
@@ -299,6 +302,7 @@ class TraceFileSource(Polled):
                 self.m.refused.labels("implausible_time").inc(len(group) - len(fine))
             if self.s.spans:
                 p.spans += span_records(fine, offset, str(self.base))
+                p.spans += stream_records(fine, offset, str(self.base), self.s.empty_final_response)
         self.m.requests.inc(len(ok))
         if self.s.tensors is not None:
             skipped: dict[str, int] = {}
@@ -308,6 +312,15 @@ class TraceFileSource(Polled):
             if self.em is not None:
                 for reason, k in skipped.items():
                     self.em.rejected.labels(EVENTS_SOURCE, reason).inc(k)
+
+    def _probes_dropped(self, probes: list[Request]) -> None:
+        """Count the probe's requests; their tensor rows are counted as the events sources count a probe's
+        events (``sidecar_events_rejected_total{reason="probe"}``)."""
+        self.m.probes.inc(len(probes))
+        if self.s.tensors is not None and self.em is not None:
+            rows = events_from_requests(probes, self.s.tensors, self.clock.now(), self.s.max_features_per_event, {})
+            if rows:
+                self.em.rejected.labels(EVENTS_SOURCE, "probe").inc(len(rows))
 
     def _offsets(self, reqs: list[Request], mtime_ns: int) -> list[tuple[list[Request], int]]:
         """Requests grouped by the offset that maps their ``ns`` to Unix time: our monotonic clock's, or for
@@ -331,9 +344,6 @@ class TraceFileSource(Polled):
         now = self.clock.now()
         if p.spans:
             failed += self.bus.publish(Batch(kind="spans", source="trace_file", items=tuple(p.spans), received_at=now))
-        p.events, probes = split_probe_events(p.events)  # the model probe's own requests: not an SLI
-        if probes and self.em is not None:
-            self.em.rejected.labels(EVENTS_SOURCE, "probe").inc(probes)
         if p.events:
             failed += self.bus.publish(
                 Batch(kind="events", source=EVENTS_SOURCE, items=tuple(p.events), received_at=now)

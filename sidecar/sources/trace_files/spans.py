@@ -14,8 +14,9 @@ from typing import Any
 from sidecar.model import Span
 from sidecar.records import FMT_JSON, Record, to_span
 from sidecar.sources.trace_files.requests import MAX_NS, Request
+from sidecar.sources.trace_files.streams import SPAN_NAME, StreamFigures, stream_figures
 
-__all__ = ["SERVICE", "plausible", "records_to_spans", "span_records"]
+__all__ = ["SERVICE", "plausible", "records_to_spans", "span_records", "stream_records"]
 
 _REQ_EVENTS = (
     "HTTP_RECV_START",
@@ -56,7 +57,8 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
 
     Per request: an ``InferRequest`` root when it has frontend events, the model span when it has REQUEST or
     QUEUE events, and ``compute`` under the model span (or the root); each span's events in time order (ties
-    by name), its start and end its first and last event. ``sidecar.records.to_span`` of each record is the
+    by name), its start and end its first and last event. (A decoupled model's request also gets an
+    ``llm_request`` span: ``stream_records``.) ``sidecar.records.to_span`` of each record is the
     ``Span`` this module built before (tests/sources/test_trace_files_differential.py holds it to that).
     """
     out: list[Record] = []
@@ -115,6 +117,47 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
             cid = _digest(f"{hex_trace}|compute", 8)
             append((trace, cid, parent, "compute", v[0], v[-1], 0, None, comp_ev, SERVICE, FMT_JSON, _NO_ATTRS))
     return out
+
+
+def stream_records(reqs: list[Request], offset_ns: int, path: str, empty_final: bool = False) -> list[Record]:
+    """An ``llm_request`` span (``streams``) for each request with more than one response (a decoupled
+    model's), under the request's root span of ``span_records`` (the model span without one); ``empty_final``:
+    the last response of each stream was an empty final one."""
+    out: list[Record] = []
+    for q in reqs:
+        if q.repeats is None:
+            continue
+        fig = stream_figures(q, empty_final)
+        if fig is not None:
+            out.append(_stream_record(q, fig, offset_ns, path))
+    return out
+
+
+def _stream_record(q: Request, fig: StreamFigures, offset_ns: int, path: str) -> Record:
+    s = q.stamps
+    trace = _digest(f"{path}|{q.tid}|{min(s.values())}", 16)
+    hex_trace = trace.hex()
+    if any(_GROUP.get(n) == 0 for n in s):
+        parent: bytes | None = _digest(f"{hex_trace}|req", 8)
+    else:
+        parent = _digest(f"{hex_trace}|model", 8) if any(_GROUP.get(n) == 1 for n in s) else None
+    attrs: tuple[tuple[str, object], ...] = (
+        ("gen_ai.request.model", q.model),
+        ("gen_ai.response.model", q.model),
+        ("gen_ai.latency.time_to_first_token", fig.ttft_ns / 1e9),
+        ("gen_ai.latency.e2e", fig.e2e_ns / 1e9),
+        ("gen_ai.usage.output_tokens", len(fig.responses)),
+        ("triton.model_name", q.model),
+        ("triton.model_version", q.version),
+        ("triton.trace_id", q.tid),
+        ("triton.response_count", fig.written),
+    )
+    if q.request_id:
+        attrs += (("triton.request_id", q.request_id),)
+    events = [("response", t + offset_ns, ()) for t in fig.responses]
+    sid = _digest(f"{hex_trace}|stream", 8)
+    start, end = fig.received_ns + offset_ns, fig.responses[-1] + offset_ns
+    return (trace, sid, parent, SPAN_NAME, start, end, 0, None, events, SERVICE, FMT_JSON, (attrs, "", 2))
 
 
 def records_to_spans(reqs: list[Request], offset_ns: int, path: str) -> list[Span]:
