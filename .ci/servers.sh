@@ -12,7 +12,7 @@ SERVERS=(
   "mlserver|mlserver==1.7.1 mlserver-sklearn==1.7.1"
   "bentoml|bentoml==1.4.40 scikit-learn"
   "kserve|kserve==0.21.0 scikit-learn"
-  "torchserve|torchserve==0.12.0 torch-model-archiver==0.12.0"
+  "torchserve|torchserve==0.12.0 torch-model-archiver==0.12.0 pyyaml"
   "rayserve|ray[serve]==2.60.0"
 )
 

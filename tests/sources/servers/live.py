@@ -73,23 +73,28 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, ready_url: str, timeout_s: float) -> None:
+        """Start, and wait until ``ready_url`` answers 200."""
+        self.start_when(lambda: httpx.get(ready_url, timeout=2).status_code == 200, timeout_s, what=ready_url)
+
+    def start_when(self, ready: Callable[[], bool], timeout_s: float, *, what: str = "the server") -> None:
+        """Start, and wait until ``ready()`` holds (an HTTP error means not yet); fail with the log's tail."""
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 self.argv, cwd=self.cwd, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
         proc = self.proc
 
-        def ready() -> bool:
+        def up() -> bool:
             if proc.poll() is not None:
                 raise RuntimeError(f"exited with {proc.returncode}")
-            return httpx.get(ready_url, timeout=2).status_code == 200
+            return ready()
 
         try:
-            ok = wait_until(ready, timeout_s, interval_s=0.2, ignore=(httpx.HTTPError,))
+            ok = wait_until(up, timeout_s, interval_s=0.2, ignore=(httpx.HTTPError,))
         except RuntimeError as exc:
             pytest.fail(f"{self.argv[0]} {exc}:\n{self.log_tail()}")
         if not ok:
-            pytest.fail(f"{ready_url} not ready in {timeout_s} s:\n{self.log_tail()}")
+            pytest.fail(f"{what} not ready in {timeout_s} s:\n{self.log_tail()}")
 
     def log_tail(self, n: int = 40) -> str:
         lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []

@@ -58,7 +58,7 @@ def test_ray_serve_successes_are_what_errors_leave(fixture_text: Callable[[str],
 
 
 def test_torchserve_latency_counters(fixture_text: Callable[[str], str]) -> None:
-    m = _detect_and_map(fixture_text("torchserve.prom"), "torchserve").models[("resnet18", "default")]
+    m = _detect_and_map(fixture_text("torchserve.prom"), "torchserve").models[("resnet18", "")]
     assert dict(m.requests) == {"other": 40}  # received, not by outcome
     assert m.dists[DistName.REQUEST_DURATION].sum / 40 == pytest.approx(0.05)
     assert m.dists[DistName.QUEUE_DURATION].sum / 40 == pytest.approx(0.01)

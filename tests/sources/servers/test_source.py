@@ -152,7 +152,7 @@ async def test_a_server_without_a_failure_count_has_no_error_ratio_rather_than_z
     clock.advance(10)
     target.text = target.text.replace("} 40.0", "} 60.0")
     await src.scrape_once()
-    lab = {"server": "llm", "model": "resnet18", "version": "default"}
+    lab = {"server": "llm", "model": "resnet18", "version": ""}  # TorchServe's "default": no version named
     assert _v(reg, "sidecar_serving_requests_per_second", **lab, outcome="other") == pytest.approx(2.0)
     assert _v(reg, "sidecar_serving_error_ratio", **lab) is None
 
