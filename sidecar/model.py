@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
+import numpy as np
+
 from sidecar.facts import NO_FACTS, Facts
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "BatchKind",
     "Change",
     "Event",
+    "EventColumns",
     "Finding",
     "GpuIdentity",
     "GpuMemoryReading",
@@ -59,6 +62,47 @@ class Event:
     user_id: str | None = None
     # Extra numeric fields a business check may aggregate (e.g. ``wer``, ``clicked``).
     fields: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EventColumns:
+    """Prediction events of one model/version as columns (an ``event_columns`` batch): what a push source
+    publishes for a batch of the common shape (numeric features, the same names in every event, a numeric time
+    and score, nothing else), so a check appends arrays instead of touching one ``Event`` per prediction.
+
+    Row i of every array is the i-th of these events in the order received; every value already passed the
+    door (finite, bounded). ``timestamps`` and each ``features`` column are float64 arrays of length ``n``;
+    ``score`` is one too (NaN where an event had none), or None when no event had one. ``events()`` gives the
+    same events as ``Event`` objects, for a reader without a columnar path.
+    """
+
+    model: str
+    version: str
+    timestamps: Any  # numpy float64 array, shape (n,)
+    features: Mapping[str, Any] = field(default_factory=dict)  # name -> numpy float64 array, shape (n,)
+    score: Any = None  # numpy float64 array (NaN: no score), or None
+    # Where each row stood in the batch its source received (numpy int array), when that batch held several
+    # model/versions; None: rows 0..n-1. A reader that mixes blocks (a check over every version) orders by it.
+    positions: Any = None
+
+    @property
+    def n(self) -> int:
+        return len(self.timestamps)
+
+    def rows(self) -> Any:
+        """``positions``, or 0..n-1."""
+        return np.arange(self.n) if self.positions is None else self.positions
+
+    def events(self) -> list[Event]:
+        """The same events, one ``Event`` each (what the per-event path would have published)."""
+        names = list(self.features)
+        rows = list(zip(*(c.tolist() for c in self.features.values()), strict=True)) if names else None
+        scores = [None] * self.n if self.score is None else [None if s != s else s for s in self.score.tolist()]
+        m, v = self.model, self.version
+        return [
+            Event(m, v, ts, dict(zip(names, rows[i], strict=True)) if rows else {}, scores[i])
+            for i, ts in enumerate(self.timestamps.tolist())
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +226,9 @@ class GpuIdentity:
 
 # One item type per kind (``BATCH_ITEM_TYPES``, after ``Change`` below, is the table ``Bus.publish`` holds
 # publishers to): a subscriber takes a kind and never filters its items by type.
-BatchKind = Literal["events", "spans", "samples", "scrapes", "gpu_snapshots", "gpu_memory", "changes", "gpus"]
+BatchKind = Literal[
+    "events", "event_columns", "spans", "samples", "scrapes", "gpu_snapshots", "gpu_memory", "changes", "gpus"
+]
 BATCH_KINDS: tuple[BatchKind, ...] = get_args(BatchKind)
 
 
@@ -253,6 +299,7 @@ class Change:
 BATCH_ITEM_TYPES: Mapping[BatchKind, type] = MappingProxyType(
     {
         "events": Event,
+        "event_columns": EventColumns,  # events of one model/version as numpy columns (a push of the common shape)
         "spans": tuple,  # span records (``SpanRecord``, built and read by sidecar/records.py)
         "samples": Sample,  # the Triton model API's poll (model states, statistics, configs)
         "scrapes": SeriesSnapshot,  # one good Prometheus scrape of Triton, whole; a failed scrape: no item

@@ -12,6 +12,7 @@ from exporters.telemetry import ExportTelemetry
 from sidecar.component import Context
 from sidecar.processors.request_records import RequestRecords
 from sidecar.redact import mask_url
+from sidecar.wiring.event_subs import subscribe_events
 
 __all__ = ["build", "build_requests"]
 
@@ -85,5 +86,5 @@ def build_requests(ctx: Context, audit: AuditLog | None) -> list[RequestRecords]
         logger=ctx.logger.getChild("request_records"),
     )
     ctx.bus.subscribe("spans", rr.name, rr.on_spans)
-    ctx.bus.subscribe("events", rr.name, rr.on_events)
+    subscribe_events(ctx.bus, rr.name, rr.on_events)
     return [rr]

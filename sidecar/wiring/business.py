@@ -6,6 +6,7 @@ from typing import Any
 
 from sidecar.checks.business.check import BusinessChecks
 from sidecar.component import Context
+from sidecar.wiring.event_subs import subscribe_events
 
 __all__ = ["build"]
 
@@ -17,5 +18,5 @@ def build(ctx: Context) -> list[Any]:
     comp = BusinessChecks(
         cfg, registry=ctx.registry, clock=ctx.clock, store=ctx.store, logger=ctx.logger.getChild("business")
     )
-    ctx.bus.subscribe("events", comp.name, comp.observe)
+    subscribe_events(ctx.bus, comp.name, comp.observe, columns=comp.observe_columns)
     return [comp]

@@ -8,6 +8,7 @@ from sidecar.checks.canary.check import CanaryCheck
 from sidecar.checks.output_sanity.check import OutputSanityCheck
 from sidecar.component import Context
 from sidecar.sources.triton_metrics import TritonMetricsSource
+from sidecar.wiring.event_subs import subscribe_events
 
 __all__ = ["build"]
 
@@ -24,7 +25,7 @@ def build(ctx: Context) -> list[Any]:
             logger=ctx.logger.getChild("canary"),
             triton_source=TritonMetricsSource.name if triton else None,
         )
-        ctx.bus.subscribe("events", comp.name, comp.observe)
+        subscribe_events(ctx.bus, comp.name, comp.observe)
         if cfg.spans:
             ctx.bus.subscribe("spans", comp.name, comp.observe)
         if triton:
@@ -35,6 +36,6 @@ def build(ctx: Context) -> list[Any]:
         sanity = OutputSanityCheck(
             sanity_cfg, registry=ctx.registry, clock=ctx.clock, logger=ctx.logger.getChild("output_sanity")
         )
-        ctx.bus.subscribe("events", sanity.name, sanity.observe)
+        subscribe_events(ctx.bus, sanity.name, sanity.observe)
         out.append(sanity)
     return out

@@ -6,6 +6,7 @@ from typing import Any
 
 from sidecar.checks.drift.check import DriftCheck
 from sidecar.component import Context
+from sidecar.wiring.event_subs import subscribe_events
 
 __all__ = ["build", "drift_check"]
 
@@ -21,7 +22,7 @@ def drift_check(ctx: Context) -> DriftCheck:
         guard=ctx.guard,
         logger=ctx.logger.getChild("drift"),
     )
-    ctx.bus.subscribe("events", check.name, check.observe)
+    subscribe_events(ctx.bus, check.name, check.observe, columns=check.observe)
     return check
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from sidecar.checks.goodput.check import GoodputCheck
 from sidecar.component import Context
+from sidecar.wiring.event_subs import subscribe_events
 
 __all__ = ["build"]
 
@@ -15,7 +16,7 @@ def build(ctx: Context) -> list[Any]:
     if not cfg.enabled:
         return []
     comp = GoodputCheck(cfg, registry=ctx.registry)
-    ctx.bus.subscribe("events", comp.name, comp.observe)
+    subscribe_events(ctx.bus, comp.name, comp.observe)
     if cfg.span_names:
         ctx.bus.subscribe("spans", comp.name, comp.observe_spans)
     return [comp]

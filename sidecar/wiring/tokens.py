@@ -16,6 +16,7 @@ from sidecar.checks.tokens.hist import TokenHistogram
 from sidecar.component import Context
 from sidecar.sources.servers.schema import DistName
 from sidecar.sources.servers.source import ServerSource
+from sidecar.wiring.event_subs import subscribe_events
 from sidecar.wiring.servers import build as build_servers
 
 __all__ = ["factories", "token_histograms"]
@@ -61,7 +62,7 @@ def factories() -> tuple[Factory, Factory]:
             histograms=(lambda: token_histograms(sources)) if cfg.histograms else None,
         )
         if cfg.events:
-            ctx.bus.subscribe("events", comp.name, comp.observe)
+            subscribe_events(ctx.bus, comp.name, comp.observe)
         if cfg.span_names:
             ctx.bus.subscribe("spans", comp.name, comp.observe_spans)
         return [comp]

@@ -18,6 +18,7 @@ from sidecar.model import Batch
 from sidecar.service import Service
 from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting_build
+from sidecar.wiring.event_subs import subscribe_events
 from sidecar.wiring.events import build as events_build
 
 NOW = 1_700_000_000.0
@@ -36,7 +37,7 @@ def _service(tmp_path: Path) -> tuple[Service, list[Batch]]:
         factories=[events_build, alerting_build],
     )
     seen: list[Batch] = []
-    svc.bus.subscribe("events", "test", seen.append)
+    subscribe_events(svc.bus, "test", seen.append)  # columns too, as events
     svc.bus.subscribe("changes", "test", seen.append)
     return svc, seen
 

@@ -22,6 +22,7 @@ from sidecar.model import Batch
 from sidecar.service import Service
 from sidecar.store import Store
 from sidecar.wiring.alerting import build as alerting
+from sidecar.wiring.event_subs import subscribe_events
 from sidecar.wiring.events import build as events
 from sidecar.wiring.traces import build as traces
 
@@ -44,8 +45,9 @@ class Flaky:
         self.taken += len(batch.items)
 
     def factory(self, ctx: Context) -> list[Any]:
-        for kind in ("events", "changes", "spans"):
+        for kind in ("changes", "spans"):
             ctx.bus.subscribe(kind, f"flaky_{kind}", self)
+        subscribe_events(ctx.bus, "flaky_events", self)  # both shapes events travel in (columns as events)
         return []
 
 

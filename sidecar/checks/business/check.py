@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from sidecar.checks.business.columns import observe_blocks
 from sidecar.checks.business.config import BusinessConfig
 from sidecar.checks.business.eval import Result, evaluate_series, to_finding
 from sidecar.checks.business.series import CheckState, Series, extract
@@ -121,12 +122,21 @@ class BusinessChecks:
         now = self.clock.now()
         with self._lock:
             for chk in self.checks.values():
-                reasons = self._observe_many(chk, batch.items, now)
-                # Counted once per batch and reason: the same totals as one increment per event.
-                if taken := reasons.pop("", 0):
-                    self._observed.labels(chk.name).inc(taken)
-                for reason, n in reasons.items():
-                    self._dropped.labels(chk.name, reason).inc(n)
+                self._count(chk, self._observe_many(chk, batch.items, now))
+
+    def observe_columns(self, batch: Batch) -> None:
+        """An ``event_columns`` batch, as arrays (``columns.py``): the same buckets and counts as ``observe``."""
+        now = self.clock.now()
+        with self._lock:
+            for chk in self.checks.values():
+                self._count(chk, observe_blocks(chk, batch.items, now, self.cfg.max_future_skew_secs))
+
+    def _count(self, chk: CheckState, reasons: dict[str, int]) -> None:
+        # Counted once per batch and reason: the same totals as one increment per event.
+        if taken := reasons.pop("", 0):
+            self._observed.labels(chk.name).inc(taken)
+        for reason, n in reasons.items():
+            self._dropped.labels(chk.name, reason).inc(n)
 
     def _observe_many(self, chk: CheckState, events: Sequence[Event], now: float) -> dict[str, int]:
         """Takes each event of the check's model into its series, in order; returns how many were taken ("")

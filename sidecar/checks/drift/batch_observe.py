@@ -25,9 +25,9 @@ from sidecar.checks.drift.metrics import DriftMetrics
 from sidecar.checks.drift.refs import References
 from sidecar.checks.drift.registry import CLASS, SCORE, ModelKey, WindowRegistry
 from sidecar.checks.stats.windows import FeatureKind, FeatureWindow
-from sidecar.model import Event
+from sidecar.model import Event, EventColumns
 
-__all__ = ["observe_batch"]
+__all__ = ["observe_batch", "observe_blocks"]
 
 _ABSENT = object()  # the event has no such feature (not even null): no value, not even a missing one
 
@@ -66,27 +66,39 @@ def _columns(reg: WindowRegistry, model: str, evs: list[Event], monitor_score: b
         for name in set().union(*feats):
             cols[name] = [f.get(name, _ABSENT) for f in feats]
     if monitor_score:
-        for name, get in ((SCORE, lambda e: e.score), (CLASS, lambda e: e.prediction_class)):
-            col = [get(e) for e in evs]
-            if (model, name) in reg.kinds:
-                cols[name] = col
-            elif any(v is not None for v in col):
-                return None  # its first value would make a series
+        return _with_score(reg, model, cols, [e.score for e in evs], [e.prediction_class for e in evs])
     return cols
 
 
-def _plan(
-    reg: WindowRegistry, refs: References, spec: ReferenceConfig, mv: ModelKey, evs: list[Event], monitor_score: bool
-) -> list[tuple[str, FeatureKind, FeatureWindow, Any]] | None:
-    """The series one model/version's events go to, or None when they are not in the steady state."""
+def _with_score(
+    reg: WindowRegistry, model: str, cols: dict[str, Any], score: Any, pclass: list[Any]
+) -> dict[str, Any] | None:
+    """``cols`` with the score and class columns the check monitors; None when one would make a new series."""
+    for name, col in ((SCORE, score), (CLASS, pclass)):
+        if (model, name) in reg.kinds:
+            cols[name] = col
+        elif any(v is not None for v in col):
+            return None  # its first value would make a series
+    return cols
+
+
+def _steady(reg: WindowRegistry, refs: References, spec: ReferenceConfig, mv: ModelKey) -> bool:
+    """The model/version holds a slot, its reference is not rolling and not still being collected."""
     model, version = mv
     if mv not in reg.models or spec.mode == "rolling":
-        return None
+        return False
     if spec.mode == "pinned":
         pin_ver = spec.pinned_version or version
         if pin_ver == version and (model, pin_ver, "") not in refs.refs:
-            return None  # still collecting the reference
-    cols = _columns(reg, model, evs, monitor_score)
+            return False  # still collecting the reference
+    return True
+
+
+def _plan(
+    reg: WindowRegistry, mv: ModelKey, cols: dict[str, Any] | None
+) -> list[tuple[str, FeatureKind, FeatureWindow, Any]] | None:
+    """The series one model/version's columns go to, or None when they are not in the steady state."""
+    model, version = mv
     if cols is None:
         return None
     series = []
@@ -120,11 +132,13 @@ def observe_batch(
     groups = _groups(items)
     rest: set[ModelKey] = set()
     for mv, evs in groups.items():
-        series = _plan(reg, refs, spec_for(mv[0]), mv, evs, cfg.monitor_score)
+        steady = _steady(reg, refs, spec_for(mv[0]), mv)
+        series = _plan(reg, mv, _columns(reg, mv[0], evs, cfg.monitor_score)) if steady else None
         if series is None:
             rest.add(mv)
         else:
-            _take(reg, mv, evs, series, now, metrics.c_observed, metrics.c_dropped)
+            ts = np.fromiter((e.timestamp for e in evs), dtype=np.float64, count=len(evs))
+            _take(reg, mv, ts, series, now, metrics.c_observed, metrics.c_dropped)
     if not rest:
         return ()
     if len(rest) == len(groups):
@@ -132,21 +146,53 @@ def observe_batch(
     return [e for e in items if (e.model, e.version) in rest]
 
 
+def observe_blocks(
+    reg: WindowRegistry,
+    refs: References,
+    spec_for: Callable[[str], ReferenceConfig],
+    blocks: Sequence[EventColumns],
+    now: float,
+    cfg: DriftConfig,
+    metrics: DriftMetrics,
+) -> list[Event]:
+    """``observe_batch`` for an ``event_columns`` batch: each block in the steady state taken as arrays; the
+    events of the others returned, in batch order, for the caller to take one by one."""
+    rest: list[Event] = []
+    for block in blocks:
+        mv = (block.model, block.version)
+        series = None
+        if _steady(reg, refs, spec_for(block.model), mv):
+            cols: dict[str, Any] | None = dict(block.features)
+            if cfg.monitor_score:
+                n, sc = block.n, block.score
+                score: Any = [None] * n if sc is None else sc
+                if sc is not None and np.isnan(sc).any():  # NaN is an event without a score: None, as one by one
+                    score = [None if v != v else v for v in sc.tolist()]
+                pclass = [None] * n if (block.model, CLASS) in reg.kinds else []  # no event has a class
+                cols = _with_score(reg, block.model, dict(block.features), score, pclass)
+            series = _plan(reg, mv, cols)
+        if series is None:
+            rest.extend(block.events())
+        else:
+            _take(reg, mv, block.timestamps, series, now, metrics.c_observed, metrics.c_dropped)
+    return rest
+
+
 def _take(
     reg: WindowRegistry,
     mv: ModelKey,
-    evs: list[Event],
+    ts: np.ndarray,
     series: list[tuple[str, FeatureKind, FeatureWindow, Any]],
     now: float,
     observed: Counter,
     dropped: Counter,
 ) -> None:
     reg.admit_model(mv, now)
-    observed.inc(len(evs))
-    n = len(evs)
-    ts = np.minimum(np.fromiter((e.timestamp for e in evs), dtype=np.float64, count=n), now)
+    n = len(ts)
+    observed.inc(n)
+    ts = np.minimum(ts, now)
     late = np.zeros(n, dtype=bool)
-    buckets: dict[tuple[float, int], tuple[np.ndarray, np.ndarray]] = {}
+    buckets: dict[tuple[float, int], tuple[np.ndarray, np.ndarray, list[tuple[float, Any]] | None]] = {}
     types: set[type]
     for name, kind, win, col in series:
         key = (mv[0], mv[1], name)
@@ -156,25 +202,35 @@ def _take(
             types = {float}
         else:
             types = set(map(type, col))
-        if object in types:  # some events lack the feature (``_ABSENT`` is the one plain object)
+        every = object not in types  # some events lack the feature (``_ABSENT`` is the one plain object)
+        if every:
+            present = None
+        else:
             present = np.fromiter((v is not _ABSENT for v in col), dtype=bool, count=n)
             if not present.any():
                 continue
-        else:
-            present = np.ones(n, dtype=bool)
         reg.window(key, kind, now)  # marks it seen
         shape = (win.bucket_secs, win.n_buckets)
         if (got := buckets.get(shape)) is None:
             idx = np.floor_divide(ts, win.bucket_secs)
-            got = buckets[shape] = (idx, idx > int(now // win.bucket_secs) - win.n_buckets)
-        idx, ok = got
-        late |= present & ~ok
-        take = present & ok
+            got = buckets[shape] = (idx, idx > int(now // win.bucket_secs) - win.n_buckets, None)
+        idx, ok, runs = got
+        late |= ~ok if present is None else present & ~ok
+        take = ok if present is None else present & ok
         if not take.any():
             continue
         reg.dirty.add(key)
         if kind == "numeric" and types == {float}:
-            _add_numbers(win, ts, idx, np.asarray(col, dtype=np.float64), take)
+            values = np.asarray(col, dtype=np.float64)
+            if present is None:  # the same runs for every such column of this bucket shape: found once
+                if runs is None:
+                    runs = _runs(ts, idx, ok)
+                    buckets[shape] = (idx, ok, runs)
+                for at, sel in runs:
+                    win.add_numbers(at, values[sel])
+            else:
+                for at, sel in _runs(ts, idx, take):
+                    win.add_numbers(at, values[sel])
         else:
             for i in np.flatnonzero(take):
                 reg.add(win, kind, float(ts[i]), col[i], counted=True)
@@ -182,15 +238,15 @@ def _take(
         dropped.labels("late").inc(n_late)
 
 
-def _add_numbers(win: FeatureWindow, ts: np.ndarray, idx: np.ndarray, values: np.ndarray, take: np.ndarray) -> None:
-    """Each bucket's values in event order (one array per bucket)."""
+def _runs(ts: np.ndarray, idx: np.ndarray, take: np.ndarray) -> list[tuple[float, Any]]:
+    """Each bucket's events in event order, as (the time of its first event, their selector): one array per
+    bucket, the bucket order that of their first event."""
+    if take.all() and (idx == idx[0]).all():
+        return [(float(ts[0]), slice(None))]
     sel_idx = idx[take]
-    vals = values[take]
-    first = sel_idx[0]
-    if (sel_idx == first).all():
-        win.add_numbers(float(ts[take][0]), vals)
-        return
-    sel_ts = ts[take]
+    where = np.flatnonzero(take)
+    out = []
     for u in dict.fromkeys(sel_idx.tolist()):
-        at = sel_idx == u
-        win.add_numbers(float(sel_ts[at][0]), vals[at])
+        at = where[sel_idx == u]
+        out.append((float(ts[at[0]]), at))
+    return out

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from sidecar.checks.drift.api import drift_router
-from sidecar.checks.drift.batch_observe import observe_batch
+from sidecar.checks.drift.batch_observe import observe_batch, observe_blocks
 from sidecar.checks.drift.config import DriftConfig, ReferenceConfig
 from sidecar.checks.drift.evaluator import Evaluator, FeatureResult, ks_job
 from sidecar.checks.drift.metrics import DriftMetrics
@@ -110,12 +110,12 @@ class DriftCheck:
 
     # ---- observe (event loop) --------------------------------------------------------------------
     def observe(self, batch: Batch) -> None:
-        if batch.kind != "events":
-            return
+        """Takes an ``events`` or an ``event_columns`` batch."""
         now = self.clock.now()
+        take = observe_blocks if batch.kind == "event_columns" else observe_batch
         with self._lock:
             # The steady state in bulk, the rest one by one: the same result as all one by one.
-            rest = observe_batch(self.registry, self.refs, self.spec_for, batch.items, now, self.cfg, self.metrics)
+            rest = take(self.registry, self.refs, self.spec_for, batch.items, now, self.cfg, self.metrics)
             for item in rest:
                 if isinstance(item, Event):
                     self._observe_one(item, now)

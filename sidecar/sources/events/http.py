@@ -19,9 +19,10 @@ from sidecar.component import Bus, Passive, Role
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch
 from sidecar.probe_marker import split_probe_events
+from sidecar.sources.events.columns import parse_columns
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.events.metrics import EventsMetrics
-from sidecar.sources.events.parse import parse_events
+from sidecar.sources.events.parse import Rejection, parse_events
 from sidecar.sources.media import JSON, JSON_LINES, decode_documents, media_type
 
 __all__ = ["EventsEndpoint"]
@@ -72,25 +73,31 @@ class EventsEndpoint(Passive):
                     ENDPOINT, "too_large", 413, f"more than {self.cfg.max_events_per_batch} events in one request"
                 )
             now = self.clock.now()
-            events, rejected = parse_events(docs, self.cfg, now)
-            events, probes = split_probe_events(events)  # the model probe's own traffic: not an SLI
-            if probes:
-                self.m.rejected.labels("http", "probe").inc(probes)
-            if events:
-                failed = self.bus.publish(Batch(kind="events", source="http", items=tuple(events), received_at=now))
+            rejected: list[Rejection] = []
+            columns = parse_columns(docs, self.cfg, now)  # the common shape, checked as arrays; else None
+            if columns is not None:
+                batch, n_accepted = Batch("event_columns", "http", tuple(columns), now), len(docs)
+            else:
+                events, rejected = parse_events(docs, self.cfg, now)
+                events, probes = split_probe_events(events)  # the model probe's own traffic: not an SLI
+                if probes:
+                    self.m.rejected.labels("http", "probe").inc(probes)
+                batch, n_accepted = Batch("events", "http", tuple(events), now), len(events)
+            if n_accepted:
+                failed = self.bus.publish(batch)
                 if (failure := guard.push_failures.check(ENDPOINT, failed)) is not None:
                     return failure.response()  # 500 naming the subscribers, counted (sidecar.pushfail)
-                self.m.received.labels("http").inc(len(events))
+                self.m.received.labels("http").inc(n_accepted)
             if rejected:
                 self.m.rejected.labels("http", "invalid").inc(len(rejected))
             listed = [r.as_dict() for r in rejected[: self.cfg.max_rejections_listed]]
-            content: dict[str, Any] = {"accepted": len(events), "rejected_count": len(rejected), "rejected": listed}
+            content: dict[str, Any] = {"accepted": n_accepted, "rejected_count": len(rejected), "rejected": listed}
             if rejected:
                 first = rejected[0]
                 content["error"] = f"{first.field}: {first.error}" + (
                     f" (and {len(rejected) - 1} more rejected)" if len(rejected) > 1 else ""
                 )
-            status = 400 if rejected and not events else 200
+            status = 400 if rejected and not n_accepted else 200
             if status == 400:
                 guard.refused.labels(ENDPOINT, "invalid").inc()
             return JSONResponse(status_code=status, content=content)

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.clock import Clock
 from sidecar.component import Bus
-from sidecar.model import Batch, Event
+from sidecar.model import Batch, Event, EventColumns
 from sidecar.polled import Polled, TickerFactory
 from sidecar.probe_marker import split_probe_events
 from sidecar.sources.events.metrics import EventsMetrics
@@ -42,11 +42,18 @@ class PolledEventSource(Polled):
         self.clock = clock
         self.store = store
 
-    def read_once(self) -> list[Event]:
+    def read_once(self) -> list[Event] | list[EventColumns]:
         raise NotImplementedError
 
-    def publish(self, events: list[Event]) -> None:
-        events, probes = split_probe_events(events)  # the model probe's own traffic: not an SLI
+    def publish(self, read: list[Event] | list[EventColumns]) -> None:
+        """Events one by one (an ``events`` batch), or columns of the common shape (``event_columns``: no
+        request id, so no probe among them)."""
+        if read and isinstance(read[0], EventColumns):
+            blocks = tuple(read)
+            self.bus.publish(Batch("event_columns", self.source, blocks, received_at=self.clock.now()))
+            self.m.received.labels(self.source).inc(sum(b.n for b in blocks))
+            return
+        events, probes = split_probe_events(read)  # type: ignore[arg-type]  # the model probe's own traffic
         if probes:
             self.m.rejected.labels(self.source, "probe").inc(probes)
         if events:
@@ -57,9 +64,9 @@ class PolledEventSource(Polled):
 
     def poll_once(self) -> int:
         """Read and publish synchronously (tests); returns the number of events published."""
-        events = self.read_once()
-        self.publish(events)
-        return len(events)
+        read = self.read_once()
+        self.publish(read)
+        return sum(r.n if isinstance(r, EventColumns) else 1 for r in read)
 
     async def tick_once(self) -> None:
         self.publish(await asyncio.to_thread(self.read_once))

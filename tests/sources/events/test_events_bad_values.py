@@ -22,6 +22,7 @@ from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.events.jsonl import JsonlTailer
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.events.parse import EventError, parse_event, parse_events
+from sidecar.wiring.event_subs import subscribe_events
 
 NOW = 1_700_000_000.0
 Y2K = 946_684_800.0
@@ -120,7 +121,7 @@ def test_jsonl_refuses_and_counts_bad_times_and_publishes_the_rest(tmp_path: Pat
     def take(b: Batch) -> None:
         got.extend(b.items)  # type: ignore[arg-type]
 
-    ctx.bus.subscribe("events", "t", take)
+    subscribe_events(ctx.bus, "t", take)
     cfg = ctx.config.events
     tailer = JsonlTailer(
         cfg.jsonl[0],

@@ -17,6 +17,7 @@ from sidecar.config import parse_config
 from sidecar.model import Batch
 from sidecar.service import Service
 from sidecar.store import Store
+from sidecar.wiring.event_subs import subscribe_events
 
 NOW = 1_700_000_000.0
 
@@ -33,7 +34,7 @@ def app_and_seen(tmp_path: Any) -> Iterator[tuple[TestClient, list[Batch], Servi
         cfg, clock=FakeClock(NOW), registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"), factories=[build]
     )
     seen: list[Batch] = []
-    svc.bus.subscribe("events", "test", seen.append)
+    subscribe_events(svc.bus, "test", seen.append)  # columns too, as events
     app: FastAPI = create_app(svc)
     with TestClient(app, headers={"authorization": "Bearer s3cret"}) as client:
         yield client, seen, svc

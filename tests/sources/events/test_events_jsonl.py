@@ -13,6 +13,7 @@ from sidecar.clock import FakeClock
 from sidecar.model import Batch, Event
 from sidecar.sources.events.jsonl import JsonlTailer
 from sidecar.sources.events.metrics import EventsMetrics
+from sidecar.wiring.event_subs import subscribe_events
 
 
 def _line(i: int, ts: float) -> bytes:
@@ -26,7 +27,7 @@ def _tailer(tmp_path: Path, clock: FakeClock, path: Path, **kw: Any) -> tuple[Js
     def take(b: Batch) -> None:
         got.extend(b.items)  # type: ignore[arg-type]
 
-    ctx.bus.subscribe("events", "t", take)
+    subscribe_events(ctx.bus, "t", take)  # both shapes: one by one, and columns (as events)
     cfg = ctx.config.events
     return JsonlTailer(
         cfg.jsonl[0],

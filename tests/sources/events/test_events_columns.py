@@ -1,0 +1,147 @@
+"""The columnar door (``columns.parse_columns``) against the per-event one (``parse_events``): whenever it
+accepts a batch, its columns hold exactly the events ``parse_events`` gives, with nothing refused; it accepts
+the common shape; and any document it is not sure of (a bool, a null feature, a string, a refused time, a
+reordered or missing name, an unknown key) sends the whole batch to ``parse_events``, which words the refusal.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sidecar.model import Batch, EventColumns
+from sidecar.sources.events.columns import parse_columns
+from sidecar.sources.events.config import EventsConfig
+from sidecar.sources.events.parse import parse_events
+from sidecar.wiring.event_subs import as_events
+
+NOW = 1_700_000_000.0
+CFG = EventsConfig(max_features_per_event=8, max_name_length=12)
+
+
+def _events_of(blocks: list[EventColumns]) -> list[Any]:
+    return list(as_events(Batch(kind="event_columns", source="t", items=tuple(blocks))).items)
+
+
+def _doc(rnd: random.Random, names: list[str], model: str = "m", version: Any = "1") -> dict[str, Any]:
+    doc: dict[str, Any] = {"model": model, "version": version, "features": {n: rnd.gauss(0, 1) for n in names}}
+    r = rnd.random()
+    if r < 0.4:
+        doc["timestamp"] = NOW - rnd.uniform(0, 3600)
+    elif r < 0.6:
+        doc["timestamp"] = int(NOW) - rnd.randint(0, 3600)
+    if rnd.random() < 0.7:
+        doc["score"] = rnd.choice([rnd.random(), None, 1, 0])
+    return doc
+
+
+def _same_as_per_event(docs: list[Any]) -> list[EventColumns] | None:
+    blocks = parse_columns(docs, CFG, NOW)
+    if blocks is not None:
+        events, rejected = parse_events(docs, CFG, NOW)
+        assert rejected == []
+        got = _events_of(blocks)
+        assert got == events
+        for e in got:  # the same Python types as one by one, not numpy scalars
+            assert all(type(v) is float for v in e.features.values())
+            assert type(e.timestamp) is float and (e.score is None or type(e.score) is float)
+    return blocks
+
+
+def test_the_common_shape_is_taken_as_columns_equal_to_the_per_event_events() -> None:
+    rnd = random.Random(7)
+    docs = [_doc(rnd, ["a", "b", "c"]) for _ in range(300)]
+    docs[5]["features"]["b"] = 3  # an integer is a number
+    blocks = _same_as_per_event(docs)
+    assert blocks is not None and len(blocks) == 1
+    (b,) = blocks
+    assert b.n == 300 and list(b.features) == ["a", "b", "c"] and b.features["b"][5] == 3.0
+    assert b.timestamps.dtype == np.float64 and b.features["a"].flags.c_contiguous
+    assert b.timestamps[[i for i, d in enumerate(docs) if "timestamp" not in d]].tolist() == [NOW] * sum(
+        "timestamp" not in d for d in docs
+    )
+
+
+def test_several_model_versions_keep_their_batch_positions() -> None:
+    rnd = random.Random(8)
+    docs = [_doc(rnd, ["x"], model=rnd.choice(["m", "n"]), version=rnd.choice(["1", 1, None])) for _ in range(50)]
+    blocks = _same_as_per_event(docs)
+    assert blocks is not None
+    assert {(b.model, b.version) for b in blocks} <= {
+        ("m", "1"),
+        ("n", "1"),
+        ("m", "unversioned"),
+        ("n", "unversioned"),
+    }
+    rows = sorted(np.concatenate([b.rows() for b in blocks]).tolist())
+    assert rows == list(range(50))
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda d: d["features"].__setitem__("b", True), "a bool is not a number"),
+        (lambda d: d["features"].__setitem__("b", 1.0) or d["features"].__setitem__("c", False), "a bool as 0"),
+        (lambda d: d["features"].__setitem__("b", None), "a null feature"),
+        (lambda d: d["features"].__setitem__("b", "1.5"), "a string feature"),
+        (lambda d: d["features"].__setitem__("b", math.nan), "NaN"),
+        (lambda d: d["features"].__setitem__("b", 2**80), "an int beyond 64 bits"),
+        (lambda d: d.__setitem__("features", {"b": 1.0, "a": 2.0, "c": 3.0}), "reordered names"),
+        (lambda d: d["features"].pop("c"), "a missing name"),
+        (lambda d: d["features"].__setitem__("x" * 13, 1.0), "a name too long"),
+        (lambda d: d.__setitem__("timestamp", NOW + 301), "a future time"),
+        (lambda d: d.__setitem__("timestamp", "2023-11-14T22:00:00Z"), "a string time"),
+        (lambda d: d.__setitem__("timestamp", True), "a bool time"),
+        (lambda d: d.__setitem__("score", math.inf), "an infinite score"),
+        (lambda d: d.__setitem__("score", False), "a bool score"),
+        (lambda d: d.__setitem__("version", True), "a bool version"),
+        (lambda d: d.__setitem__("model", ""), "an empty model"),
+        (lambda d: d.__setitem__("request_id", "r1"), "a key outside the common shape"),
+        (lambda d: d.__setitem__("feature", {}), "an unknown key"),
+    ],
+)
+def test_one_odd_event_sends_the_whole_batch_to_the_per_event_door(change: Any, why: str) -> None:
+    rnd = random.Random(9)
+    docs = [_doc(rnd, ["a", "b", "c"]) for _ in range(20)]
+    assert _same_as_per_event(docs) is not None
+    change(docs[11])
+    assert parse_columns(docs, CFG, NOW) is None, why
+
+
+json_numbers = (
+    st.floats(allow_nan=True, allow_infinity=True)
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.booleans()
+    | st.none()
+    | st.sampled_from(["1.5", ""])
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "model": st.sampled_from(["m", "n", ""]),
+                "features": st.sampled_from([["a", "b"], ["b", "a"], ["a"]]).flatmap(
+                    lambda ks: st.fixed_dictionaries({k: json_numbers | st.floats(-5, 5) for k in ks})
+                ),
+            },
+            optional={
+                "version": st.sampled_from(["1", 1, None, True, 1.5]),
+                "timestamp": st.floats(NOW - 40 * 86400, NOW + 600) | st.none() | json_numbers,
+                "score": json_numbers | st.floats(0, 1),
+            },
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_whatever_it_accepts_is_what_the_per_event_door_accepts(docs: list[dict[str, Any]]) -> None:
+    _same_as_per_event(docs)
