@@ -5,9 +5,16 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from sidecar.naming import human_secs
+
 __all__ = ["goodput_line"]
 
 _FAMILIES = {"sidecar_goodput_ratio", "sidecar_goodput_objective", "sidecar_goodput_condition"}
+# A server's per-request latency histograms (servers:): goodput from them is only a bound from bucket edges.
+_HISTOGRAMS = {
+    "sidecar_serving_gen_ai_server_time_to_first_token_seconds",
+    "sidecar_serving_gen_ai_server_time_per_output_token_seconds",
+}
 _MAX_PARTS = 12  # bounded: the alerts page lists everything
 
 
@@ -22,7 +29,11 @@ def goodput_line(registry: CollectorRegistry) -> str | None:
     objective: float | None = None
     ratio: dict[tuple[str, str], tuple[float, float]] = {}  # (model, version) -> (longest window, ratio)
     burning: set[tuple[str, str]] = set()
+    histogram_only: set[tuple[str, str]] = set()  # (server, model) with latency histograms
     for family in registry.collect():
+        if family.name in _HISTOGRAMS:
+            histogram_only.update((s.labels.get("server", ""), s.labels.get("model", "")) for s in family.samples)
+            continue
         if family.name not in _FAMILIES:
             continue
         seen = True
@@ -42,7 +53,14 @@ def goodput_line(registry: CollectorRegistry) -> str | None:
     for key in sorted(ratio, key=lambda k: (k not in burning, k))[:_MAX_PARTS]:
         secs, value = ratio[key]
         burn = ", burning its budget" if key in burning else ""
-        parts.append(f"{key[0]} v{key[1]} {_pct(value)} over {secs / 3600:g}h{burn}")
+        parts.append(f"{key[0]} v{key[1]} {_pct(value)} over {human_secs(secs)}{burn}")
     if len(parts) <= 1:
         parts.append("no judged requests yet")
+    judged = {model for model, _v in ratio}
+    for server, model in sorted(histogram_only)[:_MAX_PARTS]:
+        if model not in judged:  # no per-request figures for it: only the server's histograms
+            parts.append(
+                f"{model} on {server}: histograms only, so its goodput is a bound from bucket edges, not a figure "
+                "(docs/servers.md, Goodput)"
+            )
     return "; ".join(parts)
