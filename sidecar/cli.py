@@ -112,7 +112,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sidecar.demo.run import run_demo
 
-    return run_demo(port=args.port, duration_s=args.duration_secs, workdir=args.workdir, keep=args.keep)
+    return run_demo(port=args.port, duration_s=args.duration_secs, workdir=args.workdir, keep=args.keep, act=args.act)
 
 
 def _cmd_drift(rest: Sequence[str]) -> int:
@@ -184,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--duration-secs", type=float, default=None, help="stop by itself after this long")
     d.add_argument("--workdir", default=None, help="folder for Triton's files and the sidecar's store (kept)")
     d.add_argument("--keep", action="store_true", help="keep the temporary work folder on exit")
+    d.add_argument(
+        "--act",
+        action="store_true",
+        help="let the actions layer carry out its plans (the fraud revert), with Triton in explicit model-control "
+        "mode; default: dry-run (plans shown on / and printed, nothing sent)",
+    )
     sub.add_parser(
         "drift", help="offline drift report: sidecar drift --reference A --current B [--html FILE]", add_help=False
     )

@@ -2,8 +2,10 @@
 
 Everything runs on loopback and uses the embedded defaults (SQLite store, no external services). When Debian's
 Alertmanager is installed (``.ci/setup`` installs it) the demo starts one too, so alerts can be seen where
-on-call would see them; when nginx is installed, an nginx with ``proxy_cache`` stands in front of Triton's HTTP
-port, the traffic goes through it, and the sidecar tails its JSON access log with the edge source. The sidecar
+on-call would see them; when nginx is installed, an nginx with ``proxy_cache`` (inference POSTs cached by body)
+stands in front of Triton's HTTP port, the traffic goes through it (the streams go to Triton directly), and the
+sidecar tails its JSON access log with the edge source. The actions layer only plans (dry-run) unless ``act``:
+then Triton runs in explicit model-control mode and the planned revert is carried out. The sidecar
 runs from ``sidecar.yaml`` written to the work folder, and the banner prints the ``sidecar doctor --config``
 line for it. ``play.ScenarioRun`` plays the scenario and prints its timeline.
 Ctrl-C (or SIGTERM, or ``--duration-secs``) prints the promise table, then stops the traffic, the sidecar,
@@ -75,16 +77,35 @@ def _sidecar_command() -> str:
     return str(exe) if exe.exists() else "sidecar"
 
 
+REPEATS_PER_S = 5  # repeated lookups a second, behind nginx: the edge's cache hits
+
+
 def _edge_line(nginx: Any | None) -> str:
     if nginx is None:
         return "Edge:     nginx not installed (the traffic goes to Triton directly; no edge source)"
     return (
-        f"Edge:     nginx {nginx.url} (proxy_cache) in front of Triton; the traffic goes through it, its log\n"
-        f"  {nginx.access_log} is tailed by the edge source (sidecar_edge_*; each trace's waterfall shows the edge)"
+        f"Edge:     nginx {nginx.url} (proxy_cache, inference POSTs keyed on their body) in front of Triton;\n"
+        f"  the traffic goes through it, plus {REPEATS_PER_S} repeated lookups a second its cache answers (they never\n"
+        f"  reach Triton); its log {nginx.access_log} is tailed by the edge source\n"
+        "  (hit ratio and SLA on /, sidecar_edge_*; each trace's waterfall shows the edge)"
     )
 
 
-def _banner(base: str, triton: Any, am_url: str | None, config_path: Path, nginx: Any | None = None) -> str:
+def _actions_line(act: bool) -> str:
+    if act:
+        return (
+            "Actions:  ON (--act): Triton runs in explicit model-control mode and a planned revert is carried out\n"
+            "  (requests still addressed to fraud v2 then fail: a router would stop sending them)"
+        )
+    return (
+        "Actions:  dry-run: each plan is shown on / (ActionPlanned), audited and printed below; nothing is sent\n"
+        "  (sidecar demo --act carries plans out). Probes: ctr v1+v2, fraud v1+v2 every 10 s (on /)"
+    )
+
+
+def _banner(
+    base: str, triton: Any, am_url: str | None, config_path: Path, nginx: Any | None = None, act: bool = False
+) -> str:
     from sidecar.demo.scenario import DemoScenario
     from sidecar.demo.story import EXPECTED, clock_text
 
@@ -97,7 +118,7 @@ def _banner(base: str, triton: Any, am_url: str | None, config_path: Path, nginx
         else "Alertmanager: not installed (alerts are still evaluated; see /alerts)"
     )
     return f"""
-Triton:   {triton.http_url} (metrics {triton.metrics_url}), models ctr v1+v2 and fraud v1
+Triton:   {triton.http_url} (metrics {triton.metrics_url}), models ctr v1+v2, fraud v1+v2, chat v1 (streaming)
 Sidecar:  {base}/
   alerts    {base}/alerts    (active, pending, resolved; delivery state)
   traces    {base}/traces    (slow and failed requests; click one for its waterfall)
@@ -105,10 +126,13 @@ Sidecar:  {base}/
   ready     {base}/readyz
 {am}
 {_edge_line(nginx)}
+{_actions_line(act)}
 Config:   {config_path}
   diagnose this Triton from another terminal:  {_sidecar_command()} doctor --config {config_path}
-Traffic: ~20 requests/s to ctr v1, ctr v2 and fraud v1 (about 8% of fraud requests fail, about 1% are slow);
-each answer is reported to {base}/v1/events with its features and score.
+Traffic: ~20 requests/s to ctr v1, ctr v2 and fraud (about 8% of fraud requests fail, about 1% are slow), and
+one request a second streamed from chat (HTTP generate_stream). Each answer is reported to
+{base}/v1/events with its features, score and latency; each stream with its time to first token,
+inter-token gap and tokens in and out.
 What happens (each step is printed below when it happens; times since the start):
 {timeline}
 The alerts this causes (drift alerts fire per version; each transition is printed below as it happens, and
@@ -117,7 +141,7 @@ when the demo stops a table says, per promise, what the sidecar and Alertmanager
 Press Ctrl-C to stop."""
 
 
-async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
+async def _run(port: int, duration_s: float | None, workdir: Path, act: bool = False) -> int:
     import httpx
 
     from sidecar.app import create_app
@@ -132,7 +156,13 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
     from sidecar.service import Service
 
     quiet_server = _quiet_server_class()
-    triton = TritonServer(demo_model_repository(), workdir / "triton", extra_args=_triton_trace_args(port))
+    triton = TritonServer(
+        demo_model_repository(),
+        workdir / "triton",
+        extra_args=_triton_trace_args(port),
+        model_control_explicit=act,  # the actions layer's load requests need explicit mode
+        load_models=("ctr", "fraud", "chat") if act else (),
+    )
     alertmanager = DemoAlertmanager(workdir / "alertmanager")
     nginx: DemoNginx | None = None
     stop = asyncio.Event()
@@ -140,13 +170,13 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        print(f"starting Triton (models ctr v1+v2, fraud v1) in {workdir / 'triton'} ...", flush=True)
+        print(f"starting Triton (models ctr v1+v2, fraud v1+v2, chat v1) in {workdir / 'triton'} ...", flush=True)
         await asyncio.to_thread(triton.start)
         am_url = alertmanager.url if await asyncio.to_thread(alertmanager.start) else None
         edge = DemoNginx(workdir / "nginx", triton.http_url)
         nginx = edge if await asyncio.to_thread(edge.start) else None
         raw = demo_config(
-            triton.http_url, triton.metrics_url, port, workdir, am_url, nginx.access_log if nginx else None
+            triton.http_url, triton.metrics_url, port, workdir, am_url, nginx.access_log if nginx else None, act=act
         )
         config_path = write_config(raw, workdir)
         service = Service(load_config(config_path))
@@ -164,8 +194,13 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
             await asyncio.sleep(0.05)
         tune_gc()
         base = f"http://127.0.0.1:{port}"
-        traffic = Traffic(nginx.url if nginx else triton.http_url, sidecar_url=base)
-        print(_banner(base, triton, am_url, config_path, nginx), flush=True)
+        traffic = Traffic(
+            nginx.url if nginx else triton.http_url,
+            sidecar_url=base,
+            triton_direct_url=triton.http_url,
+            repeat_per_s=REPEATS_PER_S if nginx else 0,
+        )
+        print(_banner(base, triton, am_url, config_path, nginx, act), flush=True)
         play = ScenarioRun(
             traffic,
             sidecar_url=base,
@@ -186,7 +221,9 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
         await serve
         print(
             f"traffic sent: {sum(traffic.stats.sent.values())} requests "
-            f"({sum(traffic.stats.failed.values())} failed); events reported: {traffic.stats.events_posted}"
+            f"({sum(traffic.stats.failed.values())} failed); streams: {traffic.stats.streams} "
+            f"({traffic.stats.streams_failed} failed); repeated lookups: {traffic.stats.repeats} "
+            f"({traffic.stats.repeat_hits} cache hits); events reported: {traffic.stats.events_posted}"
             + (f"; alert reads that failed: {play.watcher.polls_failed}" if play.watcher.polls_failed else ""),
             flush=True,
         )
@@ -199,12 +236,19 @@ async def _run(port: int, duration_s: float | None, workdir: Path) -> int:
     return 0
 
 
-def run_demo(port: int = 9500, duration_s: float | None = None, workdir: str | None = None, keep: bool = False) -> int:
-    """Run the demo; a temporary work directory is removed on exit unless ``keep`` (a given one never is)."""
+def run_demo(
+    port: int = 9500,
+    duration_s: float | None = None,
+    workdir: str | None = None,
+    keep: bool = False,
+    act: bool = False,
+) -> int:
+    """Run the demo; a temporary work directory is removed on exit unless ``keep`` (a given one never is).
+    ``act``: the actions layer carries out what it plans (Triton in explicit model-control mode)."""
     wd = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="sidecar-demo-"))
     wd.mkdir(parents=True, exist_ok=True)
     try:
-        return asyncio.run(_run(port, duration_s, wd))
+        return asyncio.run(_run(port, duration_s, wd, act))
     finally:
         if workdir is None and not keep:
             shutil.rmtree(wd, ignore_errors=True)

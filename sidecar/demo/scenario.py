@@ -29,7 +29,16 @@ from typing import Any
 from sidecar.demo.business_demo import REGRESSION_END_SECS, REGRESSION_START_SECS
 from sidecar.demo.drift_demo import DEMO_FEATURES, FEATURE_MEANS, FEATURE_SDS, SHIFT_AFTER_SECS, SHIFT_SD
 
-__all__ = ["CANARY_SECS", "LLM_MODEL", "PROMPT_CHANGE_SECS", "DemoRequest", "DemoScenario", "LlmRequest"]
+__all__ = [
+    "CANARY_SECS",
+    "LLM_MODEL",
+    "PROMPT_CHANGE_SECS",
+    "REPEAT_POOL",
+    "SYSTEM_PROMPT_TOKENS",
+    "DemoRequest",
+    "DemoScenario",
+    "LlmRequest",
+]
 
 INCOME_SHIFT_SD = 1.5
 LLM_MODEL = "chat"

@@ -1,5 +1,6 @@
 """The demo's running commentary: one line per alert transition (pending, firing, resolved) as the sidecar
-reports it, and one when Alertmanager starts or stops listing the alert as active.
+reports it, and one when Alertmanager starts or stops listing the alert as active; under an action alert
+(ActionPlanned, ActionTaken, ActionFailed) that fires, one ``ACTION`` line with its summary: the plan itself.
 
 It reads only what an operator could: the sidecar's ``GET /v1/alerts`` and, when the demo started one,
 Alertmanager's ``GET /api/v2/alerts``; so the terminal tells the story the pages and Alertmanager show. It keeps

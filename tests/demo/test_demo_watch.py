@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sidecar.demo.watch import AM_ACTIVE, AM_GONE, AlertWatcher, describe
+from sidecar.demo.watch import ACTION, AM_ACTIVE, AM_GONE, AlertWatcher, describe
 
 
 def _alert(state: str, **labels: str) -> dict[str, object]:
@@ -44,3 +44,19 @@ def test_a_resolved_alert_seen_first_is_not_announced() -> None:
 def test_describe_never_prints_vunversioned() -> None:
     assert describe({"alertname": "X", "model": "m", "version": "unversioned"}) == "X m all versions"
     assert describe({"alertname": "X", "model": "m", "version": "2", "feature": "f"}) == "X m v2 f"
+
+
+def test_an_action_alert_prints_its_plan_once_under_its_firing_line() -> None:
+    lines: list[str] = []
+    w = AlertWatcher("http://s", None, out=lines.append, clock=lambda: 0.0)
+    summary = "[INFO] [dry run] would revert fraud: POST /v2/repository/models/fraud/load with config ..."
+    alert = {
+        "labels": {"alertname": "ActionPlanned", "model": "fraud", "action": "revert", "action_id": "act-1"},
+        "state": "firing",
+        "annotations": {"summary": summary},
+    }
+    w.observe([alert], None)
+    w.observe([alert], None)
+    w.observe([_alert("firing", version="all")], None)  # not an action: no plan line
+    assert [ln.split("]", 1)[1].split()[0] for ln in lines] == ["FIRING", ACTION, "FIRING"]
+    assert lines[1].endswith(summary)
