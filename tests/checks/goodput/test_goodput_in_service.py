@@ -115,3 +115,24 @@ def test_llm_request_spans_posted_over_otlp_are_judged(tmp_path: Path) -> None:
     assert get("sidecar_goodput_requests_total", {"model": "llama", "version": "", "good": "false"}) == 2
     # inter-token derived from the span: (1100 - 100) / 40 = 25 ms, within 50 ms
     assert get("sidecar_goodput_slo_missed_total", {"model": "llama", "version": "", "slo": "inter_token"}) is None
+
+
+def test_a_model_with_only_a_servers_histograms_is_said_to_have_a_bound_not_a_figure() -> None:
+    from prometheus_client import Gauge
+
+    from sidecar.checks.goodput.check import GoodputCheck
+    from sidecar.checks.goodput.config import GoodputConfig
+
+    reg = CollectorRegistry()
+    GoodputCheck(GoodputConfig(enabled=True), registry=reg)
+    ttft = Gauge(
+        "sidecar_serving_gen_ai_server_time_to_first_token_seconds",
+        "as the servers source exports it",
+        ["server", "model", "version", "stat"],
+        registry=reg,
+    )
+    ttft.labels("vllm", "llama", "", "p95").set(0.4)
+    assert goodput_line(reg) == (
+        "objective 99%; no judged requests yet; llama on vllm: histograms only, so its goodput is a bound from "
+        "bucket edges, not a figure (docs/servers.md, Goodput)"
+    )
