@@ -23,14 +23,11 @@ the environment (``user_id_key_env``), never stored as sent.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
@@ -40,26 +37,34 @@ from sidecar.component import Role
 from sidecar.model import Batch, Event
 from sidecar.polled import Polled, TickerFactory
 from sidecar.processors.request_records_config import RequestRecordsConfig
-from sidecar.processors.request_sides import BUCKET_KEYS, GRPC_KEYS, HTTP_KEYS, REQUEST_ID_KEYS, RULE_KEYS, Side, side
-from sidecar.processors.stages import stage_seconds
-from sidecar.records import MODEL, NAME, Record
+from sidecar.processors.request_records_doc import (
+    P_ALIASES,
+    P_CALLER,
+    P_COMPUTE,
+    P_EVENT,
+    P_MODEL,
+    P_REQUEST,
+    P_SEEN,
+    Outline,
+    document,
+    outcome_of,
+    outline,
+    why_kept,
+)
+from sidecar.processors.request_sides import REASON_CHARS, REQUEST_ID_KEYS, STATUS_KEYS, Side, kept, side
+from sidecar.records import END, EVENTS, FMT, FMT_JSON, MODEL, NAME, RAW, START, STATUS, TRACE
 
 __all__ = ["RequestRecords", "RequestRecordsConfig", "outcome_of"]
 
-_TRITON_NAMES = frozenset({"InferRequest", "compute"})
+# Triton's spans other than the model span (which carries the model attribute), and the pending slot each fills.
+_SLOTS = {"compute": P_COMPUTE, "InferRequest": P_REQUEST}
 _MAX_MODELS = 200  # label values of sidecar_requests_total beyond this read "other"
+_NO_ATTRS: dict[str, object] = {}  # shared, never written
+Rec = tuple[str, str, float, dict[str, Any]]  # (kind, id, time, document): an audit log row
+Done = tuple[str, list[Any], Outline]  # a finished join: its key, its sides, its outline
 
 
-def outcome_of(http: int | None, grpc: int | None, error: bool) -> str:
-    """The outcome label: ``ok``, ``client_error`` (HTTP 4xx) or ``error``."""
-    if http is not None:
-        return "ok" if http < 400 else "client_error" if http < 500 else "error"
-    if grpc is not None:
-        return "ok" if grpc == 0 else "error"
-    return "error" if error else "ok"
-
-
-def _first(attrs: Mapping[str, object], keys: Sequence[str]) -> object | None:
+def _first(attrs: Any, keys: tuple[str, ...]) -> object | None:
     for k in keys:
         if k in attrs:
             return attrs[k]
@@ -74,30 +79,13 @@ def _slim_event(e: Event) -> Event:
     return dataclasses.replace(e, features={}, fields=kept)
 
 
-def _int(v: object) -> int | None:
-    try:
-        return int(v) if v is not None and not isinstance(v, bool) else None  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return None
-
-
-@dataclass
-class _Pending:
-    first_seen: float
-    model: Side | None = None
-    compute: Side | None = None
-    request: Side | None = None
-    caller: Side | None = None
-    event: Event | None = None
-    aliases: list[str] = field(default_factory=list)
-
-    @property
-    def triton(self) -> bool:
-        return self.model is not None
-
-    @property
-    def client(self) -> bool:
-        return self.caller is not None or self.event is not None
+def _merge(a: list[Any], b: list[Any] | None) -> list[Any]:
+    """Join ``b`` (the trace id's pending join) into ``a`` (the request id's, which came first)."""
+    if b is not None:
+        for i in (P_MODEL, P_COMPUTE, P_REQUEST, P_CALLER, P_EVENT):
+            if a[i] is None:
+                a[i] = b[i]
+    return a
 
 
 class RequestRecords(Polled):
@@ -133,11 +121,11 @@ class RequestRecords(Polled):
             if not raw:
                 raise ValueError(f"user_id_key_env: the environment variable {cfg.user_id_key_env} is not set")
             self._key = raw.encode()
-        self._pending: OrderedDict[str, _Pending] = OrderedDict()
+        self._pending: OrderedDict[str, list[Any]] = OrderedDict()
         self._alias: dict[str, str] = {}  # request id -> trace id key
         self._lock = threading.Lock()
         self._models: set[tuple[str, str]] = set()
-        self._children: dict[tuple[tuple[str, str], str], Any] = {}  # sidecar_requests_total's children
+        self._children: dict[tuple[str, str, str], Any] = {}  # sidecar_requests_total's children
         self.requests = Counter(
             "sidecar_requests",
             "Requests by model, version and outcome as the client saw it (where known).",
@@ -164,89 +152,119 @@ class RequestRecords(Polled):
 
     # -- bus -------------------------------------------------------------------------------------------------
     def on_spans(self, batch: Batch) -> None:
-        out: list[tuple[str, str, float, dict[str, Any]]] = []
+        """Add a batch's spans to their joins (the whole batch first: Triton exports a request's spans together,
+        in no set order), then emit the joins it completed. JSON records are read inline (``request_sides``)."""
+        out: list[Done] = []
         with self._lock:
-            # The whole batch first: Triton exports a request's spans together, in no set order.
-            touched = dict.fromkeys(self._add_span(r, out) for r in batch.items)
+            pending, alias, max_pending = self._pending, self._alias, self.cfg.max_pending
+            now = self.clock.monotonic()  # a join is first seen when its first batch arrived
+            touched: dict[str, None] = {}
+            s: Side
+            for r in batch.items:
+                name = r[NAME]
+                triton = r[MODEL] is not None or name in _SLOTS
+                if r[FMT] == FMT_JSON:
+                    attrs, message, _ = r[RAW]
+                    key = r[TRACE].hex()
+                    a: Mapping[str, object] = kept(attrs) if attrs else _NO_ATTRS
+                    if triton:
+                        ev = r[EVENTS]
+                        times = ev if type(ev) is dict else {e[0]: e[1] for e in ev}
+                        s = (r[START], r[END], r[STATUS], message[:REASON_CHARS], a, times)
+                    else:  # a record reads neither the caller's message nor its events
+                        s = (r[START], r[END], r[STATUS], "", a, None)
+                else:
+                    key, s = side(r)
+                    a = s[4]
+                touched[key] = None
+                if not triton:
+                    p = pending.get(key)
+                    if p is None:
+                        p = self._new(key, now, out, max_pending)
+                    if p[P_CALLER] is None or _first(a, STATUS_KEYS) is not None:
+                        p[P_CALLER] = s
+                    continue
+                rid = _first(a, REQUEST_ID_KEYS) if a else None
+                if rid is None:
+                    p = pending.get(key)
+                    if p is None:
+                        p = self._new(key, now, out, max_pending)
+                else:
+                    rkey = f"r:{rid}"
+                    if rkey in pending:  # the caller's event came first, by request id
+                        pending[key] = _merge(pending.pop(rkey), pending.get(key))
+                    p = pending.get(key)
+                    if p is None:
+                        p = self._new(key, now, out, max_pending)
+                    alias[rkey] = key
+                    if p[P_ALIASES] is None:
+                        p[P_ALIASES] = [rkey]
+                    else:
+                        p[P_ALIASES].append(rkey)
+                p[_SLOTS.get(name, P_MODEL)] = s
             for key in touched:
-                p = self._pending.get(key)
-                if p is not None:
-                    self._check(key, p, out)
+                p = pending.get(key)
+                if (
+                    p is not None
+                    and p[P_COMPUTE] is not None
+                    and p[P_MODEL] is not None
+                    and (p[P_CALLER] is not None or p[P_EVENT] is not None)
+                ):
+                    del pending[key]
+                    out.append(self._record(key, p))
             self._sweep(out)
         self._emit(out)
 
     def on_events(self, batch: Batch) -> None:
-        out: list[tuple[str, str, float, dict[str, Any]]] = []
+        out: list[Done] = []
         with self._lock:
+            now = self.clock.monotonic()
             for e in batch.items:
                 if isinstance(e, Event) and (e.trace_id or e.request_id):
                     key = e.trace_id or self._alias.get(f"r:{e.request_id}") or f"r:{e.request_id}"
-                    p = self._get(key, out)
-                    p.event = _slim_event(e)
-                    self._check(key, p, out)
+                    p = self._pending.get(key)
+                    if p is None:
+                        p = self._new(key, now, out, self.cfg.max_pending)
+                    p[P_EVENT] = _slim_event(e)
+                    if p[P_MODEL] is not None and p[P_COMPUTE] is not None:
+                        del self._pending[key]
+                        out.append(self._record(key, p))
             self._sweep(out)
         self._emit(out)
 
-    def _get(self, key: str, out: list[Any]) -> _Pending:
-        p = self._pending.get(key)
-        if p is None:
-            if len(self._pending) >= self.cfg.max_pending:
-                old, op = self._pending.popitem(last=False)
-                self._evicted.inc()
-                out.append(self._record(old, op))
-            p = self._pending[key] = _Pending(self.clock.monotonic())
+    def _new(self, key: str, now: float, out: list[Done], max_pending: int) -> list[Any]:
+        """A new pending join under ``key``; the oldest is emitted first when ``max_pending`` wait."""
+        if len(self._pending) >= max_pending:
+            old, op = self._pending.popitem(last=False)
+            self._evicted.inc()
+            out.append(self._record(old, op))
+        p = self._pending[key] = [now, None, None, None, None, None, None]
         return p
 
-    def _add_span(self, r: Record, out: list[Any]) -> str:
-        key, s = side(r)
-        if r[MODEL] is None and r[NAME] not in _TRITON_NAMES:
-            p = self._get(key, out)
-            if p.caller is None or _first(s.attributes, (*HTTP_KEYS, *GRPC_KEYS)) is not None:
-                p.caller = s
-        else:
-            rid = _first(s.attributes, REQUEST_ID_KEYS) if s.attributes else None
-            if rid is not None and f"r:{rid}" in self._pending:  # the caller's event came first, by request id
-                self._pending[key] = self._merge(self._pending.pop(f"r:{rid}"), self._pending.get(key))
-            p = self._get(key, out)
-            if rid is not None:
-                self._alias[f"r:{rid}"] = key
-                p.aliases.append(f"r:{rid}")
-            if r[NAME] == "compute":
-                p.compute = s
-            elif r[NAME] == "InferRequest":
-                p.request = s
-            else:
-                p.model = s
-        return key
-
-    @staticmethod
-    def _merge(a: _Pending, b: _Pending | None) -> _Pending:
-        if b is None:
-            return a
-        for f in ("model", "compute", "request", "caller", "event"):
-            if getattr(a, f) is None:
-                setattr(a, f, getattr(b, f))
-        return a
-
-    def _check(self, key: str, p: _Pending, out: list[Any]) -> None:
-        if p.triton and p.client and p.compute is not None:
-            del self._pending[key]
-            out.append(self._record(key, p))
-
-    def _sweep(self, out: list[Any]) -> None:
+    def _sweep(self, out: list[Done]) -> None:
+        pending = self._pending
+        if not pending:
+            return
         cutoff = self.clock.monotonic() - self.cfg.join_window_secs
-        while self._pending:
-            key, p = next(iter(self._pending.items()))
-            if p.first_seen > cutoff:
+        expired = []
+        for key, p in pending.items():  # oldest first: the first one still in its window ends the sweep
+            if p[P_SEEN] > cutoff:
                 break
-            del self._pending[key]
-            if not (p.triton and p.client):
-                self._unjoined.labels("triton" if p.triton else "client").inc()
+            expired.append(key)
+        lone = {"triton": 0, "client": 0}
+        for key in expired:
+            p = pending.pop(key)
+            triton = p[P_MODEL] is not None
+            if not (triton and (p[P_CALLER] is not None or p[P_EVENT] is not None)):
+                lone["triton" if triton else "client"] += 1
             out.append(self._record(key, p))
+        for which, n in lone.items():
+            if n:
+                self._unjoined.labels(which).inc(n)
 
     async def sweep_once(self) -> int:
         """Emit the joins whose window has passed (the periodic tick); returns how many were emitted."""
-        out: list[tuple[str, str, float, dict[str, Any]]] = []
+        out: list[Done] = []
         with self._lock:
             self._sweep(out)
         self._emit(out)
@@ -261,90 +279,49 @@ class RequestRecords(Polled):
         self._emit(out)
 
     # -- records ---------------------------------------------------------------------------------------------
-    def _record(self, key: str, p: _Pending) -> tuple[str, str, float, dict[str, Any]]:
-        for alias in p.aliases:
-            self._alias.pop(alias, None)
-        doc: dict[str, Any] = {"trace_id": None if key.startswith("r:") else key}
-        error = False
-        if p.model is not None:
-            mv = p.model.attributes
-            doc["model"] = str(mv.get("triton.model_name", ""))
-            doc["version"] = str(mv.get("triton.model_version", ""))
-            stages = stage_seconds(
-                p.model.times,
-                None if p.compute is None else p.compute.times,
-                None if p.request is None else p.request.times,
-            )
-            doc["stages_ms"] = {k: round(v * 1000, 3) for k, v in stages.items()}
-            top = p.request or p.model
-            doc["latency_ms"] = round(top.duration_ns / 1e6, 3)
-            doc["at"] = top.start / 1e9
-            failed = next((s for s in (p.model, p.compute, p.request) if s is not None and s.is_error), None)
-            if failed is not None:
-                error = True
-                doc["reason"] = failed.message[:1000] or "error"
-            doc["triton_outcome"] = "error" if error else "ok"
-        http = grpc = None
-        if p.caller is not None:
-            a = p.caller.attributes
-            http, grpc = _int(_first(a, HTTP_KEYS)), _int(_first(a, GRPC_KEYS))
-            error = error if (http is not None or grpc is not None) else (error or p.caller.is_error)
-            for name, keys in (("rule", RULE_KEYS), ("bucket", BUCKET_KEYS), ("request_id", REQUEST_ID_KEYS)):
-                v = _first(a, keys)
-                if v is not None:
-                    doc[name] = str(v)[:200]
-            doc.setdefault("latency_ms", round(p.caller.duration_ns / 1e6, 3))
-            doc["client_latency_ms"] = round(p.caller.duration_ns / 1e6, 3)
-            doc.setdefault("at", p.caller.start / 1e9)
-        if p.event is not None:
-            e = p.event
-            doc.setdefault("model", e.model)
-            doc.setdefault("version", e.version)
-            doc.setdefault("at", e.timestamp)
-            if e.request_id:
-                doc["request_id"] = e.request_id
-            http = http if http is not None else _int(e.fields.get("http_status"))
-            grpc = grpc if grpc is not None else _int(e.fields.get("grpc_code"))
-            if e.user_id is not None and self._key is not None:
-                doc["user"] = hmac.new(self._key, e.user_id.encode(), hashlib.sha256).hexdigest()
-        if http is not None:
-            doc["code"] = f"http_{http}"
-        elif grpc is not None:
-            doc["code"] = f"grpc_{grpc}"
-        doc["outcome"] = outcome_of(http, grpc, error)
-        doc["joined"] = p.triton and p.client
-        rid = doc.get("request_id")
-        ident = f"req-{key}" if rid is None else f"req-{key}-{rid}"
-        return "request", ident[:300], float(doc.get("at") or self.clock.now()), doc
+    def _record(self, key: str, p: list[Any]) -> Done:
+        """A finished join, out of the pending ones: its key, its sides and its outline (no document yet)."""
+        if p[P_ALIASES]:
+            for a in p[P_ALIASES]:
+                self._alias.pop(a, None)
+        return key, p, outline(p)
 
-    def _emit(self, out: list[tuple[str, str, float, dict[str, Any]]]) -> None:
-        keep = []
-        for rec in out:
-            doc = rec[3]
-            mv = (str(doc.get("model", "")), str(doc.get("version", "")))
-            if mv not in self._models and len(self._models) >= _MAX_MODELS:
-                mv = ("other", "other")
-            else:
-                self._models.add(mv)
-            ck = (mv, doc["outcome"])
+    def _emit(self, out: list[Done]) -> None:
+        """Count every finished join (one increment per label set and batch); build the documents of the ones
+        kept and hand them to the sink."""
+        if not out:
+            return
+        keep: list[Rec] = []
+        counts: dict[tuple[str, str, str], int] = {}
+        whys: dict[str, int] = {}
+        models = self._models
+        slow_ms, rate, user_key = self.cfg.slow_ms, self.cfg.sample_rate, self._key
+        for key, p, o in out:
+            mv = (str(o[0] or ""), str(o[1] or ""))
+            if mv not in models:
+                if len(models) >= _MAX_MODELS:
+                    mv = ("other", "other")
+                else:
+                    models.add(mv)
+            ck = (*mv, o[2])
+            counts[ck] = counts.get(ck, 0) + 1
+            why = why_kept(key, o, slow_ms, rate)
+            if why is None:
+                continue
+            whys[why] = whys.get(why, 0) + 1
+            ident, doc = document(key, p, o, user_key)
+            keep.append(("request", ident, float(doc.get("at") or self.clock.now()), doc))
+        for ck, n in counts.items():
             child = self._children.get(ck)
             if child is None:  # bounded: at most _MAX_MODELS + 1 (model, version) pairs x 3 outcomes
-                child = self._children[ck] = self.requests.labels(mv[0], mv[1], doc["outcome"])
-            child.inc()
-            why = self._why(doc)
-            if why is not None:
-                self._kept.labels(why).inc()
-                keep.append(rec)
+                child = self._children[ck] = self.requests.labels(*ck)
+            child.inc(n)
+        for why, n in whys.items():
+            self._kept.labels(why).inc(n)
         if keep:
             self.sink(keep)
 
-    def _why(self, doc: Mapping[str, Any]) -> str | None:
-        if doc["outcome"] != "ok" or doc.get("triton_outcome") == "error":
-            return "failed"
-        if float(doc.get("latency_ms") or 0.0) > self.cfg.slow_ms:
-            return "slow"
-        tid = str(doc.get("trace_id") or doc.get("request_id") or "")
-        h = int.from_bytes(hashlib.blake2b(tid.encode(), digest_size=8).digest(), "big") / 2**64
-        return "sampled" if h < self.cfg.sample_rate else None
-
+    async def shutdown(self) -> None:
+        """Stop the sweep, then emit every pending join (idempotent; safe without ``start``)."""
+        await super().shutdown()
         self.flush()

@@ -6,6 +6,7 @@ the join window and flushes."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import orjson
@@ -131,14 +132,70 @@ def _span_ops() -> list[Op]:
     return [("spans", [from_span(s) for s in spans]), ("flush", None)]
 
 
-SCENARIOS = {"otlp_json": _otlp_json_ops, "otlp_protobuf": _pb_ops, "trace_files": _trace_file_ops, "spans": _span_ops}
+def _interleaved_ops() -> list[Op]:
+    """Triton's spans, callers' spans and events by trace id and by request id, shuffled (seeded) into batches
+    of random sizes with the clock moving between them: a request's sides arrive in any order, in any batch,
+    some after its window, some never."""
+    rng = random.Random(31)
+    doc = orjson.loads((DATA / "otlp-traces-triton.json").read_bytes())
+    rs = doc["resourceSpans"][0]
+    spans = [s for ss in rs["scopeSpans"] for s in ss["spans"]]
+    for n, s in enumerate(spans):
+        if n % 17 == 0:
+            s["status"] = {"code": 2, "message": "x" * 1500 if n % 2 else ""}
+        for a in s.get("attributes", ()):
+            if a["key"] == "triton.request_id" and n % 5 == 0:  # an id a caller's event can name
+                a["value"] = {"stringValue": f"q-{n}"}
+    traces = list(dict.fromkeys(s["traceId"] for s in spans))
+    items: list[tuple[str, Any]] = [("span", s) for s in spans if rng.random() < 0.95]
+    items += [("span", _caller_json(t, i)) for i, t in enumerate(traces) if i % 4 != 3]
+    items += [
+        ("event", Event("ctr", "1", 5.0, trace_id=t, user_id=f"u{i}", fields={"http_status": 200 + i % 3 * 150}))
+        for i, t in enumerate(traces)
+        if i % 4 == 3
+    ]
+    items += [
+        ("event", Event("ctr", "1", 6.0, request_id=f"q-{n}", fields={"grpc_code": n % 3})) for n in range(0, 360, 10)
+    ]
+    rng.shuffle(items)
+    ops: list[Op] = []
+    while items:
+        k = rng.randint(1, 40)
+        part, items = items[:k], items[k:]
+        got = [s for what, s in part if what == "span"]
+        if got:
+            body = {"resourceSpans": [{"resource": rs["resource"], "scopeSpans": [{"spans": got}]}]}
+            ops.append(("spans", _decode(body)))
+        evs = [e for what, e in part if what == "event"]
+        if evs:
+            ops.append(("events", evs))
+        ops.append(("advance", rng.choice((0.0, 0.0, 0.5, 2.0, 6.0))))
+        if rng.random() < 0.1:
+            ops.append(("sweep", None))
+    return [*ops, ("flush", None)]
 
 
-def _run(cls: Any, ops: list[Op], max_pending: int) -> tuple[list[Any], dict[Any, float]]:
+SCENARIOS = {
+    "otlp_json": _otlp_json_ops,
+    "otlp_protobuf": _pb_ops,
+    "trace_files": _trace_file_ops,
+    "spans": _span_ops,
+    "interleaved": _interleaved_ops,
+}
+
+
+def _run(cls: Any, ops: list[Op], max_pending: int, sample_rate: float = 1.0) -> tuple[list[Any], dict[Any, float]]:
     reg = CollectorRegistry()
     clock = FakeClock(start=1_800_000_000.0)
     got: list[Any] = []
-    cfg = RequestRecordsConfig(enabled=True, sample_rate=1.0, max_pending=max_pending, join_window_secs=5.0)
+    cfg = RequestRecordsConfig(
+        enabled=True,
+        sample_rate=sample_rate,
+        max_pending=max_pending,
+        join_window_secs=5.0,
+        user_ids="hash",
+        user_id_key_env="DIFF_USER_KEY",
+    )
     rr = cls(cfg, sink=got.extend, registry=reg, clock=clock)
     for what, arg in ops:
         if what == "spans":
@@ -165,14 +222,35 @@ def _run(cls: Any, ops: list[Op], max_pending: int) -> tuple[list[Any], dict[Any
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 @pytest.mark.parametrize("max_pending", [50_000, 7])
-def test_same_records_as_before(scenario, max_pending):
+def test_same_records_as_before(scenario, max_pending, monkeypatch):
+    monkeypatch.setenv("DIFF_USER_KEY", "k3y")
     ops = SCENARIOS[scenario]()
     old, old_counts = _run(RequestRecordsBefore, ops, max_pending)
     new, new_counts = _run(RequestRecords, ops, max_pending)
     assert len(old) >= 20, "the scenario must emit records"
     assert new == old
+    assert [list(r[3]) for r in new] == [list(r[3]) for r in old], "the same fields in the same order (JSON)"
     assert new_counts == old_counts
     if scenario != "otlp_protobuf" and max_pending > 100:  # at 7 most are evicted before their other side
         assert any(r[3].get("joined") for r in old), "some records must be joins"
     if max_pending == 7:
         assert old_counts[("sidecar_request_records_evicted_total", ())] > 0
+    if scenario == "interleaved" and max_pending > 100:
+        docs = [r[3] for r in old]
+        assert any("user" in d for d in docs) and any(d.get("reason") for d in docs)
+        assert {d["outcome"] for d in docs} == {"ok", "error", "client_error"}
+        by_request_id = [d for d in docs if d["joined"] and str(d.get("request_id")).startswith("q-")]
+        assert by_request_id and all(d["trace_id"] for d in by_request_id)  # an event joined Triton's by request id
+
+
+@pytest.mark.parametrize("scenario", ["interleaved", "otlp_json", "trace_files"])
+def test_same_records_kept_and_counted_when_only_some_are_kept(scenario, monkeypatch):
+    """At a sample rate below 1 only the failed, the slow and the hash-sampled ones get a document."""
+    monkeypatch.setenv("DIFF_USER_KEY", "k3y")
+    ops = SCENARIOS[scenario]()
+    old, old_counts = _run(RequestRecordsBefore, ops, 50_000, sample_rate=0.3)
+    new, new_counts = _run(RequestRecords, ops, 50_000, sample_rate=0.3)
+    assert new == old and new_counts == old_counts
+    sampled = old_counts[("sidecar_request_records_kept_total", (("why", "sampled"),))]
+    total = sum(v for (name, _), v in old_counts.items() if name == "sidecar_requests_total")
+    assert 0 < sampled < total and len(old) < total

@@ -233,3 +233,14 @@ async def test_the_started_component_sweeps_on_its_own() -> None:
         await rr.shutdown()
     assert [r[3]["request_id"] for r in got] == ["q-1"]
     assert reg.get_sample_value("sidecar_request_records_unjoined_total", {"side": "client"}) == 1
+
+
+async def test_shutdown_emits_what_still_waits_once_even_without_start() -> None:
+    reg, clock, got = CollectorRegistry(), FakeClock(), []
+    rr = _rr(reg, clock, got, sample_rate=1.0)
+    rr.on_spans(_spans(_triton()[:3]))  # one request, Triton's side only, well inside its window
+    assert got == []
+    await rr.shutdown()
+    assert len(got) == 1 and not got[0][3]["joined"] and got[0][3]["model"] == "ctr"
+    await rr.shutdown()  # idempotent: nothing is emitted twice
+    assert len(got) == 1 and _total(reg, "ok") == 1
