@@ -13,6 +13,7 @@ for the comparison.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -101,19 +102,34 @@ class ServerProcess:
         return "\n".join(lines[-n:])
 
     def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM to the process group this Popen made, SIGKILL after ``timeout_s``; then SIGKILL whatever is left
+        of its session (Ray's actors and BentoML's workers put themselves in groups of their own)."""
         proc = self.proc
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)  # the group this Popen made (start_new_session): the server's workers too
-            except ProcessLookupError:
-                return
+            if proc.poll() is not None:
+                break
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
             try:
                 proc.wait(timeout_s)
-                return
             except subprocess.TimeoutExpired:
                 continue
+        for pid in _session_members(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _session_members(sid: int) -> list[int]:
+    """The processes of session ``sid``: the server started it (start_new_session), so they are its own."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.getsid(int(entry.name)) == sid:
+                    out.append(int(entry.name))
+    return out
 
 
 @dataclass
@@ -186,12 +202,23 @@ def bucket_of(after: Mapping[float, float], before: Mapping[float, float], rank:
     raise AssertionError(f"no bucket reaches {rank}")
 
 
-def observe(server: str, metrics_url: str, drive: Callable[[], T], *, profile: str = "auto") -> tuple[Observed, T]:
-    """Scrape ``metrics_url`` through a ``servers:`` source, run ``drive`` (the traffic), scrape again 10 s later."""
-    return asyncio.run(_observe(server, metrics_url, drive, profile))
+def observe(
+    server: str,
+    metrics_url: str,
+    drive: Callable[[], T],
+    *,
+    profile: str = "auto",
+    settled: Callable[[str, T], bool] | None = None,
+) -> tuple[Observed, T]:
+    """Scrape ``metrics_url`` through a ``servers:`` source, run ``drive`` (the traffic), scrape again 10 s later
+    (on the fake clock). ``settled(exposition, what drive returned)``: for a server that reports its metrics on an
+    interval (Ray), the exposition is polled until it holds, before the second scrape."""
+    return asyncio.run(_observe(server, metrics_url, drive, profile, settled))
 
 
-async def _observe(server: str, url: str, drive: Callable[[], T], profile: str) -> tuple[Observed, T]:
+async def _observe(
+    server: str, url: str, drive: Callable[[], T], profile: str, settled: Callable[[str, T], bool] | None
+) -> tuple[Observed, T]:
     registry, clock = CollectorRegistry(), FakeClock()
     config = ServingTargetConfig.model_validate({"name": server, "url": url, "profile": profile})
     async with httpx.AsyncClient() as http:
@@ -208,6 +235,13 @@ async def _observe(server: str, url: str, drive: Callable[[], T], profile: str) 
         assert await source.scrape_once(), source.readiness().detail
         ready_before = source.readiness().detail
         got = await asyncio.to_thread(drive)
+        if settled is not None:
+            check = settled
+
+            def ready() -> bool:
+                return check(httpx.get(url, timeout=5).text, got)
+
+            assert await asyncio.to_thread(wait_until, ready, 60, interval_s=0.25), f"{url} did not settle"
         clock.advance(10)
         assert await source.scrape_once(), source.readiness().detail
         after = (await http.get(url)).text

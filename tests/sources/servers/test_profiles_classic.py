@@ -48,9 +48,11 @@ def test_kserve_predict_time(fixture_text: Callable[[str], str]) -> None:
     assert dict(m.requests) == {"other": 25}  # reached predict, failed or not: received, not by outcome
 
 
-def test_ray_serve_successes_are_what_errors_leave(fixture_text: Callable[[str], str]) -> None:
+def test_ray_serve_request_counter_counts_successes_and_the_error_counter_failures(
+    fixture_text: Callable[[str], str],
+) -> None:
     m = _detect_and_map(fixture_text("rayserve.prom"), "rayserve").models[("Summarizer", "")]
-    assert dict(m.requests) == {"success": 45, "failure": 5}
+    assert dict(m.requests) == {"success": 50, "failure": 5}  # one or the other per query (a real 2.60.0 agrees)
     compute = m.dists[DistName.COMPUTE_DURATION]
     assert compute.sum / compute.count == pytest.approx(0.15)  # 7500 ms over 50
     assert compute.buckets[0] == (pytest.approx(0.001), 0)
