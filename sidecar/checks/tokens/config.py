@@ -89,8 +89,9 @@ class TokensConfig(StrictModel):
         5.0,
         gt=0,
         le=100,
-        description="Adjacent buckets are merged until each expects at least this many requests of the window "
-        "under the reference (chi-square's rule of thumb), so sparse tails do not make false alarms.",
+        description="Adjacent buckets are merged until each expects at least this many counts in both the "
+        "window and the reference under no drift (chi-square's rule of thumb, on the pooled counts), so sparse "
+        "tails do not make false alarms.",
     )
     reference: TokenReferenceConfig = Field(
         default_factory=TokenReferenceConfig, description="The reference of every model not named in `models`."

@@ -116,14 +116,18 @@ class Tracker:
 def merge_for_test(
     ref: Sequence[float], cur: Sequence[float], edges: Sequence[float], min_expected: float
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """Adjacent buckets merged left to right until each expects ``min_expected`` of the current window's requests
-    under the reference's shares (a remainder joins the last group). Returns ({label: ref count},
-    {label: current count}) keyed by the merged buckets' ranges (``(20,50]``), as ``chi_square`` takes them."""
+    """Adjacent buckets merged left to right until each expects ``min_expected`` counts in both rows of the
+    2 x k table under homogeneity (expected = pooled count x the smaller row total / both totals: the
+    contingency-table rule), a remainder joining the last group. Pooled, not reference-only: mass moving into
+    buckets the reference left empty forms its own group instead of being merged away. Returns
+    ({label: ref count}, {label: current count}) keyed by the merged buckets' ranges (``(20,50]``), as
+    ``chi_square`` takes them."""
     n_ref, n_cur = sum(ref), sum(cur)
+    scale = min(n_ref, n_cur) / (n_ref + n_cur) if n_ref + n_cur > 0 else 0.0
     groups: list[tuple[int, int]] = []  # (first bucket, last bucket), inclusive
     start, acc = 0, 0.0
-    for i, r in enumerate(ref):
-        acc += r / n_ref * n_cur if n_ref else 0.0
+    for i, (r, c) in enumerate(zip(ref, cur, strict=True)):
+        acc += (r + c) * scale
         if acc >= min_expected:
             groups.append((start, i))
             start, acc = i + 1, 0.0
