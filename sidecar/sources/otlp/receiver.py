@@ -35,7 +35,7 @@ from sidecar.component import Bus, Passive, Role
 from sidecar.errors import ParseError
 from sidecar.httpguard import RequestGuard
 from sidecar.model import Batch
-from sidecar.probe_marker import split_probe_records
+from sidecar.probe_marker import ProbeTraces, split_probe_records
 from sidecar.sources.otlp.decode import DecodeResult, decode_json, decode_protobuf
 from sidecar.sources.otlp.limits import DEFAULT_LIMITS, REASONS, TRUNCATED_FIELDS, SpanLimitError, SpanLimits
 
@@ -139,6 +139,7 @@ class OtlpReceiver(Passive):
             "Spans of the model probe's own requests (trace id sidecar/probe_marker.py), left out of SLIs.",
             registry=registry,
         )
+        self._probe_traces = ProbeTraces()  # probe traces known by a span's request id (gRPC, probe_marker.py)
         self._errors = Counter(
             "sidecar_otlp_ingest_errors",
             "Batches the trace hub failed on (a bug): answered 500, so the exporter sends them again.",
@@ -168,7 +169,7 @@ class OtlpReceiver(Passive):
                 except ParseError as pe:
                     self._refused.labels(pe.reason if isinstance(pe, SpanLimitError) else "undecodable").inc()
                     raise self.guard.refuse(_ENDPOINT, "bad_request", 400, str(pe)) from None
-                result.records, probes = split_probe_records(result.records)
+                result.records, probes = split_probe_records(result.records, self._probe_traces)
                 if probes:
                     self._probe.inc(probes)
                 if result.records:

@@ -111,3 +111,65 @@ def test_probe_requests_in_a_triton_tensors_trace_file_are_not_events(tmp_path: 
     rejected = {"source": "triton_trace", "reason": "probe"}
     assert ctx.registry.get_sample_value("sidecar_events_rejected_total", rejected) == 2
     ctx.store.close()
+
+
+def _probe_request_in_an_ordinary_trace(doc: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The first trace of ``doc`` as Triton sends it when it lost the probe's traceparent (gRPC, Triton 2.51):
+    a trace id of its own, the probe's request id on the model's span."""
+    spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    trace = spans[0]["traceId"]
+    assert not trace.startswith(PROBE_TRACE_PREFIX)
+    mine = [s for s in spans if s["traceId"] == trace]
+    for s in mine:
+        for a in s.get("attributes", []):
+            if a["key"] == "triton.request_id":
+                a["value"] = {"stringValue": "sidecar-probe-ctr-9"}
+    return trace, mine
+
+
+def test_a_trace_whose_span_carries_a_probe_request_id_is_left_out_now_and_later(tmp_path: Path) -> None:
+    taken, registry = Taken(), CollectorRegistry()
+    _, client = _client(tmp_path, taken, registry)
+    doc = json.loads((DATA / "otlp-traces-triton.json").read_text())
+    spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    trace, mine = _probe_request_in_an_ordinary_trace(doc)
+    assert len(mine) == 3  # InferRequest, the model's (with the request id), compute
+    late = {"resourceSpans": [{"scopeSpans": [{"spans": [dict(mine[0], spanId="ab" * 8)]}]}]}
+    with client:
+        r = client.post("/v1/traces", content=json.dumps(doc), headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        # A span of the same trace in a later export (no request id on it): remembered, left out too.
+        r = client.post("/v1/traces", content=json.dumps(late), headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+    assert len(taken.items) == len(spans) - 3
+    assert all(rec[0].hex() != trace for rec in taken.items)
+    assert registry.get_sample_value("sidecar_otlp_probe_spans_total") == 4
+
+
+def test_the_probe_request_id_is_found_in_protobuf_spans_too() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from sidecar.probe_marker import ProbeTraces
+    from sidecar.sources.otlp.pb_decode import decode_protobuf
+
+    def request(request_id: str, trace: bytes) -> bytes:
+        req = ExportTraceServiceRequest()
+        ss = req.resource_spans.add().scope_spans.add()
+        for i, name in enumerate(("InferRequest", "ctr", "compute")):
+            s = ss.spans.add(trace_id=trace, span_id=bytes([i + 1]) * 8, name=name, start_time_unix_nano=1)
+            s.end_time_unix_nano = 2
+            if name == "ctr":
+                for k, v in (("triton.model_name", "ctr"), ("triton.request_id", request_id)):
+                    kv = s.attributes.add(key=k)
+                    kv.value.string_value = v
+        return req.SerializeToString()
+
+    traces = ProbeTraces(max_traces=2)
+    probe = decode_protobuf(request("sidecar-probe-ctr-1", b"\x01" * 16)).records
+    user = decode_protobuf(request("req-1", b"\x02" * 16)).records
+    assert [r[7] is not None for r in probe] == [False, True, False]  # only the model's span has a model
+    assert traces.split(probe) == ([], 3)
+    assert traces.split(user) == (user, 0)
+    for n in range(3, 6):  # bounded: the oldest probe trace is forgotten
+        traces.split(decode_protobuf(request(f"sidecar-probe-ctr-{n}", bytes([n]) * 16)).records)
+    assert traces.split(probe[:1]) == (probe[:1], 0)

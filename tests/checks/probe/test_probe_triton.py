@@ -1,7 +1,9 @@
 """The probe against a real Triton 2.51 (CPU) that sends OpenTelemetry spans to a live sidecar: the probe's
 request passes over HTTP and over gRPC with the official ``tritonclient``, and Triton carries the probe's
 ``traceparent`` onto its spans, so the sidecar's OTLP receiver leaves them out (counted) while a caller's
-request's spans arrive (the traceparent travels as an HTTP header or as gRPC metadata)."""
+request's spans arrive (the traceparent travels as an HTTP header or as gRPC metadata). Over gRPC Triton 2.51
+loses the traceparent of a few requests (it reads the metadata value as a C string, sidecar/probe_marker.py):
+their spans carry a trace id of Triton's own and are left out by the probe's request id on the model span."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from sidecar.checks.probe.client import TritonProbeClient
 from sidecar.checks.probe.config import ProbesConfig
 from sidecar.clock import SystemClock
 from sidecar.demo.tritonserver import TritonServer, demo_model_repository
+from sidecar.probe_marker import is_probe_request
+from sidecar.records import to_span
 
 pytestmark = pytest.mark.triton
 
@@ -29,13 +33,22 @@ PROBE = {
 
 
 SEEN: list[str] = []  # trace ids of every span the live sidecar published
+SEEN_REQUESTS: list[str] = []  # and the request ids (triton.request_id) those spans carried
+
+
+def _seen(batch: Any) -> None:
+    for r in batch.items:
+        SEEN.append(r[0].hex())
+        rid = to_span(r).attributes.get("triton.request_id")
+        if rid:
+            SEEN_REQUESTS.append(str(rid))
 
 
 @pytest.fixture(scope="module")
 def sidecar() -> Iterator[tuple[str, Any, CollectorRegistry]]:
     reg = CollectorRegistry()
     with live_sidecar({}, registry=reg) as (url, svc):
-        svc.bus.subscribe("spans", "seen", lambda b: SEEN.extend(r[0].hex() for r in b.items))
+        svc.bus.subscribe("spans", "seen", _seen)
         yield url, svc, reg
 
 
@@ -90,20 +103,10 @@ async def test_the_probe_passes_over_each_protocol(triton: TritonServer, protoco
         await probe.shutdown()
 
 
-@pytest.mark.parametrize(
-    "protocol",
-    [
-        "http",
-        pytest.param(
-            "grpc",
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="known gap: on Triton 2.51 over gRPC, some probe requests' spans arrive without the probe's "
-                "trace context (6 of 9 spans left out in 2 of 6 runs); see docs/actions.md",
-            ),
-        ),
-    ],
-)
+PROBES = 40  # over gRPC about 1 in 20 loses its traceparent on Triton 2.51 (2, 1 and 3 of 40 measured)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
 async def test_tritons_spans_of_a_probe_are_left_out(
     sidecar: tuple[str, Any, CollectorRegistry], triton: TritonServer, protocol: str
 ) -> None:
@@ -117,15 +120,17 @@ async def test_tritons_spans_of_a_probe_are_left_out(
     client = TritonProbeClient(f"127.0.0.1:{port}", protocol=protocol)  # type: ignore[arg-type]
     probe = ModelProbe(cfg, client=client, registry=CollectorRegistry(), clock=SystemClock())
     try:
-        for _ in range(3):
+        for _ in range(PROBES):
             assert await probe.probe("ctr") == "ok"
     finally:
         await probe.shutdown()
-    # Triton sends three spans per request (InferRequest, the model's, compute), each with the probe's trace id:
-    # all left out, none published. (Only the trace ids are compared: on a shared machine another run's Triton may
-    # still be exporting to this port from an earlier sidecar, so the received count alone proves nothing.)
-    assert wait_for(lambda: left_out() - p1 >= 9, 30), left_out() - p1
+    # Triton sends three spans per request (InferRequest, the model's, compute), each with the probe's trace id
+    # (or, where Triton lost the traceparent, one of its own): all left out, none published. (Only the ids are
+    # compared: on a shared machine another run's Triton may still be exporting to this port from an earlier
+    # sidecar, so the received count alone proves nothing.)
+    assert wait_for(lambda: left_out() - p1 >= 3 * PROBES, 30), left_out() - p1
     assert not [t for t in SEEN if is_probe_trace(t)]
+    assert not [r for r in SEEN_REQUESTS if is_probe_request(r)]
     # A caller's request: its spans arrive.
     r1 = received()
     assert httpx.post(f"{triton.http_url}/v2/models/ctr/versions/1/infer", json=body, timeout=30).status_code == 200
