@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -92,23 +93,28 @@ class PurgeWatch(Passive):
                 self.dropped.labels("max_purges").inc()
 
     def observe(self, records: Sequence[EdgeRecord]) -> None:
+        """Per distinct path of the batch: the recency list and which watches cover it; per record only for
+        the records on a covered path (a purge covers few of the paths a batch holds)."""
         paths, cap = self._paths, self.cfg.max_paths
         grace, span = self.cfg.grace_secs, self.cfg.watch_secs
+        batch_paths = dict.fromkeys(map(itemgetter(1), records))
         with self._lock:
-            watches = list(self._watches.values())
-            for r in records:
-                path = r.path
+            for path in batch_paths:
                 if path in paths:
                     paths.move_to_end(path)
                 else:
                     paths[path] = None
-                    if len(paths) > cap:
-                        paths.popitem(last=False)
-                for w in watches:
-                    if not w.purge.covers(path):
-                        continue
-                    w.matched = True
-                    if not w.at + grace < r.at <= w.at + span or path in w.refilled:
+            while len(paths) > cap:
+                paths.popitem(last=False)
+            for w in list(self._watches.values()):
+                covered = {p for p in batch_paths if w.purge.covers(p)}
+                if not covered:
+                    continue
+                w.matched = True
+                lo, hi = w.at + grace, w.at + span
+                for r in records:
+                    path = r.path
+                    if path not in covered or not lo < r.at <= hi or path in w.refilled:
                         continue
                     if r.cache in self._hit:
                         self._count(w, path, r.at)

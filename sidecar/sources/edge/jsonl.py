@@ -6,15 +6,15 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-import orjson
 from prometheus_client import CollectorRegistry
 
 from sidecar.clock import Clock
 from sidecar.polled import Polled, TickerFactory
 from sidecar.processors.edge_record import EdgeRecord, EdgeSink
 from sidecar.sources.edge.config import EdgeFileConfig, EdgeSourceConfig
+from sidecar.sources.edge.lines import parse_lines
 from sidecar.sources.edge.metrics import EdgeSourceMetrics
-from sidecar.sources.edge.parse import EdgeParser, EventError
+from sidecar.sources.edge.parse import EdgeParser
 from sidecar.sources.edge.tail import LineTail
 from sidecar.store import Store
 
@@ -65,26 +65,17 @@ class EdgeTailer(Polled):
     def read_once(self) -> list[EdgeRecord]:
         """Read and parse what is new (blocking file I/O: the poll loop runs it in a thread)."""
         lines = self.tail.read()
-        now = self.clock.now()
-        out: list[EdgeRecord] = []
-        parse, loads, append = self.parser.parse, orjson.loads, out.append
-        not_json = invalid = 0
+        got = parse_lines(self.parser, lines, self.clock.now())
         first = self._line_no + 1
-        for i, line in enumerate(lines):
-            try:
-                append(parse(loads(line), "line", now))
-            except orjson.JSONDecodeError:
-                if line and not line.isspace():  # blank lines are skipped, not counted
-                    not_json += 1
-            except EventError as exc:
-                invalid += 1
-                self.log.debug("rejected line %d: %s", first + i, exc)
         self._line_no += len(lines)
-        if not_json:
-            self.m.rejected.labels(SOURCE, "not_json").inc(not_json)
-        if invalid:
-            self.m.rejected.labels(SOURCE, "invalid").inc(invalid)
-        return out
+        if got.not_json:
+            self.m.rejected.labels(SOURCE, "not_json").inc(got.not_json)
+        if got.invalid:
+            self.m.rejected.labels(SOURCE, "invalid").inc(len(got.invalid))
+            if self.log.isEnabledFor(logging.DEBUG):
+                for i, exc in got.invalid:
+                    self.log.debug("rejected line %d: %s", first + i, exc)
+        return got.records
 
     def publish(self, records: list[EdgeRecord]) -> None:
         if records:

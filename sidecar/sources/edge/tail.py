@@ -90,6 +90,16 @@ class LineTail:
     def _take(self, chunk: bytes) -> list[bytes]:
         parts = (self._buf + chunk).split(b"\n")
         self._buf = parts.pop()
+        if not self._skipping and (not parts or max(map(len, parts)) <= self.max_line_bytes):
+            out = parts  # the usual read: no line to skip (one C pass over the lengths)
+        else:
+            out = self._bounded(parts)
+        if len(self._buf) > self.max_line_bytes:
+            self.count("line_too_long")
+            self._buf, self._skipping = b"", True
+        return out
+
+    def _bounded(self, parts: list[bytes]) -> list[bytes]:
         out: list[bytes] = []
         for p in parts:
             if self._skipping:
@@ -99,9 +109,6 @@ class LineTail:
                 self.count("line_too_long")
                 continue
             out.append(p)
-        if len(self._buf) > self.max_line_bytes:
-            self.count("line_too_long")
-            self._buf, self._skipping = b"", True
         return out
 
     def read(self) -> list[bytes]:
