@@ -60,6 +60,8 @@ def factories() -> tuple[Factory, Factory]:
             budget=ctx.config.checks.drift,
             registry=ctx.registry,
             histograms=(lambda: token_histograms(sources)) if cfg.histograms else None,
+            store=ctx.store,
+            logger=ctx.logger.getChild("tokens"),
         )
         if cfg.events:
             subscribe_events(ctx.bus, comp.name, comp.observe)

@@ -19,6 +19,7 @@ reference's is not tested (state ``bucket_edges_changed``), never compared bucke
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -32,11 +33,13 @@ from sidecar.checks.tokens.config import TokenReferenceConfig, TokensConfig
 from sidecar.checks.tokens.findings import finding
 from sidecar.checks.tokens.hist import Bins, TokenHistogram, Tracker, bin_of
 from sidecar.checks.tokens.metrics import TokenMetrics
+from sidecar.checks.tokens.persist import PinnedRefs
 from sidecar.checks.tokens.reference import DIRECTIONS, TokenReference, load_reference_file
 from sidecar.checks.tokens.series import Look, Series, SeriesKey, test_window
 from sidecar.component import Passive, Role
 from sidecar.model import Batch, Event, Finding
 from sidecar.records import NAME, to_span
+from sidecar.store import Store
 
 __all__ = ["EVENTS_SERVER", "FIELDS", "TokenDriftCheck"]
 
@@ -65,6 +68,8 @@ class TokenDriftCheck(Passive):
         budget: DriftConfig,
         registry: CollectorRegistry,
         histograms: Callable[[], Iterable[TokenHistogram]] | None = None,
+        store: Store | None = None,
+        logger: logging.Logger | None = None,
     ) -> None:
         self.cfg = cfg
         self.budget = budget
@@ -74,6 +79,8 @@ class TokenDriftCheck(Passive):
         self.m.level.set(self.level)
         self.series: dict[SeriesKey, Series] = {}
         self.tracker = Tracker(max_keys=4 * cfg.max_series)
+        log = logger or logging.getLogger("sidecar.tokens")
+        self.pinned = PinnedRefs(store, max_refs=4 * cfg.max_series, errors=self.m.references_dropped, log=log)
         self._lock = threading.Lock()
         # Reference files are read once, at start: a bad one fails start-up naming the file and field.
         self._files: dict[str, dict[str, TokenReference]] = {}
@@ -163,13 +170,19 @@ class TokenDriftCheck(Passive):
         labels = (*key, d)
         _, spec = self.spec_for(key[1])
         own = spec.pinned_version is None or spec.pinned_version == key[2]
-        if spec.mode == "pinned" and own and dr.pinned is None:
+        ref = self.pinned.get((*key, d)) if spec.mode == "pinned" and own else None
+        if ref is not None and ref.bins.edges != b.edges and spec.repin_on_edge_change:
+            self.pinned.drop((*key, d))  # asked for: the new edges get a new reference, captured from here
+            self.m.repins.labels(*labels).inc()
+            ref = None
+        if spec.mode == "pinned" and own and ref is None:
             if dr.pin is None or dr.pin.edges != b.edges:
                 dr.pin = Bins.empty(b.edges)  # edges changed while capturing: the capture starts again
             dr.pin.add(b)
             self.m.requests.labels(*labels, "reference").inc(b.n)
             if dr.pin.n >= spec.pinned_requests:
-                dr.pinned, dr.pin = TokenReference(dr.pin, "pinned", f"v{key[2]}"), None
+                self.pinned.put((*key, d), TokenReference(dr.pin, "pinned", f"v{key[2]}"))
+                dr.pin = None
             return
         self.m.requests.labels(*labels, "window").inc(b.n)
         if dr.block is None:
@@ -184,11 +197,8 @@ class TokenDriftCheck(Passive):
         name, spec = self.spec_for(key[1])
         if spec.mode == "file":
             return self._files.get(name, {}).get(d)
-        if spec.pinned_version is None or spec.pinned_version == key[2]:
-            s = self.series.get(key)
-            return s.dirs[d].pinned if s is not None else None
-        src = self.series.get((key[0], key[1], spec.pinned_version))
-        return src.dirs[d].pinned if src is not None else None
+        version = key[2] if spec.pinned_version is None else spec.pinned_version
+        return self.pinned.get((key[0], key[1], version, d))
 
     # -- evaluate --------------------------------------------------------------------------------------------
     def evaluate(self, now: float) -> Sequence[Finding]:

@@ -35,6 +35,13 @@ class TokenReferenceConfig(StrictModel):
         "model); default: each version with its own first requests.",
     )
     path: str | None = Field(None, description="Mode 'file': the reference file.")
+    repin_on_edge_change: bool = Field(
+        False,
+        description="Mode 'pinned': when a version's histogram comes in other bucket edges than its stored "
+        "reference (a restart with another max_model_len), capture a new reference from the next "
+        "`pinned_requests` instead of refusing the test. Off: a shift that comes with the restart is not pinned "
+        "as the new normal unseen.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TokenReferenceConfig:

@@ -64,6 +64,19 @@ class TokenMetrics:
             ["reason"],
             registry=registry,
         )
+        self.repins = Counter(
+            "sidecar_token_drift_repins",
+            "Pinned references captured again because the bucket edges changed (reference.repin_on_edge_change).",
+            _L,
+            registry=registry,
+        )
+        self.references_dropped = Counter(
+            "sidecar_token_drift_references_dropped",
+            "Pinned references not kept in or read from the store (reason: read_error | write_error | evicted, the "
+            "oldest over the bound of 4 x max_series).",
+            ["reason"],
+            registry=registry,
+        )
         self.restarts = Counter(
             "sidecar_token_drift_histogram_restarts",
             "Histogram readings counted from zero (reason: reset = a server restart; edges_changed = other bucket "

@@ -40,8 +40,7 @@ class Direction:
     """One direction (input or output tokens) of a series."""
 
     looks: deque[bool]
-    pin: Bins | None = None  # the own reference being captured (mode pinned)
-    pinned: TokenReference | None = None  # ... once complete
+    pin: Bins | None = None  # the own reference being captured (mode pinned; once complete: PinnedRefs)
     block: Bins | None = None  # the open window's increase
     block_edges_changed: bool = False  # the open window saw other edges than its first increase's
     last: Look | None = None

@@ -210,3 +210,16 @@ def test_config_errors_name_the_field() -> None:
         TokensConfig(edges=[10.0, 5.0])
     with pytest.raises(ValidationError, match="path"):
         TokensConfig.model_validate({"reference": {"mode": "file"}})
+
+
+def test_asked_to_a_change_of_edges_takes_a_new_reference_and_tests_again() -> None:
+    srv = FakeServer(seed=8)
+    chk, reg = _check(srv, reference={"repin_on_edge_change": True})
+    _run(chk, srv, windows=5, start=0)
+    srv.restart(edges=VLLM_8K)
+    found = _run(chk, srv, windows=6, start=5)
+    f = _by(found[-1], "input")
+    assert f.facts["state"] == "tested" and f.facts["ref_edges"] == "" and not f.active
+    assert _by(found[0], "input").facts["state"] in ("no_reference", "bucket_edges_changed")
+    key = {"server": "vllm", "model": "chat", "version": "", "tokens": "input"}
+    assert reg.get_sample_value("sidecar_token_drift_repins_total", key) == 1

@@ -3,6 +3,7 @@ and a quiet series forgotten."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -12,16 +13,18 @@ from sidecar.checks.tokens.check import TokenDriftCheck
 from sidecar.checks.tokens.config import TokensConfig
 from sidecar.model import Batch, Event, Span
 from sidecar.records import from_span
+from sidecar.store import Store
 
 T0 = 1_764_892_800.0
 W = 60.0
 LLAMA = {"gen_ai.response.model": "llama"}
+_KEY = {"server": "events", "model": "chat", "version": "1", "tokens": "input"}
 
 
-def _check(**cfg: Any) -> tuple[TokenDriftCheck, CollectorRegistry]:
+def _check(store: Store | None = None, **cfg: Any) -> tuple[TokenDriftCheck, CollectorRegistry]:
     reg = CollectorRegistry()
     conf = TokensConfig.model_validate({"enabled": True, "window_secs": W, "min_requests": 50, **cfg})
-    return TokenDriftCheck(conf, budget=DriftConfig(), registry=reg), reg
+    return TokenDriftCheck(conf, budget=DriftConfig(), registry=reg, store=store), reg
 
 
 def _span(i: int, name: str, attrs: dict[str, object]) -> Span:
@@ -75,3 +78,26 @@ def test_the_series_limit_counts_and_a_quiet_series_is_forgotten() -> None:
     assert chk.evaluate(T0 + 601) == []  # quiet for series_idle_secs: forgotten, its slot free
     chk.observe(_events("b", "1", 10, 300.0, T0 + 602))
     assert [f.labels["model"] for f in chk.evaluate(T0 + 603)] == ["b"]
+
+
+def test_a_pinned_reference_survives_a_restart_so_shifted_traffic_is_not_pinned(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    try:
+        conf = {"reference": {"pinned_requests": 100}}
+        chk, _ = _check(store=store, **conf)
+        chk.observe(_events("chat", "1", 100, 300.0, T0))  # the reference: 300-token prompts
+        chk, reg = _check(store=store, **conf)  # a restart on the same store
+        for w in range(1, 4):  # the prompts are now 700 tokens: tested against the stored reference
+            chk.observe(_events("chat", "1", 100, 700.0, T0 + w * W))
+            (f,) = chk.evaluate(T0 + (w + 1) * W + 1)
+        assert f.active and f.facts["ref_id"] == "v1" and f.facts["n_ref"] == 100
+        assert reg.get_sample_value("sidecar_token_drift_requests_total", {**_KEY, "part": "reference"}) is None
+        store.put("tokens.ref", "junk", b"{")
+        assert (
+            _check(store=store, **conf)[1].get_sample_value(  # a bad row is counted, not raised
+                "sidecar_token_drift_references_dropped_total", {"reason": "read_error"}
+            )
+            == 1
+        )
+    finally:
+        store.close()
