@@ -42,6 +42,7 @@ __all__ = [
     "ServerProcess",
     "Tally",
     "bucket_of",
+    "client",
     "free_port",
     "observe",
     "raw_buckets",
@@ -130,6 +131,13 @@ def _session_members(sid: int) -> list[int]:
                 if os.getsid(int(entry.name)) == sid:
                     out.append(int(entry.name))
     return out
+
+
+def client(base: str, timeout_s: float = 30.0) -> httpx.Client:
+    """The test's HTTP client: one connection per request. A kept-alive connection that the server closed while
+    idle (uvicorn's 5 s keep-alive, on a loaded host) is a reset on the next request: seen with MLServer and
+    KServe, and no part of what is tested."""
+    return httpx.Client(base_url=base, timeout=timeout_s, headers={"connection": "close"})
 
 
 @dataclass
@@ -245,4 +253,6 @@ async def _observe(
         clock.advance(10)
         assert await source.scrape_once(), source.readiness().detail
         after = (await http.get(url)).text
+    if capture := os.environ.get("SIDECAR_CAPTURE_DIR"):  # how tests/data/servers/*-real.prom were written
+        Path(capture, f"{server}.prom").write_text(after)
     return Observed(registry, before, after, ready_before, source.readiness().detail, server), got

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from servers.live import (
@@ -24,6 +23,7 @@ from servers.live import (
     ServerProcess,
     Tally,
     bucket_of,
+    client,
     free_port,
     observe,
     raw_buckets,
@@ -77,7 +77,7 @@ class Run:
 def _drive(base: str) -> tuple[Tally, Tally]:
     reached, refused = Tally(), Tally()
     url = f"/v1/models/{MODEL}:predict"
-    with httpx.Client(base_url=base, timeout=10) as c:
+    with client(base) as c:
         for i in range(GOOD):
             r = reached.send(lambda i=i: c.post(url, json={"instances": [[5.0 + i / 10, 3, 1.4, 0.2]]}), expect_ok=True)
             assert len(r.json()["predictions"]) == 1

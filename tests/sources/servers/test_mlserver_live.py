@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
-from servers.live import Observed, ServerProcess, Tally, free_port, observe, raw_value, server_venv
+from servers.live import Observed, ServerProcess, Tally, client, free_port, observe, raw_value, server_venv
 
 pytestmark = pytest.mark.servers
 
@@ -51,8 +50,7 @@ def _body(row: list[float]) -> dict[str, object]:
 
 def _drive(base: str) -> tuple[Tally, Tally, Tally, Tally]:
     versioned, unversioned, invalid, unknown = Tally(), Tally(), Tally(), Tally()
-    # One connection per request: uvicorn drops a kept-alive connection after the model raised (a reset, seen).
-    with httpx.Client(base_url=base, timeout=10, headers={"connection": "close"}) as c:
+    with client(base) as c:
         for i in range(GOOD):
             r = versioned.send(
                 lambda i=i: c.post(

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from servers.live import (
@@ -26,6 +25,7 @@ from servers.live import (
     ServerProcess,
     Tally,
     bucket_of,
+    client,
     free_port,
     observe,
     raw_buckets,
@@ -103,7 +103,7 @@ class Run:
 
 def _drive(base: str) -> tuple[Tally, Tally]:
     reached, unknown = Tally(), Tally()
-    with httpx.Client(base_url=base, timeout=30) as c:
+    with client(base) as c:
         for i in range(GOOD):
             r = reached.send(lambda i=i: c.post("/iris", json={"row": ROWS[i % len(ROWS)]}), expect_ok=True)
             assert r.json() == LABELS[i % len(ROWS)]

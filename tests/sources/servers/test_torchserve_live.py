@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servers.live import Observed, ServerProcess, Tally, free_port, observe, raw_value, server_venv
+from servers.live import Observed, ServerProcess, Tally, client, free_port, observe, raw_value, server_venv
 
 pytestmark = pytest.mark.servers
 
@@ -90,7 +90,7 @@ class Run:
 
 def _drive(base: str) -> tuple[Tally, Tally, Tally]:
     unversioned, versioned, unknown = Tally(), Tally(), Tally()
-    with httpx.Client(base_url=base, timeout=10) as c:
+    with client(base) as c:
         for i in range(GOOD):
             r = unversioned.send(
                 lambda i=i: c.post(f"/predictions/{MODEL}", json={"row": ROWS[i % len(ROWS)]}), expect_ok=True
