@@ -24,6 +24,7 @@ import asyncio
 import os
 import random
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,8 +61,10 @@ class MsgEvent(msgspec.Struct, forbid_unknown_fields=True):
     score: float | None = None
 
 
-def _service(workdir: Path) -> tuple[Service, EventsEndpoint]:
+def _service(workdir: Path, jsonl: Path | None = None) -> tuple[Service, EventsEndpoint]:
     raw = yaml.safe_load((ROOT / "sidecar.example.yaml").read_text())
+    if jsonl is not None:  # a JSON Lines file tailed by the events source, read whole in one poll
+        raw.setdefault("events", {})["jsonl"] = [{"path": str(jsonl), "max_read_bytes": 512 * 1024 * 1024}]
     raw["store"] = {"path": str(workdir / "state.sqlite")}
     raw["triton"] = {"enabled": False}
     raw["gpu"] = {"enabled": False}
@@ -137,8 +140,31 @@ def _baseline(bodies: list[bytes], fmt: str, decode: Callable[[bytes], Any], lin
     return len(bodies) * BATCH / (time.process_time() - t0)
 
 
-def _received(svc: Service) -> float:
-    return svc.registry.get_sample_value("sidecar_events_received_total", {"source": "http"}) or 0.0
+def _received(svc: Service, source: str = "http") -> float:
+    return svc.registry.get_sample_value("sidecar_events_received_total", {"source": source}) or 0.0
+
+
+def _tailed(svc: Service, path: Path, bodies: list[bytes]) -> float:
+    """Events/s of the JSON Lines tailer reading ``bodies`` (NDJSON) appended to its file: every line through
+    the tailer's real read (split, decode, door checks, bus fan-out), one poll per body as a model server
+    appending a batch at a time would give; CPU time of the polls."""
+    from sidecar.sources.events.jsonl import JsonlTailer
+
+    tailer = next(c for c in svc.components if isinstance(c, JsonlTailer))
+    before = _received(svc, "jsonl")
+    secs = 0.0
+    with path.open("ab") as f:
+        for b in bodies:
+            f.write(b)
+            f.flush()
+            t0 = time.process_time()
+            tailer.poll_once()
+            secs += time.process_time() - t0
+    sent = len(bodies) * BATCH
+    counted = _received(svc, "jsonl") - before
+    if sent != counted:
+        raise SystemExit(f"lost events: appended {sent}, counted {counted}")
+    return sent / secs
 
 
 def _ours(ep: EventsEndpoint, svc: Service, bodies: list[bytes], fmt: str) -> float:
@@ -176,50 +202,73 @@ def _profile() -> None:
         _ours(ep, svc, bodies, "json")
         prof.disable()
         svc.store.close()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    top = int(os.environ.get("PROFILE_TOP", "15"))
+    pstats.Stats(prof).sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(top)
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _one_count(nf: int, formats: list[str], quick: bool) -> None:
+    """One feature count in this process (a child of ``main``), so the peak RSS printed is this count's own."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    rnd = random.Random(nf)
+    batch_dec = msgspec.json.Decoder(dict[str, list[MsgEvent]])
+    list_dec = msgspec.json.Decoder(MsgEvent)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "events.jsonl"
+        svc, ep = _service(Path(tmp), jsonl=path)
+        built = _rss_mib()
+        # Not timed: the first events of a version fill its pinned reference (pinned_events) and make the
+        # new features' windows, one by one; what follows is the steady state, which is what is timed.
+        warm = [_body(_events(rnd, nf), "json") for _ in range(PINNED // BATCH + 1)]
+        rate = _ours(ep, svc, warm, "json")
+        print(f"{nf:>8} warm-up, {len(warm) * BATCH:,} events (reference and windows): {rate:,.0f}/s", flush=True)
+        n_bodies = (4 if quick else 40) * (20 if nf <= 20 else 4) // 20 or 1
+        for fmt in formats:
+            file = fmt == "file"
+            bodies = [_body(_events(rnd, nf), "ndjson" if file else fmt) for _ in range(n_bodies)]
+            orj = _baseline(bodies, "ndjson" if file else fmt, orjson.loads, orjson.loads)
+            msg = _baseline(bodies, "ndjson" if file else fmt, batch_dec.decode, list_dec.decode)
+            ours = _tailed(svc, path, bodies) if file else _ours(ep, svc, bodies, fmt)
+            print(
+                f"{nf:>8} {fmt:>7} {orj:>10,.0f} {msg:>10,.0f} {ours:>10,.0f} {ours / orj:>12.3f} {ours / msg:>13.3f}",
+                flush=True,
+            )
+        svc.store.close()
+    print(
+        f"{nf:>8} peak RSS {_rss_mib():,.0f} MiB (this feature count's process: the service built "
+        f"{built:,.0f} MiB, then bodies, windows, references and baselines)",
+        flush=True,
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer bodies (a smoke run)")
     ap.add_argument("--features", type=int, nargs="*", default=[20, 200])
-    ap.add_argument("--formats", nargs="*", default=["json", "ndjson", "jsonl"])
+    ap.add_argument("--formats", nargs="*", default=["json", "ndjson", "jsonl", "file"])
     ap.add_argument("--profile", action="store_true", help="cProfile the steady state (20 features, JSON) instead")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.profile:
         _profile()
         return
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-    rnd = random.Random(0)
-    batch_dec = msgspec.json.Decoder(dict[str, list[MsgEvent]])
-    list_dec = msgspec.json.Decoder(MsgEvent)
+    if args.child:
+        _one_count(args.features[0], args.formats, args.quick)
+        return
     print(f"batches of {BATCH} events, numeric features and a score; events/s on one core (process CPU time)")
+    print("formats: json, ndjson, jsonl = POST /v1/events with that Content-Type; file = the JSON Lines tailer")
     print(
         f"{'features':>8} {'format':>7} {'orjson':>10} {'msgspec':>10} {'ours':>10}"
-        f" {'ours/orjson':>12} {'ours/msgspec':>13}"
+        f" {'ours/orjson':>12} {'ours/msgspec':>13}",
+        flush=True,
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        svc, ep = _service(Path(tmp))
-        for nf in args.features:
-            # Not timed: the first events of a version fill its pinned reference (pinned_events) and make the
-            # new features' windows, one by one; what follows is the steady state, which is what is timed.
-            warm = [_body(_events(rnd, nf), "json") for _ in range(PINNED // BATCH + 1)]
-            rate = _ours(ep, svc, warm, "json")
-            print(f"{nf:>8} warm-up, {len(warm) * BATCH:,} events (reference and windows): {rate:,.0f}/s")
-            n_bodies = (4 if args.quick else 40) * (20 if nf <= 20 else 4) // 20 or 1
-            for fmt in args.formats:
-                bodies = [_body(_events(rnd, nf), fmt) for _ in range(n_bodies)]
-                orj = _baseline(bodies, fmt, orjson.loads, orjson.loads)
-                msg = _baseline(bodies, fmt, batch_dec.decode, list_dec.decode)
-                ours = _ours(ep, svc, bodies, fmt)
-                print(
-                    f"{nf:>8} {fmt:>7} {orj:>10,.0f} {msg:>10,.0f} {ours:>10,.0f}"
-                    f" {ours / orj:>12.3f} {ours / msg:>13.3f}"
-                )
-        svc.store.close()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS {peak:,.0f} MiB (whole process: bodies, windows and baselines)")
+    for nf in args.features:  # one process per feature count: each prints its own peak RSS
+        cmd = [sys.executable, __file__, "--child", "--features", str(nf), "--formats", *args.formats]
+        subprocess.run(cmd + (["--quick"] if args.quick else []), check=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ summed), evaluation lag, alerts firing, requests sent. At the end: RSS at the en
 (target: within 10%), and which drop counters moved.
 
     .venv/bin/python bench/soak.py [--minutes 30] [--warmup-minutes 6] [--cycle-minutes 12]
+
+``--events RATE`` runs the events-heavy soak instead (``bench/soak_events.py``): a sidecar alone taking RATE
+prediction events/s, its RSS sampled every ``--sample-secs`` and held to within 10% after warm-up.
 """
 
 from __future__ import annotations
@@ -195,9 +198,24 @@ def main() -> int:
     ap.add_argument("--warmup-minutes", type=float, default=6.0, help="RSS baseline taken after this (default 6)")
     ap.add_argument("--cycle-minutes", type=float, default=12.0, help="replay the demo scenario this often")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument(
+        "--events",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="events-heavy mode instead: RATE prediction events/s to a sidecar alone (bench/soak_events.py)",
+    )
+    ap.add_argument("--sample-secs", type=float, default=60.0, help="events mode: RSS sampled this often")
+    ap.add_argument("--senders", type=int, default=4, help="events mode: sending threads")
     args = ap.parse_args()
     wd = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="sidecar-soak-"))
     wd.mkdir(parents=True, exist_ok=True)
+    if args.events > 0:
+        from soak_events import run as soak_events  # bench/ is this script's folder, first on sys.path
+
+        from sidecar.demo.tritonserver import free_port
+
+        return soak_events(args, wd, free_port())
     return asyncio.run(_soak(args, wd))
 
 

@@ -215,18 +215,24 @@ def _take(
             idx = np.floor_divide(ts, win.bucket_secs)
             got = buckets[shape] = (idx, idx > int(now // win.bucket_secs) - win.n_buckets, None)
         idx, ok, runs = got
-        late |= ~ok if present is None else present & ~ok
-        take = ok if present is None else present & ok
-        if not take.any():
-            continue
+        if present is None:
+            if runs is None:  # once per bucket shape: the late events, and the runs of the others
+                late |= ~ok
+                runs = _runs(ts, idx, ok) if ok.any() else []
+                buckets[shape] = (idx, ok, runs)
+            if not runs:
+                continue
+            take = ok
+        else:
+            late |= present & ~ok
+            take = present & ok
+            if not take.any():
+                continue
         reg.dirty.add(key)
         if kind == "numeric" and types == {float}:
             values = np.asarray(col, dtype=np.float64)
-            if present is None:  # the same runs for every such column of this bucket shape: found once
-                if runs is None:
-                    runs = _runs(ts, idx, ok)
-                    buckets[shape] = (idx, ok, runs)
-                for at, sel in runs:
+            if present is None:  # the same runs for every such column of this bucket shape
+                for at, sel in runs or ():
                     win.add_numbers(at, values[sel])
             else:
                 for at, sel in _runs(ts, idx, take):

@@ -150,8 +150,11 @@ class FeatureWindow:
         arr = np.asarray(values, dtype=np.float64)
         ok = np.isfinite(arr)
         b.total += int(arr.shape[0])
-        b.missing += int(arr.shape[0] - int(ok.sum()))
-        good = np.ascontiguousarray(arr[ok])
+        if ok.all():  # the usual case (a columnar batch is finite): no copy
+            good = np.ascontiguousarray(arr)
+        else:
+            b.missing += int(arr.shape[0] - int(ok.sum()))
+            good = np.ascontiguousarray(arr[ok])
         # Folded at the same points as one by one (each time exact_cap values are held), so a bucket holds the
         # same raw values and its sketch took the same runs of values, whichever way they came in.
         start = 0
