@@ -64,7 +64,8 @@ def factories() -> tuple[Factory, Factory]:
             logger=ctx.logger.getChild("tokens"),
         )
         if cfg.events:
-            subscribe_events(ctx.bus, comp.name, comp.observe)
+            # Columnar batches carry features and scores only, never the token fields: nothing to turn into events.
+            subscribe_events(ctx.bus, comp.name, comp.observe, columns=lambda _b: None)
         if cfg.span_names:
             ctx.bus.subscribe("spans", comp.name, comp.observe_spans)
         return [comp]
