@@ -118,6 +118,9 @@ class TokensConfig(StrictModel):
         e = self.edges
         if any(x <= 0 for x in e) or sorted(set(e)) != e:
             raise ValueError("edges: must be positive, distinct and ascending")
+        for where, spec in [("reference", self.reference), *((f"models.{m}", r) for m, r in self.models.items())]:
+            if spec.mode == "pinned" and spec.pinned_requests < self.min_requests:
+                raise ValueError(f"{where}.pinned_requests: below min_requests, so no window could ever be tested")
         if not (self.histograms or self.events or self.span_names):
             raise ValueError("histograms, events, span_names: at least one source of token lengths is needed")
         return self

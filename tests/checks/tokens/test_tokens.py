@@ -210,6 +210,8 @@ def test_config_errors_name_the_field() -> None:
         TokensConfig(edges=[10.0, 5.0])
     with pytest.raises(ValidationError, match="path"):
         TokensConfig.model_validate({"reference": {"mode": "file"}})
+    with pytest.raises(ValidationError, match=r"models\.chat\.pinned_requests: below min_requests"):
+        TokensConfig.model_validate({"min_requests": 500, "models": {"chat": {"pinned_requests": 100}}})
 
 
 def test_asked_to_a_change_of_edges_takes_a_new_reference_and_tests_again() -> None:
