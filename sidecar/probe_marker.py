@@ -21,6 +21,7 @@ Depends only on ``sidecar.model``, so sources and checks may both import it.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "PROBE_HEADER",
     "PROBE_REQUEST_PREFIX",
     "PROBE_TRACE_PREFIX",
+    "ProbeLedger",
     "ProbeTraces",
     "is_probe_request",
     "is_probe_trace",
@@ -115,3 +117,31 @@ class ProbeTraces:
         else:
             kept = [r for r in records if r[0][:8] != _PROBE_TRACE_BYTES]
         return kept, len(records) - len(kept)
+
+
+class ProbeLedger:
+    """How many probe requests Triton answered and how many it failed, per (model, version) the probe asked
+    for, cumulative since the sidecar started: the probe records (``record``), the Triton SLI deriver reads
+    (``totals``) and subtracts them from Triton's own counters (sidecar/processors/probe_share.py). A probe that
+    timed out or found Triton unreachable is not recorded: whether Triton counted it is not known. Bounded:
+    ``max_keys`` pairs (the probe's configured models), more are dropped and counted in ``dropped``."""
+
+    def __init__(self, max_keys: int = 4096) -> None:
+        self.max_keys = max_keys
+        self._lock = threading.Lock()
+        self._totals: dict[tuple[str, str], tuple[int, int]] = {}
+        self.dropped = 0
+
+    def record(self, model: str, version: str, *, answered: bool) -> None:
+        with self._lock:
+            key = (model, version)
+            a, f = self._totals.get(key, (0, 0))
+            if key not in self._totals and len(self._totals) >= self.max_keys:
+                self.dropped += 1
+                return
+            self._totals[key] = (a + 1, f) if answered else (a, f + 1)
+
+    def totals(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(answered, failed) per (model, version); version ``""`` when the probe let Triton pick."""
+        with self._lock:
+            return dict(self._totals)

@@ -55,7 +55,7 @@ Factory = Callable[[Context], list[Any]]
 
 def default_factories() -> list[Factory]:
     # Imported here so that a broken optional area fails loudly at build time with its own traceback.
-    from sidecar.wiring.actions import build as actions
+    from sidecar.wiring.actions import factories as triton_and_actions
     from sidecar.wiring.alerting import build as alerting
     from sidecar.wiring.business import build as business
     from sidecar.wiring.canary import build as canary
@@ -67,7 +67,6 @@ def default_factories() -> list[Factory]:
     from sidecar.wiring.gpu import build as gpu
     from sidecar.wiring.pages import factories as drift_and_pages
     from sidecar.wiring.tokens import factories as servers_and_tokens
-    from sidecar.wiring.triton import build as triton
     from sidecar.wiring.verdicts import build as verdicts
 
     # Build order = subscription order on the bus: the change log subscribes before the checks that publish.
@@ -78,6 +77,8 @@ def default_factories() -> list[Factory]:
     traces, edge = traces_and_edge()
     # The token-length drift check is handed the server sources the servers builder makes.
     servers, tokens = servers_and_tokens()
+    # The Triton SLI deriver is handed the probe's ledger (the probe's requests are taken out of the SLIs).
+    triton, actions = triton_and_actions()
     return [
         alerting,
         triton,

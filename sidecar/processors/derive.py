@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from sidecar.processors.probe_share import ProbeShare
 from sidecar.processors.ratio_window import RatioWindow
 from sidecar.processors.triton_snapshot import PASSTHROUGH, STAGES, Key, ModelSnapshot, snapshot_models
 
@@ -42,8 +43,9 @@ class _Derived:
 class Deriver:
     """Holds the previous scrape and the reset-corrected totals; ``update`` is O(series)."""
 
-    def __init__(self, ratio_window_s: float = 60.0, max_models: int = 500) -> None:
+    def __init__(self, ratio_window_s: float = 60.0, max_models: int = 500, probes: ProbeShare | None = None) -> None:
         self.ratio_window_s = ratio_window_s
+        self.probes = probes  # the model probe's requests, taken out of every SLI (probe_share.py)
         self.max_models = max_models
         self._prev: dict[Key, ModelSnapshot] = {}
         self._prev_t: float | None = None
@@ -79,6 +81,8 @@ class Deriver:
         prev, prev_t = self._prev, self._prev_t
         dt = (now - prev_t) if prev_t is not None else 0.0
         derived: dict[Key, _Derived] = {}
+        if self.probes is not None:
+            self.probes.begin(models.keys(), prev_t is not None)
         for key, snap in models.items():
             if key not in self._totals:
                 dormant = self._dormant.pop(key) if key in self._dormant else None
@@ -95,11 +99,12 @@ class Deriver:
             fdeltas = self._increases(snap.failures, old.failures if old else {}, ftotals, known)
             if self.resets > before:
                 self.model_resets[key] = self.model_resets.get(key, 0) + 1
+            probed = self.probes.take(key, deltas, fdeltas, totals, ftotals) if self.probes and known else 0.0
             if known and dt > 0:
                 window = self._windows.get(key)
                 if window is None:
                     window = self._windows[key] = RatioWindow(self.ratio_window_s)
-                derived[key] = self._derive(deltas, fdeltas, dt, window, now)
+                derived[key] = self._derive(deltas, fdeltas, dt, window, now, probed)
         # What Triton no longer serves disappears from our exposition; its totals wait (bounded) for a reload.
         for gone in [k for k in self._totals if k not in models]:  # oldest first, so eviction is too
             self._dormant[gone] = (self._totals.pop(gone), self._fail_totals.pop(gone), self.model_resets.pop(gone, 0))
@@ -135,17 +140,22 @@ class Deriver:
 
     @staticmethod
     def _derive(
-        deltas: dict[str, float], fdeltas: dict[str, float], dt: float, window: RatioWindow, now: float
+        deltas: dict[str, float],
+        fdeltas: dict[str, float],
+        dt: float,
+        window: RatioWindow,
+        now: float,
+        probed: float = 0.0,
     ) -> _Derived:
         success = deltas.get("success", 0.0)
         failed = sum(fdeltas.values())
         total = success + failed
         stage_avg: dict[str, float] = {}
-        if success > 0:
+        if success > 0:  # users' requests; Triton's stage times include the probes' (``probed``) too
             for stage in STAGES:
                 us = deltas.get(f"us_{stage}")
                 if us is not None:
-                    stage_avg[stage] = us / success / 1e6
+                    stage_avg[stage] = us / (success + probed) / 1e6
         w_success, w_failed, w_inferences, w_execs, w_hits, w_misses = window.add(
             now,
             (

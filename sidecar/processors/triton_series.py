@@ -17,7 +17,9 @@ from prometheus_client.registry import Collector
 from sidecar.clock import Clock
 from sidecar.component import Passive, Role
 from sidecar.model import Batch, SeriesSnapshot
+from sidecar.probe_marker import ProbeLedger
 from sidecar.processors.derive import Deriver
+from sidecar.processors.probe_share import ProbeShare
 from sidecar.processors.triton_snapshot import snapshot_models
 
 __all__ = ["TritonSeries"]
@@ -50,13 +52,16 @@ class TritonSeries(Passive):
         stale_after_secs: float,
         source: str,
         logger: logging.Logger | None = None,
+        probe_ledger: ProbeLedger | None = None,
     ) -> None:
         self.clock = clock
         self.source = source
         self.max_models = max_models
         self.stale_after_secs = stale_after_secs
         self.log = logger or logging.getLogger("sidecar.triton_series")
-        self.deriver = Deriver(ratio_window_s=ratio_window_secs, max_models=max_models)
+        # With the model probe on, its requests are taken out of the SLIs (processors/probe_share.py).
+        self.probes = ProbeShare(probe_ledger) if probe_ledger is not None else None
+        self.deriver = Deriver(ratio_window_s=ratio_window_secs, max_models=max_models, probes=self.probes)
         self._gpu_labels: dict[str, dict[str, str]] = {}
         self._last_ok_mono: float | None = None
         self._models_refused = Counter(
@@ -68,6 +73,12 @@ class TritonSeries(Passive):
             "sidecar_triton_series_resets",
             "Counter series seen to reset (about 8 per version for one Triton restart); "
             "sidecar_triton_model_resets_total counts the events per version.",
+            registry=registry,
+        )
+        self._probe_unmatched = Counter(
+            "sidecar_triton_probe_unmatched",
+            "Probe requests that could not be taken out of Triton's counters (a version Triton does not report, a "
+            "failure Triton did not count, a restart in the interval): they may remain in the SLIs.",
             registry=registry,
         )
         self._models = Gauge("sidecar_triton_models", "Model/version pairs in the last good scrape.", registry=registry)
@@ -86,7 +97,10 @@ class TritonSeries(Passive):
         if refused:
             self._models_refused.inc(refused)
         before = self.deriver.resets
+        unmatched = self.probes.unmatched if self.probes is not None else 0.0
         self.deriver.update(models, passthrough, snap.taken_at)
+        if self.probes is not None and self.probes.unmatched > unmatched:
+            self._probe_unmatched.inc(self.probes.unmatched - unmatched)
         if self.deriver.resets > before:
             self._resets.inc(self.deriver.resets - before)
         self._models.set(len(models))

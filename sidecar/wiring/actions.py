@@ -4,6 +4,7 @@ the same client's HTTP flavour at ``actions.triton_url`` (default ``triton.http_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sidecar.actions.control import TritonModelControl, post_webhook
@@ -11,11 +12,33 @@ from sidecar.actions.layer import ActionLayer
 from sidecar.checks.probe.check import ModelProbe
 from sidecar.checks.probe.client import TritonProbeClient
 from sidecar.component import Context
+from sidecar.probe_marker import ProbeLedger
+from sidecar.wiring.triton import build as build_triton
 
-__all__ = ["build"]
+__all__ = ["build", "factories"]
+
+Factory = Callable[[Context], list[Any]]
 
 
-def build(ctx: Context) -> list[Any]:
+def factories() -> tuple[Factory, Factory]:
+    """(Triton builder, probe and actions builder): with the probe and the Triton source both on, the first makes
+    the probe's ledger and hands it to the SLI deriver (which takes the probe's requests out of Triton's
+    counters), the second hands it to the probe, which records into it. One pair per Service."""
+    made: list[ProbeLedger] = []
+
+    def triton(ctx: Context) -> list[Any]:
+        made.clear()
+        if ctx.config.probes.enabled and ctx.config.triton.enabled:
+            made.append(ProbeLedger())
+        return build_triton(ctx, probe_ledger=made[0] if made else None)
+
+    def actions(ctx: Context) -> list[Any]:
+        return build(ctx, ledger=made[0] if made else None)
+
+    return triton, actions
+
+
+def build(ctx: Context, ledger: ProbeLedger | None = None) -> list[Any]:
     out: list[Any] = []
     probes = ctx.config.probes
     triton_url = ctx.config.triton.http_url
@@ -27,7 +50,12 @@ def build(ctx: Context) -> list[Any]:
             client = TritonProbeClient(url, protocol=probes.protocol)
             out.append(
                 ModelProbe(
-                    probes, client=client, registry=ctx.registry, clock=ctx.clock, logger=ctx.logger.getChild("probe")
+                    probes,
+                    client=client,
+                    registry=ctx.registry,
+                    clock=ctx.clock,
+                    logger=ctx.logger.getChild("probe"),
+                    ledger=ledger,
                 )
             )
     actions = ctx.config.actions

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.clock import Clock
 from sidecar.component import Bus, Context
+from sidecar.probe_marker import ProbeLedger
 from sidecar.processors.triton_series import TritonSeries
 from sidecar.sources.triton_config import TritonConfig
 from sidecar.sources.triton_metrics import TritonMetricsSource
@@ -25,8 +26,10 @@ def triton_pair(
     http: httpx.AsyncClient,
     bus: Bus,
     logger: logging.Logger | None = None,
+    probe_ledger: ProbeLedger | None = None,
 ) -> tuple[TritonSeries, TritonMetricsSource]:
-    """The source and its deriver, connected over ``bus`` (the deriver takes only the source's scrapes)."""
+    """The source and its deriver, connected over ``bus`` (the deriver takes only the source's scrapes); with
+    ``probe_ledger`` (the model probe's), the probe's requests are taken out of the SLIs."""
     log = logger or logging.getLogger("sidecar")
     series = TritonSeries(
         registry=registry,
@@ -36,6 +39,7 @@ def triton_pair(
         stale_after_secs=cfg.stale_after_secs,
         source=TritonMetricsSource.name,
         logger=log.getChild("triton_series"),
+        probe_ledger=probe_ledger,
     )
     bus.subscribe("scrapes", series.name, series.on_samples, source=TritonMetricsSource.name)
     bus.subscribe("gpus", series.name, series.on_gpus)
@@ -43,8 +47,18 @@ def triton_pair(
     return series, source
 
 
-def build(ctx: Context) -> list[Any]:
+def build(ctx: Context, probe_ledger: ProbeLedger | None = None) -> list[Any]:
     cfg = ctx.config.triton
     if not cfg.enabled:
         return []
-    return list(triton_pair(cfg, registry=ctx.registry, clock=ctx.clock, http=ctx.http, bus=ctx.bus, logger=ctx.logger))
+    return list(
+        triton_pair(
+            cfg,
+            registry=ctx.registry,
+            clock=ctx.clock,
+            http=ctx.http,
+            bus=ctx.bus,
+            logger=ctx.logger,
+            probe_ledger=probe_ledger,
+        )
+    )

@@ -17,6 +17,7 @@ from sidecar.config import parse_config
 from sidecar.service import Service, default_factories
 from sidecar.store import Store
 from sidecar.wiring.actions import build as actions
+from sidecar.wiring.actions import factories as actions_factories
 
 PROBE = {
     "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
@@ -42,12 +43,27 @@ def _service(tmp_path: Path) -> Service:
 
 
 def test_default_factories_build_the_probe_and_the_layer(tmp_path: Path) -> None:
-    assert actions in default_factories()
+    assert "factories.<locals>.actions" in [f.__qualname__ for f in default_factories()]
     svc = _service(tmp_path)
     assert isinstance(svc.component("probe"), ModelProbe)
     layer = svc.component("actions")
     assert isinstance(layer, ActionLayer) and layer.cfg.dry_run
     assert svc.checks() == [svc.component("probe"), layer]
+    svc.store.close()
+
+
+def test_the_probe_and_the_triton_sli_deriver_share_one_ledger(tmp_path: Path) -> None:
+    cfg = {**CFG, "triton": {"enabled": True, "http_url": "http://127.0.0.1:9", "metrics_url": "http://127.0.0.1:9"}}
+    svc = Service(
+        parse_config(cfg),
+        clock=FakeClock(1_800_000_000.0),
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json={}))),
+        factories=list(actions_factories()),
+    )
+    series, probe = svc.component("triton_series"), svc.component("probe")
+    assert probe.ledger is not None and series.probes.ledger is probe.ledger  # type: ignore[attr-defined]
     svc.store.close()
 
 

@@ -32,6 +32,7 @@ from sidecar.probe_marker import (
     PROBE_HEADER,
     PROBE_REQUEST_PREFIX,
     PROBE_TRACE_PREFIX,
+    ProbeLedger,
     is_probe_request,
     is_probe_trace,
 )
@@ -39,6 +40,8 @@ from sidecar.probe_marker import (
 __all__ = ["ALERTNAME", "PROBE_HEADER", "PROBE_TRACE_PREFIX", "ModelProbe", "is_probe_request", "is_probe_trace"]
 
 ALERTNAME = "ModelProbeFailing"
+# Failures after which whether Triton counted the request is not known (it may still be running it).
+_NOT_KNOWN_TO_TRITON = frozenset({"timeout", "unavailable"})
 
 
 @dataclass
@@ -95,9 +98,11 @@ class ModelProbe(Polled):
         clock: Clock,
         logger: logging.Logger | None = None,
         ticker: TickerFactory | None = None,
+        ledger: ProbeLedger | None = None,
     ) -> None:
         self.cfg = cfg
         self.client = client
+        self.ledger = ledger  # what Triton answered or failed of ours, for the SLI deriver to take out
         self.clock = clock
         self._lock = threading.Lock()
         # One state per (model, version) probed: a model lists its versions, or probes the one Triton picks ("").
@@ -226,6 +231,8 @@ class ModelProbe(Polled):
             if ok:
                 st.last_ok_at = now
             consecutive = st.consecutive
+        if self.ledger is not None and reason not in _NOT_KNOWN_TO_TRITON:
+            self.ledger.record(*key, answered=reason != "server_error")
         self._requests.labels(*key, "ok" if ok else "failed").inc()
         if not ok:
             self._failures.labels(*key, reason).inc()
