@@ -59,6 +59,7 @@ __all__ = ["RequestRecords", "RequestRecordsConfig", "outcome_of"]
 # Triton's spans other than the model span (which carries the model attribute), and the pending slot each fills.
 _SLOTS = {"compute": P_COMPUTE, "InferRequest": P_REQUEST}
 _MAX_MODELS = 200  # label values of sidecar_requests_total beyond this read "other"
+_MAX_LAYOUTS = 64  # event-name layouts shared; spans of other layouts keep their own dict
 _NO_ATTRS: dict[str, object] = {}  # shared, never written
 Rec = tuple[str, str, float, dict[str, Any]]  # (kind, id, time, document): an audit log row
 Done = tuple[str, list[Any], Outline]  # a finished join: its key, its sides, its outline
@@ -123,6 +124,9 @@ class RequestRecords(Polled):
             self._key = raw.encode()
         self._pending: OrderedDict[str, list[Any]] = OrderedDict()
         self._alias: dict[str, str] = {}  # request id -> trace id key
+        # Event-name tuples of Triton's spans (a handful of layouts): a waiting side keeps its event times as
+        # (names, *values), the names tuple shared, not the span's own dict and name strings (~1 KB a request).
+        self._layouts: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._lock = threading.Lock()
         self._models: set[tuple[str, str]] = set()
         self._children: dict[tuple[str, str, str], Any] = {}  # sidecar_requests_total's children
@@ -156,7 +160,7 @@ class RequestRecords(Polled):
         in no set order), then emit the joins it completed. JSON records are read inline (``request_sides``)."""
         out: list[Done] = []
         with self._lock:
-            pending, alias, max_pending = self._pending, self._alias, self.cfg.max_pending
+            pending, alias, layouts, max_pending = self._pending, self._alias, self._layouts, self.cfg.max_pending
             now = self.clock.monotonic()  # a join is first seen when its first batch arrived
             touched: dict[str, None] = {}
             s: Side
@@ -169,7 +173,14 @@ class RequestRecords(Polled):
                     a: Mapping[str, object] = kept(attrs) if attrs else _NO_ATTRS
                     if triton:
                         ev = r[EVENTS]
-                        times = ev if type(ev) is dict else {e[0]: e[1] for e in ev}
+                        if type(ev) is dict:  # name -> ns, kept as (names, *values): the names shared (below)
+                            names = tuple(ev)
+                            shared = layouts.get(names)
+                            if shared is None and len(layouts) < _MAX_LAYOUTS:
+                                shared = layouts[names] = names
+                            times: Any = ev if shared is None else (shared, *ev.values())
+                        else:
+                            times = {e[0]: e[1] for e in ev}
                         s = (r[START], r[END], r[STATUS], message[:REASON_CHARS], a, times)
                     else:  # a record reads neither the caller's message nor its events
                         s = (r[START], r[END], r[STATUS], "", a, None)

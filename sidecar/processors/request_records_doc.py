@@ -85,6 +85,12 @@ def ms_of_secs(stages: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
+def _times(side: Any) -> Mapping[str, int]:
+    """A side's event name -> ns: a dict, or (names, *values) as the join keeps Triton's (``request_records``)."""
+    t = side[S_TIMES]
+    return dict(zip(t[0], t[1:], strict=True)) if type(t) is tuple else t
+
+
 def _first(attrs: Mapping[str, object], keys: Sequence[str]) -> object | None:
     """The value of the first of ``keys`` present (even a None value: the next key is not tried then)."""
     for k in keys:
@@ -175,7 +181,7 @@ def document(key: str, p: list[Any], o: Outline, user_key: bytes | None) -> tupl
         doc["model"] = model
         doc["version"] = version
         c, q = p[P_COMPUTE], p[P_REQUEST]
-        stages = stage_seconds(m[S_TIMES], None if c is None else c[S_TIMES], None if q is None else q[S_TIMES])
+        stages = stage_seconds(_times(m), None if c is None else _times(c), None if q is None else _times(q))
         doc["stages_ms"] = ms_of_secs(stages)
         doc["latency_ms"] = latency
         doc["at"] = (m if q is None else q)[S_START] / 1e9
