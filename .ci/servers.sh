@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real model servers that tests/sources/servers/test_*_live.py start, each into its own virtualenv
 # under .servers/<name>/ (their pinned dependencies clash with the project's and with each other's), from PyPI.
-# TorchServe's frontend is Java: Debian's openjdk-17-jre-headless. Safe to run again: a venv whose marker holds
-# the same requirements is skipped. Prints how long each install took.
+# TorchServe's frontend is Java: Debian's openjdk-17-jre-headless; its worker runs without torch (the test gives
+# its one torch import a stand-in: torch from PyPI is some GB of CUDA wheels). Safe to run again: a venv whose
+# marker holds the same requirements is skipped. Prints how long each install took (docs/tested.md has them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
