@@ -6,12 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 
+from sidecar.clock import FakeClock
+from sidecar.polled import ManualTicker
 from sidecar.promtext import parse_exposition
 from sidecar.sources.servers import DistName, Gauge, detect, map_exposition
+from sidecar.sources.servers.config import ServingTargetConfig
+from sidecar.sources.servers.export import ServingExport
 from sidecar.sources.servers.registry import family_names
 from sidecar.sources.servers.schema import ServingSnapshot
+from sidecar.sources.servers.source import ServerSource
+from sidecar.sources.servers.telemetry import ServerTelemetry
 
 
 def _read(text: str, want: str) -> ServingSnapshot:
@@ -65,3 +73,29 @@ def test_ray_serve_2_60(fixture_text: Callable[[str], str]) -> None:
     compute = m.dists[DistName.COMPUTE_DURATION]
     assert compute.count == 16 and compute.buckets[-1] == (float("inf"), pytest.approx(16))
     assert m.gauges[Gauge.IN_FLIGHT] == 0
+
+
+async def test_a_server_that_declared_its_families_but_served_nothing_is_read_with_0_models(
+    fixture_text: Callable[[str], str],
+) -> None:
+    """A fresh MLServer (or KServe, TorchServe) writes # HELP/# TYPE of its labelled families and no series: the
+    profile matches (0 models, ready), where it once read as "matches no profile". Here: the real capture's
+    declarations without its samples."""
+    text = "".join(line for line in fixture_text("mlserver-real.prom").splitlines(keepends=True) if line[0] == "#")
+    registry = CollectorRegistry()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=text, headers={"content-type": "text/plain; version=0.0.4"})
+
+    source = ServerSource(
+        ServingTargetConfig(name="ml", url="http://ml:8082/metrics"),
+        registry=registry,
+        clock=FakeClock(),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(answer)),
+        export=ServingExport(registry),
+        telemetry=ServerTelemetry(registry),
+        ticker=ManualTicker,
+    )
+    assert await source.scrape_once()
+    assert source.readiness().ok and source.readiness().detail.endswith("mlserver profile, 0 models")
+    assert registry.get_sample_value("sidecar_server_profile_info", {"server": "ml", "profile": "mlserver"}) == 1

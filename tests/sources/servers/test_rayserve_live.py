@@ -72,6 +72,7 @@ class Iris:
 stop = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: stop.set())
 ray.init(
+    address="local",  # a cluster of its own, never one another run left in /tmp/ray/ray_current_cluster
     num_cpus=2,
     include_dashboard=False,
     _metrics_export_port=metrics_port,
