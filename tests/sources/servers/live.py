@@ -82,7 +82,13 @@ class ServerProcess:
         """Start, and wait until ``ready()`` holds (an HTTP error means not yet); fail with the log's tail."""
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                self.argv, cwd=self.cwd, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                self.argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         proc = self.proc
 
