@@ -8,7 +8,7 @@ hundreds of spans.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import HTMLResponse
@@ -27,6 +27,7 @@ from sidecar.pages.waterfall import (
     stage_rows,
     trace_state,
 )
+from sidecar.processors.edge_record import EdgeRecord
 from sidecar.processors.stages import STAGES
 from sidecar.state.edge_hops import EdgeHops
 from sidecar.state.trace_hub import TraceHub
@@ -70,6 +71,8 @@ class _Listed:
     css: str
     why: str  # one line (wrapped by the page's CSS), at most WHY_CHARS
     why_all: str = ""  # the whole of it, for the tooltip, when ``why`` is cut
+    edge: str = ""  # the edge hop joined to the trace: "node · CACHE", empty when none
+    edge_title: str = ""
 
     @classmethod
     def of(cls, t: TraceSummary, state: str, css: str, reasons: list[str]) -> _Listed:
@@ -80,28 +83,50 @@ class _Listed:
         why = one_line(first, WHY_CHARS) + more
         return cls(t, state, css, why, first + more if len(first) > WHY_CHARS else "")
 
+    def with_hop(self, hop: EdgeRecord | None, joined_by: str) -> _Listed:
+        if hop is None:
+            return self
+        cache = hop.cache or "no cache status"
+        label = one_line(f"{hop.node} \u00b7 {cache}", 80)
+        title = f"edge hop (joined by {joined_by}): {hop.node}, {cache}, {hop.path}"
+        if hop.edge_s is not None:
+            title += f", edge {hop.edge_s * 1000:.1f} ms"
+        if hop.origin_s is not None:
+            title += f", origin {hop.origin_s * 1000:.1f} ms"
+        return replace(self, edge=label, edge_title=one_line(title, 400))
+
 
 WHY_CHARS = 240
 
 
-def _listed(hub: TraceHub, t: TraceSummary) -> _Listed:
+def _listed(hub: TraceHub, t: TraceSummary, edge_hops: EdgeHops | None = None) -> _Listed:
     e = hub.store.get(t.trace_id)
     if e is None:  # evicted between the summary and now: say what the summary knew
         state = "failed" if t.error else ("possibly failed" if t.failure_note else "ok")
         css = {"failed": "err", "possibly failed": "maybe"}.get(state, "")
-        return _Listed.of(t, state, css, [t.failure_note] if t.failure_note else [])
+        listed = _Listed.of(t, state, css, [t.failure_note] if t.failure_note else [])
+        return listed.with_hop(edge_hops.find(t.trace_id), "trace id") if edge_hops is not None else listed
     st = trace_state(e)
-    return _Listed.of(t, st.state, st.css, st.reasons)
+    listed = _Listed.of(t, st.state, st.css, st.reasons)
+    if edge_hops is None:
+        return listed
+    # The same join as the trace page's (render_trace): the trace id first, else a request id a span carries.
+    if (hop := edge_hops.find(e.trace_id)) is not None:
+        return listed.with_hop(hop, "trace id")
+    return listed.with_hop(edge_hops.find_for_spans(e.trace_id, (s.attributes for s in e.spans)), "request id")
 
 
-def render_list(hub: TraceHub, model: str | None, version: str | None, show_all: bool) -> str:
+def render_list(
+    hub: TraceHub, model: str | None, version: str | None, show_all: bool, edge_hops: EdgeHops | None = None
+) -> str:
     items = hub.store.summaries(
         model=model or None, version=version or None, only_interesting=not show_all, limit=hub.cfg.list_limit
     )
     pairs = hub.store.models()
     return render(
         "trace_list.html",
-        items=[_listed(hub, t) for t in items],
+        items=[_listed(hub, t, edge_hops) for t in items],
+        show_edge=edge_hops is not None,
         held=len(hub.store),
         show_all=show_all,
         slow_ms=hub.cfg.slow_threshold_ms,
@@ -123,7 +148,7 @@ class TracePages(Passive):
     async def list_page(
         self, model: str | None = None, version: str | None = None, all: str | None = None
     ) -> HTMLResponse:
-        return HTMLResponse(render_list(self.hub, model, version, bool(all)))
+        return HTMLResponse(render_list(self.hub, model, version, bool(all), self.edge_hops))
 
     async def trace_page(self, trace_id: str) -> HTMLResponse:
         tid = trace_id.lower()
