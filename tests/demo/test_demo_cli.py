@@ -44,6 +44,21 @@ def edge_line_and_hop(base: str) -> bool:
     return any('id="edge-bar"' in httpx.get(f"{base}/traces/{t}", timeout=5).text for t in ids)
 
 
+def streams_probes_and_hits(base: str, edge: bool) -> bool:
+    """chat's streams judged by the goodput check, a passing probe of every probed version, and (behind nginx)
+    repeated lookups answered from the edge's cache."""
+    text = httpx.get(f"{base}/metrics", timeout=2).text
+    probed = all(
+        f'sidecar_probe_requests_total{{model="{m}",result="ok",version="{v}"}}' in text
+        for m in ("ctr", "fraud")
+        for v in ("1", "2")
+    )
+    hit = 'sidecar_edge_requests_total{cache="hit",edge_node="nginx-demo",route_group="infer"' in text
+    return (
+        'sidecar_goodput_requests_total{good="true",model="chat",version="1"}' in text and probed and (hit or not edge)
+    )
+
+
 def test_demo_serves_slis_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
     exe = Path(sys.executable).parent / "sidecar"
@@ -67,8 +82,12 @@ def test_demo_serves_slis_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         assert 'sidecar_model_requests_per_second{model="ctr",version="2"}' in metrics, "".join(lines)
         assert "sidecar_triton_up 1.0" in metrics
         assert pids_under(tmp_path), "Triton should be running under the demo's folder"
-        if shutil.which("nginx"):  # the traffic goes through the demo's nginx; the sidecar tails its log
-            base = f"http://127.0.0.1:{port}"
+        # The streaming model, the probes and (behind nginx) the edge cache: all live within seconds.
+        edge = shutil.which("nginx") is not None
+        base = f"http://127.0.0.1:{port}"
+        assert wait_until(lambda: streams_probes_and_hits(base, edge), 60, interval_s=0.5, ignore=(httpx.HTTPError,))
+        assert "Actions:  dry-run" in "".join(lines)
+        if edge:  # the traffic goes through the demo's nginx; the sidecar tails its log
             assert wait_until(lambda: edge_line_and_hop(base), 60, interval_s=0.5, ignore=(httpx.HTTPError,))
             assert "Edge:     nginx http://127.0.0.1:" in "".join(lines)
         # The banner names the config it wrote and the doctor command; that command works against this demo.
@@ -93,6 +112,7 @@ def test_demo_serves_slis_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     out = "".join(lines)
     assert f"http://127.0.0.1:{port}/metrics" in out
     assert "stopped Triton and the sidecar" in out
+    assert re.search(r"streams: [1-9]\d* \(0 failed\)", out), out
     assert "What the banner promised, and what happened" in out  # Ctrl-C still prints the promise table
     assert "Traceback" not in out, out
     assert pids_under(tmp_path) == [], "the demo left processes behind"
