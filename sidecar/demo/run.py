@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["demo_config", "run_demo"]  # demo_config lives in demo/config.py
+__all__ = ["demo_config", "demo_triton", "run_demo"]  # demo_config lives in demo/config.py
 
 from sidecar.demo.config import demo_config
 
@@ -44,6 +44,20 @@ def _triton_trace_args(port: int) -> list[str]:
         "--trace-config",
         "level=TIMESTAMPS",
     ]
+
+
+def demo_triton(workdir: Path, port: int, act: bool) -> Any:
+    """The demo's Triton: every demo model, traces to the sidecar on ``port``; with ``act``, in explicit
+    model-control mode with every model loaded at start (the actions layer's load requests need it)."""
+    from sidecar.demo.tritonserver import DEMO_MODELS, TritonServer, demo_model_repository
+
+    return TritonServer(
+        demo_model_repository(),
+        workdir / "triton",
+        extra_args=_triton_trace_args(port),
+        model_control_explicit=act,
+        load_models=DEMO_MODELS if act else (),
+    )
 
 
 def _quiet_server_class() -> type:
@@ -151,18 +165,11 @@ async def _run(port: int, duration_s: float | None, workdir: Path, act: bool = F
     from sidecar.demo.play import ScenarioRun
     from sidecar.demo.timeline import LoopTicker
     from sidecar.demo.traffic import Traffic
-    from sidecar.demo.tritonserver import TritonServer, demo_model_repository
     from sidecar.runtime import tune_gc
     from sidecar.service import Service
 
     quiet_server = _quiet_server_class()
-    triton = TritonServer(
-        demo_model_repository(),
-        workdir / "triton",
-        extra_args=_triton_trace_args(port),
-        model_control_explicit=act,  # the actions layer's load requests need explicit mode
-        load_models=("ctr", "fraud", "chat") if act else (),
-    )
+    triton = demo_triton(workdir, port, act)
     alertmanager = DemoAlertmanager(workdir / "alertmanager")
     nginx: DemoNginx | None = None
     stop = asyncio.Event()

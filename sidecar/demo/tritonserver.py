@@ -23,9 +23,10 @@ import httpx
 
 from sidecar.errors import SidecarError
 
-__all__ = ["TritonNotAvailable", "TritonServer", "demo_model_repository", "free_port", "triton_home"]
+__all__ = ["DEMO_MODELS", "TritonNotAvailable", "TritonServer", "demo_model_repository", "free_port", "triton_home"]
 
 DEMO_REPO = Path(__file__).parent / "model_repository"
+DEMO_MODELS = ("ctr", "fraud", "chat")  # every model in DEMO_REPO
 
 
 class TritonNotAvailable(SidecarError, RuntimeError):
