@@ -39,8 +39,8 @@ DASHBOARD_JSON = ROOT / "dashboards" / "json"
 RULES = sorted((ROOT / "alerts").glob("*.rules.yml"))
 PROMETHEUS = "/usr/bin/prometheus"
 
-# What this test produces: Triton traffic with failures, OTLP spans, drift events, a refused push.
-LIVE_NEEDS = {"triton", "failures", "traces", "self", "refusals", "checks", "drift", "llm", "goodput"}
+# What this test produces: Triton traffic with failures, OTLP spans, drift events, a refused push, edge log lines.
+LIVE_NEEDS = {"triton", "failures", "traces", "self", "refusals", "checks", "drift", "llm", "goodput", "edge"}
 VLLM_FIXTURE = ROOT / "tests" / "data" / "servers" / "vllm-current.prom"
 _COUNTER_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:_total|_bucket|_count|_sum))(\{[^}]*\})? (\S+)$")
 RATE_INTERVAL = "10s"
@@ -103,6 +103,18 @@ def _sidecar_config(triton: TritonServer, port: int, store: Path, vllm_url: str)
         "triton": {"metrics_url": triton.metrics_url, "http_url": triton.http_url, "interval_secs": 1.0},
         "traces": {"enabled": True},
         "servers": [{"name": "vllm", "url": vllm_url, "interval_secs": 1.0}],
+        # The edge dashboard's panels: lines pushed to POST /v1/edge by _EdgeTraffic (two route groups, two
+        # nodes, hits and misses with origin times); the SLA check decides on its first request.
+        "edge": {
+            "enabled": True,
+            "series": {
+                "route_groups": [
+                    {"name": "weights", "prefixes": ["/model/weights/"]},
+                    {"name": "infer", "prefixes": ["/v2/"]},
+                ]
+            },
+            "checks": {"sla": {"min_requests": 1}, "tail": {"min_requests": 100}},
+        },
         "checks": {
             "eval_interval_secs": 1.0,
             "goodput": {"enabled": True, "slos": {"chat": {"ttft_ms": 500, "inter_token_ms": 50}}},
@@ -151,6 +163,49 @@ class _Traffic:
                 self.stop.wait(0.05)
 
 
+class _EdgeTraffic:
+    """nginx-shaped edge log lines pushed to the sidecar's ``POST /v1/edge`` twice a second, timed now: two
+    route groups on two nodes, 85% hits, misses with an origin time, a 503 now and then; the first push also
+    carries a line refused at the door (a status that is not one)."""
+
+    def __init__(self, sidecar: str) -> None:
+        self.sidecar = sidecar
+        self.stop = threading.Event()
+        self.accepted = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        rng = random.Random(17)
+        first = True
+        with httpx.Client(timeout=10) as c:
+            while not self.stop.is_set():
+                now = time.time()
+                lines: list[dict[str, Any]] = []
+                for i in range(30):
+                    hit = rng.random() < 0.85
+                    path = rng.choice(["/model/weights/v1.3.7-onnx", "/v2/models/ctr/infer", "/v2/models/fraud/infer"])
+                    lines.append(
+                        {
+                            "time": now - 0.01 * i,
+                            "path": path,
+                            "cache": "HIT" if hit else "MISS",
+                            "request_time": rng.uniform(0.002, 0.02) if hit else rng.uniform(0.03, 0.2),
+                            "upstream_time": "-" if hit else f"{rng.uniform(0.02, 0.15):.3f}",
+                            "status": 503 if rng.random() < 0.02 else 200,
+                            "node": rng.choice(["edge-fra-1", "edge-ams-2"]),
+                        }
+                    )
+                if first:
+                    lines.append({"time": now, "path": "/v2/models/ctr/infer", "status": "not a status"})
+                    first = False
+                try:
+                    r = c.post(f"{self.sidecar}/v1/edge", json={"lines": lines})
+                    self.accepted += int(r.json().get("accepted", 0))
+                except (httpx.HTTPError, ValueError):
+                    pass
+                self.stop.wait(0.5)
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("ops-live")
@@ -182,12 +237,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     thread = threading.Thread(target=server.run, daemon=True)
     prom: subprocess.Popen[bytes] | None = None
     traffic: _Traffic | None = None
+    edge = _EdgeTraffic(sidecar_url)
     try:
         thread.start()
         _wait(lambda: bool(server.started), 20, "the sidecar to start")
         triton.start()
         traffic = _Traffic(triton.http_url)
         traffic.thread.start()
+        edge.thread.start()
         prom_port = free_port()
         cfg = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
@@ -216,8 +273,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "svc": svc,
             "traffic": traffic,
             "triton": triton,
+            "edge": edge,
         }
     finally:
+        edge.stop.set()
+        edge.thread.join(10)
         if traffic is not None:
             traffic.stop.set()
             traffic.thread.join(10)
@@ -296,7 +356,7 @@ def _post_llm_events(sidecar: str) -> None:
 
 def _substitute(expr: str) -> str:
     expr = expr.replace("$__rate_interval", RATE_INTERVAL)
-    return re.sub(r"\$\{?(instance|server|model|version|feature|check|gpu)\}?", ".*", expr)
+    return re.sub(r"\$\{?(instance|server|model|version|feature|check|gpu|route_group)\}?", ".*", expr)
 
 
 def _panels() -> list[tuple[str, dict[str, Any]]]:
@@ -327,6 +387,8 @@ def test_every_panel_query_has_data_or_is_valid_promql(stack: dict[str, Any]) ->
         "sidecar_serving_gen_ai_server_time_to_first_token_seconds",
         "sidecar:vllm_goodput_lower_bound:ratio_rate5m",
         "sidecar:goodput_burn_rate:rate5m",
+        "sidecar_edge_hit_ratio_period",
+        'sidecar_edge_requests_total{cache="miss"}',
     ):
         # Not fatal here: a panel without data is reported below with its query.
         _poll(lambda n=needed: bool(_query(prom, n)["data"]["result"]), 20)
