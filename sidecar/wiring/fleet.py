@@ -1,4 +1,5 @@
-"""Builds the fleet bins from ``checks.fleet`` beside the drift check whose references they bin.
+"""Builds the fleet bins from ``checks.fleet`` beside the drift check whose references they bin, and, when
+business checks are configured, the fleet business counters (their sums, counts and quantile bins).
 
 ``factories(drift)`` wraps the drift builder so the fleet builder gets the check it built (no lookup by name)
 and subscribes the fleet bins to the events on the bus.
@@ -10,9 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from sidecar.checks.drift.check import DriftCheck
+from sidecar.checks.fleet.business import FleetBusiness
 from sidecar.checks.fleet.check import FleetBins
 from sidecar.component import Context
 from sidecar.errors import ConfigError
+from sidecar.wiring.event_subs import subscribe_events
 
 __all__ = ["build", "factories"]
 
@@ -26,8 +29,20 @@ def build(ctx: Context, drift: DriftCheck | None) -> list[Any]:
     if drift is None:
         raise ConfigError("checks.fleet.enabled", "the fleet bins need the drift check (checks.drift.enabled: true)")
     comp = FleetBins(cfg, references=drift, registry=ctx.registry, clock=ctx.clock, logger=ctx.logger.getChild("fleet"))
-    ctx.bus.subscribe("events", comp.name, comp.observe)
-    return [comp]
+    subscribe_events(ctx.bus, comp.name, comp.observe, columns=comp.observe_columns)
+    biz = ctx.config.checks.business
+    if not (biz.enabled and biz.checks):
+        return [comp]
+    sums = FleetBusiness(
+        cfg,
+        checks=biz.checks,
+        references=drift,
+        registry=ctx.registry,
+        clock=ctx.clock,
+        logger=ctx.logger.getChild("fleet"),
+    )
+    subscribe_events(ctx.bus, sums.name, sums.observe, columns=sums.observe_columns)
+    return [comp, sums]
 
 
 def factories(drift_factory: Factory) -> tuple[Factory, Factory]:

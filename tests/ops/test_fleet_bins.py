@@ -237,3 +237,53 @@ def test_the_component_has_the_common_shape() -> None:
     fleet = FleetBins(FleetConfig(enabled=True), references=_Refs({}), registry=CollectorRegistry(), clock=FakeClock())
     assert fleet.role is Role.CHECK and fleet.routes() is None and fleet.readiness() is None
     assert fleet.evaluate(0.0) == []
+
+
+def test_the_columnar_path_bins_what_the_per_event_path_bins() -> None:
+    from sidecar.model import EventColumns
+
+    rng = np.random.default_rng(9)
+    refs = _Refs(
+        {("m", "*", "x"): _numeric(rng.normal(size=500)), ("m", "*", "_score"): _numeric(rng.uniform(size=500))}
+    )
+    a_reg, b_reg = CollectorRegistry(), CollectorRegistry()
+    cfg = FleetConfig(enabled=True, bins=10)
+    per_event = FleetBins(cfg, references=refs, registry=a_reg, clock=FakeClock())
+    columnar = FleetBins(cfg, references=refs, registry=b_reg, clock=FakeClock())
+    score = rng.uniform(size=300)
+    score[::7] = np.nan  # an event without a score
+    block = EventColumns("m", "3", np.zeros(300), {"x": rng.normal(0.2, 1, size=300), "y": np.ones(300)}, score)
+    per_event.observe(Batch(kind="events", source="t", items=tuple(block.events())))
+    columnar.observe_columns(Batch(kind="event_columns", source="t", items=(block,)))
+    a, b = per_event.snapshot(), columnar.snapshot()
+    assert [k for k, *_ in a] == [k for k, *_ in b] == [("m", "3", "_score"), ("m", "3", "x")]
+    for (_, fa, ca, ma, ta), (_, fb, cb, mb, tb) in zip(a, b, strict=True):
+        assert fa.ref_id == fb.ref_id and list(ca) == list(cb) and ma == mb and ta == pytest.approx(tb, abs=1e-9)
+    assert int(a[0][2].sum()) == 300 - len(range(0, 300, 7))
+    # y has no reference: not binned, counted the same on both paths
+    for reg in (a_reg, b_reg):
+        assert _sample(reg, "sidecar_fleet_values_unbinned_total", {"reason": "not_in_reference"}) == 300
+
+
+def test_the_service_builds_the_business_counters_beside_the_bins(tmp_path: Path) -> None:
+    (tmp_path / "ref.csv").write_text("x\n" + "\n".join(str(i) for i in range(200)) + "\n")
+    cfg = {
+        "store": {"path": str(tmp_path / "s.sqlite")},
+        "checks": {
+            "drift": {"enabled": True, "reference": {"mode": "file", "path": str(tmp_path / "ref.csv")}},
+            "fleet": {"enabled": True, "bins": 4},
+            "business": {
+                "enabled": True,
+                "checks": {"x_mean": {"field": "features.x", "aggregate": "mean", "threshold": 1.0}},
+            },
+        },
+    }
+    reg = CollectorRegistry()
+    svc = Service(parse_config(cfg), registry=reg, clock=FakeClock())
+    try:
+        svc.bus.publish(_events("m", "7", [{"x": 10.0}, {"x": 120.0}, {"x": 500.0}]))
+        labels = {"check": "x_mean", "model": "m", "version": "7"}
+        assert _sample(reg, "sidecar_fleet_business_events_total", labels) == 3
+        assert _sample(reg, "sidecar_fleet_business_sum_total", labels) == 630.0
+    finally:
+        svc.store.close()

@@ -29,7 +29,7 @@ from sidecar.checks.fleet.bins import FrozenBins, freeze
 from sidecar.checks.fleet.config import FleetConfig
 from sidecar.clock import Clock
 from sidecar.component import Readiness, Role
-from sidecar.model import Batch, Event, Finding
+from sidecar.model import Batch, Event, EventColumns, Finding
 
 __all__ = ["FleetBins", "ReferenceSource"]
 
@@ -175,7 +175,29 @@ class FleetBins:
         for reason, n in unbinned.items():
             self.c_unbinned.labels(reason).inc(n)
 
-    def _count(self, sk: RefKey, values: list[object]) -> str | None:
+    def observe_columns(self, batch: Batch) -> None:
+        """An ``event_columns`` batch: each block's numeric columns binned as they are (no ``Event`` built);
+        the same counts as ``observe`` of the same events. A score of NaN is an event without one."""
+        if batch.kind != "event_columns":
+            return
+        unbinned: dict[str, int] = {}
+        with self._lock:
+            for b in batch.items:
+                if not isinstance(b, EventColumns):
+                    continue
+                if self._resolve(b.model, b.version) is None:
+                    unbinned["rolling_reference"] = unbinned.get("rolling_reference", 0) + b.n * len(b.features)
+                    continue
+                cols = list(b.features.items())
+                if b.score is not None:
+                    cols.append((SCORE, b.score[~np.isnan(b.score)]))
+                for f, col in cols:
+                    if len(col) and (reason := self._count((b.model, b.version, f), col)):
+                        unbinned[reason] = unbinned.get(reason, 0) + len(col)
+        for reason, n in unbinned.items():
+            self.c_unbinned.labels(reason).inc(n)
+
+    def _count(self, sk: RefKey, values: list[object] | np.ndarray) -> str | None:
         """Bins one series' values (caller holds the lock); the reason when they were not counted."""
         s = self._series.get(sk)
         if s is None:
@@ -189,12 +211,12 @@ class FleetBins:
             s = self._series[sk] = _Series(fb, np.zeros(fb.n_bins, dtype=np.int64))
             self.g_series.set(len(self._series))
         if s.bins.kind == "numeric":
-            arr = _floats(values)
+            arr = values if isinstance(values, np.ndarray) else _floats(values)
             counts, missing = s.bins.count_numbers(arr)
             finite = arr[np.isfinite(arr)]
             s.total += float(finite.sum()) if finite.shape[0] else 0.0
         else:
-            keys = [_category(v) for v in values]
+            keys = [_category(v) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
             present = [k for k in keys if k is not None]
             counts, missing = s.bins.count_categories(present), len(keys) - len(present)
         s.counts += counts

@@ -35,3 +35,11 @@ class FleetConfig(StrictModel):
         description="Most reference categories given a bin of their own per categorical feature (the most "
         "frequent); the rest and unseen categories count under '__other__'.",
     )
+    business_bins: int = Field(
+        100,
+        ge=2,
+        le=1000,
+        description="Bins for a quantile business check (checks.business, aggregate: quantile), edges at the "
+        "i/business_bins quantiles of the drift reference of the check's field (score: '_score'; "
+        "features.<name>); the fleet quantile is interpolated inside one bin (docs/fleet.md).",
+    )
