@@ -13,8 +13,8 @@ from sidecar.demo.tritonserver import free_port
 
 
 class AppServer:
-    def __init__(self, app: Any, **config: Any) -> None:
-        self.port = free_port()
+    def __init__(self, app: Any, *, port: int | None = None, **config: Any) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", **config)

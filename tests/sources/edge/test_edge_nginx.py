@@ -1,186 +1,222 @@
-"""A real nginx with ``proxy_cache`` in front of a tiny local HTTP origin (started by the test; a real Triton
-would be heavier and add nothing to what the cache does), logging JSON with ``$upstream_cache_status``,
-``$request_time`` and ``$upstream_response_time``. The sidecar tails that log: its hit ratio equals what nginx
-told each client (the ``X-Cache`` header), origin requests equal what the origin served, the latency split holds
-(hits never wait on the origin, misses do), and a purge that removed only some cache files is found not to have
-taken, naming the path nginx kept serving from its cache."""
+"""A real nginx (Debian's package) with ``proxy_cache`` in front of the session's real Triton 2.51, caching
+inference POSTs keyed on their body (sidecar/demo/edge_nginx.py, as the demo runs it), logging JSON with
+``$upstream_cache_status``, ``$request_time`` and ``$upstream_response_time``. A running sidecar (traces and
+edge wired as in production) tails that log and receives Triton's spans. Checked against nginx's and Triton's
+own figures:
+
+- the hit ratio equals what nginx told each client (the ``X-Cache`` header);
+- origin requests equal the misses and what Triton itself counted as served (``nv_inference_request_success``);
+  hits never wait on the origin, and the origin latency the sidecar summed equals nginx's upstream times;
+- a purge posted to ``POST /v1/changes`` that removed only one of the cache files it was meant to is found not
+  to have taken, naming the path nginx kept serving from its cache;
+- a request with a ``traceparent`` is one trace: the edge hop in front of Triton's spans, joined by trace id,
+  and marked on the trace list.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from app_server import AppServer
 from prometheus_client import CollectorRegistry
+from waiting import wait_until
 
 from sidecar.alerting.render import finding_text
-from sidecar.checks.edge.config import PurgeWatchConfig
-from sidecar.checks.edge.purge import PurgeWatch
-from sidecar.clock import SystemClock
+from sidecar.app import create_app
+from sidecar.config import parse_config
 from sidecar.demo.edge_nginx import nginx_conf
-from sidecar.processors.edge import EdgeProcessor
-from sidecar.processors.edge_config import EdgeSeriesConfig
-from sidecar.processors.edge_record import EdgeRecord
-from sidecar.purge import Purge
-from sidecar.sources.edge.config import EdgeFileConfig, EdgeSourceConfig
-from sidecar.sources.edge.jsonl import EdgeTailer
-from sidecar.sources.edge.metrics import EdgeSourceMetrics
-from sidecar.store import Store
+from sidecar.demo.tritonserver import TritonServer, free_port
+from sidecar.promtext import parse_exposition
+from sidecar.service import Service
+from sidecar.wiring.alerting import build as alerting
+from sidecar.wiring.edge import factories as traces_and_edge
 
 pytestmark = [
     pytest.mark.nginx,
+    pytest.mark.triton,
     pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed (.ci/setup installs it)"),
 ]
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+INFER = r"^/v2/models/[^/]+(/versions/[^/]+)?/infer$"
+BODIES = {  # one request body per path: nginx's cache key is method, URI and body
+    "/v2/models/ctr/versions/1/infer": [1.0, 2.0, 3.0, 4.0],
+    "/v2/models/ctr/versions/2/infer": [1.0, 2.0, 3.0, 4.0],
+    "/v2/models/fraud/versions/1/infer": [5.0, 0.5, 0.5],
+}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _body(x: list[float]) -> bytes:
+    return json.dumps({"inputs": [{"name": "x", "shape": [1, len(x)], "datatype": "FP32", "data": x}]}).encode()
 
 
 @dataclass
-class Edge:
-    url: str
+class Stack:
+    nginx: str
+    sidecar: str
+    svc: Service
+    triton: TritonServer
     log: Path
     cache: Path
-    served: Counter[str] = field(default_factory=Counter)  # what the origin served, per path
 
-    def cache_file(self, path: str) -> Path:
-        """Where nginx keeps the cached response of ``path`` (proxy_cache_key $uri, levels=1:2)."""
-        h = hashlib.md5(path.encode()).hexdigest()
+    def cache_file(self, path: str, body: bytes) -> Path:
+        """Where nginx keeps a POST's cached response (POST_CACHE_KEY, levels=1:2)."""
+        h = hashlib.md5(b"POST|" + path.encode() + b"|" + body).hexdigest()
         return self.cache / h[-1] / h[-3:-1] / h
 
 
 @pytest.fixture(scope="module")
-def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Edge]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, demo_triton: TritonServer, demo_triton_otlp_port: int
+) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("nginx")
-    served: Counter[str] = Counter()
-
-    class Origin(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            served[self.path] += 1
-            body = f"weights of {self.path}".encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "max-age=3600")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    origin = ThreadingHTTPServer(("127.0.0.1", 0), Origin)
-    thread = threading.Thread(target=origin.serve_forever, daemon=True)
-    thread.start()
-    port = _free_port()
     (root / "logs").mkdir()
-    cache = root / "cache"
+    port = free_port()
     conf = root / "nginx.conf"
-    conf.write_text(nginx_conf(root, port=port, origin=f"127.0.0.1:{origin.server_address[1]}", node="nginx-test"))
+    origin = f"127.0.0.1:{demo_triton.http_port}"
+    conf.write_text(nginx_conf(root, port=port, origin=origin, node="nginx-test", cache_posts=True))
     # Without `daemon off` the command returns once the master has bound its port and gone to the background.
     subprocess.run(["nginx", "-p", str(root), "-c", str(conf)], check=True, capture_output=True, timeout=30)
     pid = int((root / "nginx.pid").read_text())
+    log = root / "logs" / "access.log"
+    cfg = {
+        "store": {"path": str(root / "state.sqlite")},
+        "triton": {"enabled": False},
+        "traces": {"enabled": True},
+        "alerting": {"enabled": True, "changes": {"poll_repository": False}},
+        "edge": {
+            "enabled": True,
+            "source": {"files": [{"path": str(log), "poll_interval_secs": 0.2}]},
+            "series": {"route_groups": [{"name": "infer", "regex": INFER}]},
+            "checks": {"purges": {"grace_secs": 0}},
+        },
+    }
+    svc = Service(parse_config(cfg), registry=CollectorRegistry(), factories=[alerting, *traces_and_edge()])
     try:
-        yield Edge(url=f"http://127.0.0.1:{port}", log=root / "logs" / "access.log", cache=cache, served=served)
+        # The sidecar listens where the session's Triton sends its spans (tests/conftest.py).
+        with AppServer(create_app(svc), port=demo_triton_otlp_port, lifespan="on") as url:
+            yield Stack(f"http://127.0.0.1:{port}", url, svc, demo_triton, log, root / "cache")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        origin.shutdown()
-        origin.server_close()
 
 
-def test_hit_ratio_latency_split_and_a_purge_that_did_not_take(edge: Edge, tmp_path: Path) -> None:
-    reg = CollectorRegistry()
-    series = EdgeProcessor(
-        EdgeSeriesConfig.model_validate({"route_groups": [{"name": "weights", "prefixes": ["/model/weights/"]}]}),
-        registry=reg,
-        clock=SystemClock(),
-    )
-    purges = PurgeWatch(PurgeWatchConfig(grace_secs=0), hit_statuses=series.cfg.hit_statuses, registry=reg)
-    kept: list[EdgeRecord] = []
+def _tritons_served(server: TritonServer) -> Counter[str]:
+    """Triton's own count of successful requests, per inference path."""
+    expo = parse_exposition(httpx.get(server.metrics_url, timeout=10).text)
+    out: Counter[str] = Counter()
+    for name, raw, v in expo.samples:
+        if name == "nv_inference_request_success":
+            lab = expo.labels(raw)
+            out[f"/v2/models/{lab['model']}/versions/{lab['version']}/infer"] = int(v)
+    return out
 
-    class Keep:
-        def observe(self, records: list[EdgeRecord]) -> None:
-            kept.extend(records)
 
-    tailer = EdgeTailer(
-        EdgeFileConfig(path=str(edge.log)),
-        source_cfg=EdgeSourceConfig(),
-        metrics=EdgeSourceMetrics(reg),
-        sinks=[series, purges, Keep()],
-        clock=SystemClock(),
-        store=Store(tmp_path / "s.sqlite"),
-        registry=reg,
-    )
+def _sample(svc: Service, name: str, **labels: str) -> float:
+    return svc.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_hit_ratio_latency_split_purge_and_the_joined_waterfall(stack: Stack) -> None:
+    svc, series = stack.svc, stack.svc.component("edge_series")
     told: Counter[str] = Counter()  # nginx's own word, per response: X-Cache
-    paths = ["/model/weights/v1.3.0", "/model/weights/v1.3.7-onnx", "/model/weights/v1.2.9", "/index.html"]
-    with httpx.Client(base_url=edge.url, timeout=10) as client:
+    served0 = _tritons_served(stack.triton)
+    sent = 0
+    with httpx.Client(base_url=stack.nginx, timeout=30) as client:
 
-        def get(path: str, n: int, **headers: str) -> Counter[str]:
+        def post(path: str, n: int, body: bytes | None = None, **headers: str) -> Counter[str]:
+            nonlocal sent
             got: Counter[str] = Counter()
             for _ in range(n):
-                r = client.get(path, headers=headers)
-                assert r.status_code == 200
+                r = client.post(
+                    path, content=body or _body(BODIES[path]), headers={"content-type": "application/json", **headers}
+                )
+                assert r.status_code == 200, r.text
                 got[r.headers["x-cache"]] += 1
             told.update(got)
+            sent += n
             return got
 
-        for p in paths:
-            get(p, 5)
-        get("/model/weights/v1.2.9", 1, traceparent=f"00-{TRACE}-00f067aa0ba902b7-01")
-        assert tailer.poll_once() == 21
+        def taken_in() -> bool:
+            return sum(series.requests.values()) == sent  # every line read by the sidecar's tailer
 
-        # The purge of /model/weights/v1.3. removes the cache files of v1.3.0 but misses v1.3.7-onnx.
-        purged_at = SystemClock().now()
-        edge.cache_file("/model/weights/v1.3.0").unlink()
-        purges.add(Purge("/model/weights/v1.3.", "prefix"), at=purged_at, who="ops", change_id="purge-1")
-        after_v130 = get("/model/weights/v1.3.0", 3)
-        after_v137 = get("/model/weights/v1.3.7-onnx", 37)
-        assert tailer.poll_once() == 40
+        for path in BODIES:
+            post(path, 6)
+        parent = f"00-{TRACE}-00f067aa0ba902b7-01"
+        traced = post("/v2/models/ctr/versions/1/infer", 1, _body([9.0, 9.0, 9.0, 9.0]), traceparent=parent)
+        assert traced == Counter({"MISS": 1})  # a body never seen: it reached Triton, traceparent and all
+        assert wait_until(taken_in, 20), (sum(series.requests.values()), sent)
+
+        # The purge of /v2/models/ctr/ removes the cache file of v1's request only: on v2 it does not take.
+        r = httpx.post(
+            f"{stack.sidecar}/v1/changes",
+            json={"purge": {"pattern": "/v2/models/ctr/", "scope": "prefix"}, "who": "ops"},
+            timeout=10,
+        )
+        assert r.status_code == 201, r.text
+        v1 = "/v2/models/ctr/versions/1/infer"
+        stack.cache_file(v1, _body(BODIES[v1])).unlink()
+        after_v1 = post(v1, 3)
+        after_v2 = post("/v2/models/ctr/versions/2/infer", 5)
+        assert wait_until(taken_in, 20), (sum(series.requests.values()), sent)
 
     # The hit ratio is nginx's: every response's X-Cache, counted by the client.
     in_ratio = sum(v for k, v in told.items() if k)
     hits = sum(v for k, v in told.items() if k in series.cfg.hit_statuses)
-    assert series.hits("all", purged_at - 3600, purged_at + 3600) == (hits, in_ratio)
-    # One miss per path and one after the purge (a request racing nginx's cache write could add a miss).
-    assert in_ratio == 61 and told["MISS"] >= 5 and hits >= 50
+    now = time.time()
+    assert series.hits("infer", now - 3600, now + 3600) == (hits, in_ratio) == (told["HIT"], sent)
+    assert told["MISS"] >= 5 and hits >= 20  # one miss per body, and v1's refill after the purge
 
-    # Origin requests are what the origin served; hits never wait on the origin, misses do.
-    origin = sum(
-        reg.get_sample_value("sidecar_edge_origin_requests_total", {"route_group": g, "edge_node": "nginx-test"}) or 0
-        for g in ("weights", "other")
+    # Origin requests: the misses, and what Triton itself counted as served over the same time.
+    served = _tritons_served(stack.triton) - served0
+    origin = _sample(svc, "sidecar_edge_origin_requests_total", route_group="infer", edge_node="nginx-test")
+    assert origin == told["MISS"] == sum(served.values())
+    # The latency split: every request has an edge time, only the misses an origin time, and the origin time the
+    # sidecar summed is nginx's $upstream_response_time over those lines.
+    lines = [json.loads(x) for x in stack.log.read_text().splitlines()]
+    hop = {"route_group": "infer", "edge_node": "nginx-test"}
+    edge_n = _sample(svc, "sidecar_edge_latency_seconds_count", hop="edge", **hop)
+    origin_n = _sample(svc, "sidecar_edge_latency_seconds_count", hop="origin", **hop)
+    assert (edge_n, origin_n) == (sent, told["MISS"])
+    nginx_origin = sum(float(x["upstream_time"]) for x in lines if x["upstream_time"] not in ("", "-"))
+    assert _sample(svc, "sidecar_edge_latency_seconds_sum", hop="origin", **hop) == pytest.approx(nginx_origin)
+    assert all(x["upstream_time"] in ("", "-") for x in lines if x["cache"] == "HIT")  # never reached the origin
+    assert all(float(x["upstream_time"]) <= x["request_time"] + 0.001 for x in lines if x["cache"] == "MISS")
+
+    # The purge did not take on v2: nginx answered every request there from its cache.
+    assert after_v1["MISS"] == 1 and after_v2 == Counter({"HIT": 5})
+    taken, unmatched = (
+        f for f in svc.component("edge_purges").evaluate(time.time()) if f.labels["pattern"] == "/v2/models/ctr/"
     )
-    assert origin == sum(edge.served.values()) == told["MISS"]
-    for r in kept:
-        if r.cache == "HIT":
-            assert r.origin_s is None
-        else:
-            assert r.origin_s is not None and r.edge_s is not None and r.edge_s + 0.001 >= r.origin_s
-    assert any(r.trace_id == TRACE for r in kept)
-    assert all(r.request_id and len(r.request_id) == 32 for r in kept)  # nginx's $request_id, kept opaque
-
-    # The purge did not take on v1.3.7-onnx: 37 hits, as nginx answered them.
-    assert after_v130["MISS"] >= 1  # the purge took on v1.3.0: fetched again
-    assert after_v137 == Counter({"HIT": 37})
-    taken, unmatched = purges.evaluate(SystemClock().now())
-    assert taken.active and taken.value == after_v137["HIT"]  # v1.3.0's hits came after its refill: fresh
+    assert taken.active and taken.value == 5  # v1's hits came after its refill: fresh
     summary, _ = finding_text(taken)
-    assert summary.startswith("purge of /model/weights/v1.3. at ")
-    assert summary.endswith("did not take: 37 hits on /model/weights/v1.3.7-onnx since")
+    assert summary.startswith("purge of /v2/models/ctr/ at ")
+    assert summary.endswith("did not take: 5 hits on /v2/models/ctr/versions/2/infer since")
     assert not unmatched.active
+
+    # One request, one trace: the edge hop in front of Triton's spans (Triton exports them every few seconds).
+    def spans_of_trace() -> Any:
+        return svc.component("traces").store.get(TRACE)  # type: ignore[attr-defined]
+
+    assert wait_until(lambda: (e := spans_of_trace()) is not None and len(e.spans) >= 3, 30)
+    page = httpx.get(f"{stack.sidecar}/traces/{TRACE}", timeout=10).text
+    names = {s.name for s in spans_of_trace().spans}
+    assert {"InferRequest", "ctr", "compute"} <= names
+    assert 'id="edge-bar"' in page and "edge nginx-test" in page and "MISS" in page
+    assert "joined by" in page and "trace id" in page
+    assert page.index('id="edge-bar"') < page.index("data-span-id=")  # the edge row first
+    listed = httpx.get(f"{stack.sidecar}/traces?all=1", timeout=10).text
+    assert f'href="/traces/{TRACE}#edge-hop"' in listed
