@@ -90,9 +90,15 @@ def _carries_probe_request_id(r: Any) -> bool:
     if not attrs:
         return False
     if fmt == _FMT_JSON:
-        return any(k == _REQUEST_ID_ATTR and is_probe_request(str(v)) for k, v in attrs)
+        for k, v in attrs:
+            if k == _REQUEST_ID_ATTR:
+                return type(v) is str and v.startswith(PROBE_REQUEST_PREFIX)
+        return False
     # Protobuf: raw KeyValue bytes (key field, then the AnyValue holding the string): two substring tests.
-    return any(_PREFIX_BYTES in b and _REQUEST_ID_BYTES in b for b in attrs)
+    for b in attrs:
+        if _PREFIX_BYTES in b and _REQUEST_ID_BYTES in b:
+            return True
+    return False
 
 
 class ProbeTraces:
