@@ -95,10 +95,7 @@ def _carries_probe_request_id(r: Any) -> bool:
                 return type(v) is str and v.startswith(PROBE_REQUEST_PREFIX)
         return False
     # Protobuf: raw KeyValue bytes (key field, then the AnyValue holding the string): two substring tests.
-    for b in attrs:
-        if _PREFIX_BYTES in b and _REQUEST_ID_BYTES in b:
-            return True
-    return False
+    return any(_PREFIX_BYTES in b and _REQUEST_ID_BYTES in b for b in attrs)
 
 
 class ProbeTraces:
