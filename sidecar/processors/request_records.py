@@ -38,6 +38,9 @@ from sidecar.model import Batch, Event
 from sidecar.polled import Polled, TickerFactory
 from sidecar.processors.request_records_config import RequestRecordsConfig
 from sidecar.processors.request_records_doc import (
+    D_MODEL,
+    D_OUTCOME,
+    D_VERSION,
     P_ALIASES,
     P_CALLER,
     P_COMPUTE,
@@ -45,10 +48,10 @@ from sidecar.processors.request_records_doc import (
     P_MODEL,
     P_REQUEST,
     P_SEEN,
-    Outline,
+    Done,
     document,
+    finish,
     outcome_of,
-    outline,
     why_kept,
 )
 from sidecar.processors.request_sides import REASON_CHARS, REQUEST_ID_KEYS, STATUS_KEYS, Side, kept, side
@@ -62,7 +65,6 @@ _MAX_MODELS = 200  # label values of sidecar_requests_total beyond this read "ot
 _MAX_LAYOUTS = 64  # event-name layouts shared; spans of other layouts keep their own dict
 _NO_ATTRS: dict[str, object] = {}  # shared, never written
 Rec = tuple[str, str, float, dict[str, Any]]  # (kind, id, time, document): an audit log row
-Done = tuple[str, list[Any], Outline]  # a finished join: its key, its sides, its outline
 
 
 def _first(attrs: Any, keys: tuple[str, ...]) -> object | None:
@@ -125,7 +127,7 @@ class RequestRecords(Polled):
         self._pending: OrderedDict[str, list[Any]] = OrderedDict()
         self._alias: dict[str, str] = {}  # request id -> trace id key
         # Event-name tuples of Triton's spans (a handful of layouts): a waiting side keeps its event times as
-        # (names, *values), the names tuple shared, not the span's own dict and name strings (~1 KB a request).
+        # names and values, the names tuple shared, not the span's own dict and name strings (~1 KB a request).
         self._layouts: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._lock = threading.Lock()
         self._models: set[tuple[str, str]] = set()
@@ -173,15 +175,17 @@ class RequestRecords(Polled):
                     a: Mapping[str, object] = kept(attrs) if attrs else _NO_ATTRS
                     if triton:
                         ev = r[EVENTS]
-                        if type(ev) is dict:  # name -> ns, kept as (names, *values): the names shared (below)
+                        if type(ev) is dict:  # name -> ns, kept as names and values: the names shared (below)
                             names = tuple(ev)
                             shared = layouts.get(names)
                             if shared is None and len(layouts) < _MAX_LAYOUTS:
                                 shared = layouts[names] = names
-                            times: Any = ev if shared is None else (shared, *ev.values())
+                            if shared is None:
+                                s = (r[START], r[END], r[STATUS], message[:REASON_CHARS], a, ev)
+                            else:  # the values follow the shared names: one tuple a span
+                                s = (r[START], r[END], r[STATUS], message[:REASON_CHARS], a, shared, *ev.values())
                         else:
-                            times = {e[0]: e[1] for e in ev}
-                        s = (r[START], r[END], r[STATUS], message[:REASON_CHARS], a, times)
+                            s = (r[START], r[END], r[STATUS], message[:REASON_CHARS], a, {e[0]: e[1] for e in ev})
                     else:  # a record reads neither the caller's message nor its events
                         s = (r[START], r[END], r[STATUS], "", a, None)
                 else:
@@ -208,10 +212,13 @@ class RequestRecords(Polled):
                     if p is None:
                         p = self._new(key, now, out, max_pending)
                     alias[rkey] = key
-                    if p[P_ALIASES] is None:
-                        p[P_ALIASES] = [rkey]
+                    al = p[P_ALIASES]  # None, one id, or a list of them
+                    if al is None:
+                        p[P_ALIASES] = rkey
+                    elif type(al) is str:
+                        p[P_ALIASES] = [al, rkey]
                     else:
-                        p[P_ALIASES].append(rkey)
+                        al.append(rkey)
                 p[_SLOTS.get(name, P_MODEL)] = s
             for key in touched:
                 p = pending.get(key)
@@ -291,11 +298,12 @@ class RequestRecords(Polled):
 
     # -- records ---------------------------------------------------------------------------------------------
     def _record(self, key: str, p: list[Any]) -> Done:
-        """A finished join, out of the pending ones: its key, its sides and its outline (no document yet)."""
-        if p[P_ALIASES]:
-            for a in p[P_ALIASES]:
+        """A finished join, out of the pending ones: what its count and keeping read (no document yet)."""
+        al = p[P_ALIASES]
+        if al is not None:
+            for a in (al,) if type(al) is str else al:
                 self._alias.pop(a, None)
-        return key, p, outline(p)
+        return finish(key, p)
 
     def _emit(self, out: list[Done]) -> None:
         """Count every finished join (one increment per label set and batch); build the documents of the ones
@@ -307,20 +315,20 @@ class RequestRecords(Polled):
         whys: dict[str, int] = {}
         models = self._models
         slow_ms, rate, user_key = self.cfg.slow_ms, self.cfg.sample_rate, self._key
-        for key, p, o in out:
-            mv = (str(o[0] or ""), str(o[1] or ""))
+        for o in out:
+            mv = (str(o[D_MODEL] or ""), str(o[D_VERSION] or ""))
             if mv not in models:
                 if len(models) >= _MAX_MODELS:
                     mv = ("other", "other")
                 else:
                     models.add(mv)
-            ck = (*mv, o[2])
+            ck = (*mv, o[D_OUTCOME])
             counts[ck] = counts.get(ck, 0) + 1
-            why = why_kept(key, o, slow_ms, rate)
+            why = why_kept(o, slow_ms, rate)
             if why is None:
                 continue
             whys[why] = whys.get(why, 0) + 1
-            ident, doc = document(key, p, o, user_key)
+            ident, doc = document(o, user_key)
             keep.append(("request", ident, float(doc.get("at") or self.clock.now()), doc))
         for ck, n in counts.items():
             child = self._children.get(ck)

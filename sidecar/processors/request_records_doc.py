@@ -39,12 +39,12 @@ __all__ = [
     "P_MODEL",
     "P_REQUEST",
     "P_SEEN",
-    "Outline",
+    "Done",
     "document",
+    "finish",
     "ms_of_ns",
     "ms_of_secs",
     "outcome_of",
-    "outline",
     "why_kept",
 ]
 
@@ -86,9 +86,10 @@ def ms_of_secs(stages: Mapping[str, float]) -> dict[str, float]:
 
 
 def _times(side: Any) -> Mapping[str, int]:
-    """A side's event name -> ns: a dict, or (names, *values) as the join keeps Triton's (``request_records``)."""
+    """A side's event name -> ns: a dict, or the names with the values after them in the side, as the join keeps
+    Triton's (``request_records``)."""
     t = side[S_TIMES]
-    return dict(zip(t[0], t[1:], strict=True)) if type(t) is tuple else t
+    return dict(zip(t, side[S_TIMES + 1 :], strict=True)) if type(t) is tuple else t
 
 
 def _first(attrs: Mapping[str, object], keys: Sequence[str]) -> object | None:
@@ -106,15 +107,16 @@ def _int(v: object) -> int | None:
         return None
 
 
-# What the counters and the keep rule read of a finished join, before (and mostly instead of) its document:
-# (model, version, outcome, Triton's failed side or None, HTTP code, gRPC code, latency ms, request id), the
-# model and version None when no side names them, the latency None when no span gave one. Only the records
-# the audit log keeps (failed, slow, or sampled: 1% by default) get a document, so the rules live here once.
-Outline = tuple[str | None, str | None, str, Any, int | None, int | None, float | None, str | None]
+# A finished join: what the counters and the keep rule read, before (and mostly instead of) its document: its
+# key, its sides (the pending list), model, version (None when no side names them), outcome, Triton's failed side
+# or None, HTTP code, gRPC code, latency ms (None when no span gave one) and request id. One tuple, read by the
+# D_* indexes. Only the records the audit log keeps (failed, slow, or sampled: 1% by default) get a document.
+Done = tuple[Any, ...]
+D_KEY, D_SIDES, D_MODEL, D_VERSION, D_OUTCOME, D_FAILED, D_HTTP, D_GRPC, D_LATENCY, D_RID = range(10)
 
 
-def outline(p: list[Any]) -> Outline:
-    """The outline of the pending join ``p``: everything a record's outcome, count and keeping depend on."""
+def finish(key: str, p: list[Any]) -> Done:
+    """The pending join ``p`` under ``key``, finished: everything a record's outcome, count and keeping read."""
     model = version = latency = rid = None
     failed = None
     m = p[P_MODEL]
@@ -154,28 +156,29 @@ def outline(p: list[Any]) -> Outline:
             http = _int(e.fields.get("http_status"))
         if grpc is None:
             grpc = _int(e.fields.get("grpc_code"))
-    return model, version, outcome_of(http, grpc, error), failed, http, grpc, latency, rid
+    return key, p, model, version, outcome_of(http, grpc, error), failed, http, grpc, latency, rid
 
 
-def why_kept(key: str, o: Outline, slow_ms: float, sample_rate: float) -> str | None:
+def why_kept(o: Done, slow_ms: float, sample_rate: float) -> str | None:
     """Why a record is kept (``failed``, ``slow``, ``sampled``), or None: a ``sample_rate`` share of the rest,
     by a hash of the trace id (else the request id), so every sidecar keeps the same ones."""
-    if o[2] != "ok" or o[3] is not None:
+    if o[D_OUTCOME] != "ok" or o[D_FAILED] is not None:
         return "failed"
-    if (o[6] or 0.0) > slow_ms:
+    if (o[D_LATENCY] or 0.0) > slow_ms:
         return "slow"
     if sample_rate <= 0.0:  # the hash's share is never below 0
         return None
-    tid = str((None if key.startswith("r:") else key) or o[7] or "")
+    key = o[D_KEY]
+    tid = str((None if key.startswith("r:") else key) or o[D_RID] or "")
     share = int.from_bytes(hashlib.blake2b(tid.encode(), digest_size=8).digest(), "big") / 2**64
     return "sampled" if share < sample_rate else None
 
 
-def document(key: str, p: list[Any], o: Outline, user_key: bytes | None) -> tuple[str, dict[str, Any]]:
-    """The record's id and document of the pending join ``p`` under ``key`` (a trace id, or ``r:`` and a
-    request id) with its outline ``o``; the user id is HMAC-hashed under ``user_key``, or left out without one."""
+def document(o: Done, user_key: bytes | None) -> tuple[str, dict[str, Any]]:
+    """The record's id and document of the finished join ``o`` (its key a trace id, or ``r:`` and a request id);
+    the user id is HMAC-hashed under ``user_key``, or left out without one."""
+    key, p, model, version, outcome, failed, http, grpc, latency, rid = o
     doc: dict[str, Any] = {"trace_id": None if key.startswith("r:") else key}
-    model, version, outcome, failed, http, grpc, latency, rid = o
     m = p[P_MODEL]
     if m is not None:
         doc["model"] = model

@@ -49,8 +49,9 @@ _KEPT_CHARS = 200  # a kept attribute's text, as much as a record shows of it
 REASON_CHARS = 1000
 
 # A side: (start ns, end ns, status code, message, kept attributes, event times or None): the event times a
-# name -> ns dict, or a (names, *values) tuple with the names shared between spans (``request_records``).
-Side = tuple[int, int, int, str, Mapping[str, object], Any]
+# name -> ns dict, or a tuple of names shared between spans with the values after it in the side, one each
+# (``request_records``).
+Side = tuple[Any, ...]
 S_START, S_END, S_STATUS, S_MESSAGE, S_ATTRS, S_TIMES = range(6)
 
 
