@@ -121,6 +121,15 @@ def _cpu_secs(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _peak_rss_mib(pid: int) -> float:
+    """The process's peak resident memory so far (VmHWM), MiB; 0 where /proc does not say."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def _group_cpu_secs(pgid: int) -> float:
     """CPU seconds used so far by every process of a group (Triton and its Python-backend stubs)."""
     pids = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout.split()
@@ -249,6 +258,13 @@ def main() -> int:
         metavar="N",
         help="with --trace-mode file: Triton starts a new trace file every N traces",
     )
+    ap.add_argument(
+        "--request-records",
+        choices=("config", "on", "off"),
+        default="config",
+        help="per-request records (the request join, alerting.audit.requests) in B and C: as the config's "
+        "default has them, on, or off",
+    )
     ap.add_argument("--workdir", default=None)
     ap.add_argument(
         "--max-crashes", type=int, default=4, help="Triton crashes survived (each voids one run) before giving up"
@@ -314,6 +330,9 @@ def main() -> int:
         cfg["gpu"] = {"enabled": False}
         if file_mode:
             cfg["traces"]["file"] = {"path": str(trace_path), "delete_after_read": True}
+        if args.request_records != "config":
+            audit = cfg["alerting"].setdefault("audit", {})
+            audit.setdefault("requests", {})["enabled"] = args.request_records == "on"
         cfg_path = wd / "sidecar.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg))
         sidecar = Sidecar(cfg_path, port, wd / "sidecar.log", sidecar_cpus)
@@ -333,7 +352,8 @@ def main() -> int:
                 else f"Triton OTLP tracing rate={args.trace_rate} level=TIMESTAMPS to port {port}; "
                 f"A = no sidecar, tracing OFF; E = tracing to a null collector on port {port}; "
             )
-            + f"C = the sidecar, tracing OFF; workdir {wd}",
+            + f"C = the sidecar, tracing OFF; request join (per-request records): {args.request_records}; "
+            + f"workdir {wd}",
             flush=True,
         )
         _trace(triton.http_url, False)
@@ -399,6 +419,7 @@ def main() -> int:
                 extra = f", Triton {got['triton_cpu_ms']:.3f} CPU ms/request ({got['triton_util']:.0%} of a core)"
                 if cond in ("B", "C"):
                     got["sidecar_cpu"] = (_cpu_secs(sidecar.pid()) - cpu0) / secs
+                    got["sidecar_peak_mib"] = _peak_rss_mib(sidecar.pid())
                     # A trace file is read at the next poll (1 s) and a request spanning two files is held until
                     # the second is read: 3 s without growth.
                     got["spans"] = (
@@ -406,7 +427,10 @@ def main() -> int:
                     )
                     got["scrapes"] = _metric(sidecar.metrics(), "sidecar_triton_scrapes_total")
                     sidecar.stop()
-                    extra += f", scrapes {got['scrapes']:.0f}, sidecar used {got['sidecar_cpu']:.0%} of a core"
+                    extra += (
+                        f", scrapes {got['scrapes']:.0f}, sidecar used {got['sidecar_cpu']:.0%} of a core, "
+                        f"peak RSS {got['sidecar_peak_mib']:.0f} MiB"
+                    )
                 if cond == "E" and file_mode:
                     _settle(lambda: len(list(trace_dir.iterdir())))  # Triton's last file written
                     got["spans"] = float(_traced_requests(trace_dir))
@@ -494,6 +518,15 @@ def _report(
             f"{names[c]:28s} {med[c]['rps']:>10,.0f} {med[c]['p50_ms']:>8.2f} {med[c]['p99_ms']:>8.2f} "
             f"{med[c]['triton_cpu_ms']:>18.3f} {med[c]['triton_util']:>10.0%}  "
             f"{min(x['rps'] for x in runs[c]):,.0f}..{max(x['rps'] for x in runs[c]):,.0f}"
+        )
+    for c in ("B", "C"):
+        cpu, rss = [x["sidecar_cpu"] for x in runs[c]], [x["sidecar_peak_mib"] for x in runs[c]]
+        # CPU time per request served: less swayed than throughput by other work on a shared host.
+        us = [1e6 * x["sidecar_cpu"] / max(x["rps"], 1.0) for x in runs[c]]
+        print(
+            f"{names[c][:1]}: the sidecar used {statistics.median(cpu):.0%} of a core (rounds {min(cpu):.0%}.."
+            f"{max(cpu):.0%}), {statistics.median(us):.1f} us of CPU per request (rounds {min(us):.1f}..{max(us):.1f}),"
+            f" peak RSS {statistics.median(rss):.0f} MiB (rounds {min(rss):.0f}..{max(rss):.0f})"
         )
     meaning = {
         ("B", "A"): "total: sidecar + Triton's tracing, vs neither; target loss under 3%",
