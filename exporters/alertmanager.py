@@ -44,6 +44,7 @@ from exporters.sender import (
 from exporters.telemetry import ExportTelemetry
 from sidecar.clock import Clock
 from sidecar.component import Readiness, Role
+from sidecar.delivery_state import delivery_state
 from sidecar.redact import mask_url
 from sidecar.store import Store
 
@@ -102,6 +103,7 @@ class AlertmanagerExporter:
         # The per-Alertmanager families predate the shared ones (alerts and dashboards use them); the label is
         # the masked URL, so a credential in a URL can never reach /metrics.
         lbl = ["alertmanager"]
+        self._delivered: dict[str, int] = {}  # notices accepted per (masked) Alertmanager, bounded by the config
         self._sent = Counter(
             "sidecar_alertmanager_notices_sent", "Notices Alertmanager accepted.", lbl, registry=registry
         )
@@ -214,6 +216,7 @@ class AlertmanagerExporter:
             except RefusedError as exc:
                 raise _Refused(exc.reason, str(exc), resp) from None
             self._sent.labels(shown).inc(len(rows))
+            self._delivered[shown] = self._delivered.get(shown, 0) + len(rows)  # for readiness's word
             report("delivered_after_retry", rows, None, resp.status_code)
             return resp
 
@@ -295,9 +298,10 @@ class AlertmanagerExporter:
         the notices), but /readyz says which Alertmanager is behind and by how much; URLs masked."""
         if not self.senders:
             return None
-        parts = [
-            f"{mask_url(am)}: {'unreachable, ' if s.down else ''}{len(s)} queued" for am, s in self.senders.items()
-        ]
+        parts = []
+        for am, s in self.senders.items():
+            sent = self._delivered.get(mask_url(am), 0)
+            parts.append(f"{mask_url(am)}: {delivery_state(queued=len(s), failed=s.down, sent=sent)}, {len(s)} queued")
         return Readiness(ok=True, detail="; ".join(parts))
 
     def routes(self) -> None:

@@ -58,6 +58,8 @@ class Alert:
     # A firing notice of this alert was queued (this process, or the one before a restart): the next firing
     # notice is a re-send, reported to ``on_transition`` as "resent".
     fired_sent: bool = False
+    # The trace the finding carries (its worst or example request), so the alert's audit rows name it too.
+    trace_id: str = ""
 
     def notice(self, generator_url: str) -> dict[str, Any]:
         """The Alertmanager v2 representation (a postableAlert)."""
@@ -262,6 +264,7 @@ class AlertBook(Passive):
                         self.recent_changes, labels, began_at(f, a.active_at), self.cfg.changes, self.log
                     )
                     a.annotations = self.annotator.annotate(f, labels, changes)
+                    a.trace_id = f.trace_id or a.trace_id
                     if a.state == "pending" and self._held(a, now, mono) >= a.hold_secs:
                         a.state = "firing"
                         self._transition("fired", a, now)

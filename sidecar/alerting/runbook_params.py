@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from sidecar.alerting.render.text import num
 from sidecar.naming import human_secs
 
 __all__ = ["BUSINESS_FIELDS", "SECTIONS", "ParamRow", "ParamTable", "param_tables"]
@@ -199,14 +200,21 @@ def _describe(model: BaseModel, dotted: str) -> tuple[Any, str]:
 
 
 def _yaml(value: Any) -> str:
+    """As YAML would write it, numbers through the renderer's ``num`` (``0.3``, never ``0.30000000000000004``)."""
     if value is None:
         return "not set"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, str | int | float):
-        return str(value)
+    if isinstance(value, int | float):
+        return num(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_yaml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple | set | frozenset):
+        return "[" + ", ".join(_yaml(v) for v in value) + "]"
     return json.dumps(value, default=str)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from sidecar.alerting.render.text import pct
+
 __all__ = ["edge_line"]
 
 _FAMILIES = {
@@ -17,10 +19,6 @@ _FAMILIES = {
     "sidecar_edge_purge_condition",
 }
 _MAX_PARTS = 12  # bounded: the alerts page lists everything
-
-
-def _pct(v: float) -> str:
-    return f"{v * 100:.3g}%"
 
 
 def edge_line(registry: CollectorRegistry) -> str | None:
@@ -56,8 +54,8 @@ def edge_line(registry: CollectorRegistry) -> str | None:
         return None
     parts = []
     for g in sorted(ratio):
-        sla = f"SLA {_pct(target[g])}" if g in target else "no SLA"
-        proj = f", projected {_pct(projected[g])}" if g in projected else ""
-        parts.append(f"{g} {_pct(ratio[g])} this period ({sla}{proj})")
+        sla = f"SLA {pct(target[g])}" if g in target else "no SLA"
+        proj = f", projected {pct(projected[g])}" if g in projected else ""
+        parts.append(f"{g} {pct(ratio[g])} this period ({sla}{proj})")
     parts = parts[:_MAX_PARTS] + sorted(firing)[:_MAX_PARTS]
     return "; ".join(parts) or "no edge traffic yet"

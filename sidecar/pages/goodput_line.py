@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from sidecar.alerting.render.text import pct
 from sidecar.naming import human_secs
 
 __all__ = ["goodput_line"]
@@ -18,16 +19,12 @@ _HISTOGRAMS = {
 _MAX_PARTS = 12  # bounded: the alerts page lists everything
 
 
-def _pct(v: float) -> str:
-    return f"{v * 100:.3g}%"
-
-
 def goodput_line(registry: CollectorRegistry) -> str | None:
     """None when the goodput check does not run; otherwise e.g. ``objective 99%; chat v3 97.1% over 1h, burning
     its budget; rank v1 99.8% over 1h``."""
     seen = False
     objective: float | None = None
-    ratio: dict[tuple[str, str], tuple[float, float]] = {}  # (model, version) -> (longest window, ratio)
+    ratio: dict[tuple[str, str], dict[float, float]] = {}  # (model, version) -> {window: ratio}
     burning: set[tuple[str, str]] = set()
     histogram_only: set[tuple[str, str]] = set()  # (server, model) with latency histograms
     for family in registry.collect():
@@ -44,16 +41,20 @@ def goodput_line(registry: CollectorRegistry) -> str | None:
             elif family.name == "sidecar_goodput_condition" and s.value == 1:
                 burning.add(key)
             elif family.name == "sidecar_goodput_ratio":
-                secs = float(s.labels.get("window_secs", "0"))
-                if key not in ratio or secs > ratio[key][0]:
-                    ratio[key] = (secs, s.value)
+                ratio.setdefault(key, {})[float(s.labels.get("window_secs", "0"))] = s.value
     if not seen:
         return None
-    parts = [f"objective {_pct(objective)}"] if objective is not None else []
+    parts = [f"objective {pct(objective)}"] if objective is not None else []
     for key in sorted(ratio, key=lambda k: (k not in burning, k))[:_MAX_PARTS]:
-        secs, value = ratio[key]
-        burn = ", burning its budget" if key in burning else ""
-        parts.append(f"{key[0]} v{key[1]} {_pct(value)} over {human_secs(secs)}{burn}")
+        by_window = ratio[key]
+        if key in burning:
+            # Every window, shortest first: the burning alert quotes its pair's long window, and `/` must show
+            # that same figure (not only the longest window's, which a fresh burn has not reached yet).
+            figures = ", ".join(f"{pct(by_window[w])} over {human_secs(w)}" for w in sorted(by_window)[:4])
+            parts.append(f"{key[0]} v{key[1]} burning its budget: {figures}")
+        else:
+            longest = max(by_window)
+            parts.append(f"{key[0]} v{key[1]} {pct(by_window[longest])} over {human_secs(longest)}")
     if len(parts) <= 1:
         parts.append("no judged requests yet")
     judged = {model for model, _v in ratio}

@@ -21,6 +21,8 @@ import httpx
 from prometheus_client import CollectorRegistry, Counter
 from starlette.requests import Request
 
+from sidecar.delivery_state import delivery_state
+
 __all__ = ["Api", "Delivery", "GpuRow", "Metrics", "read_metrics"]
 
 # Bounded reads: the status page lists the newest, the alerts page links to the JSON for the rest.
@@ -47,11 +49,8 @@ class Delivery:
 
     @property
     def state(self) -> str:
-        if self.queued and self.failures:
-            return "failing"  # notices wait and POSTs have failed: Alertmanager is not taking them
-        if self.queued:
-            return "queued"
-        return "delivered" if self.sent else "idle"
+        # The word /readyz uses too (sidecar/delivery_state.py): one word from one place.
+        return delivery_state(queued=self.queued, failed=bool(self.failures), sent=self.sent)
 
 
 @dataclass

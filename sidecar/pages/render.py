@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from sidecar import __version__
+from sidecar.alerting.render.text import when
 from sidecar.redact import mask_url
 
 __all__ = ["STATIC_URL", "render", "static_routes"]
@@ -30,9 +31,8 @@ def when_ns(ns: int) -> str:
 
 
 def when_s(secs: float | None) -> str:
-    if secs is None:
-        return "never"
-    return dt.datetime.fromtimestamp(secs, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    """A moment on a page: the renderer's one formatter, so a page and an alert's text write it alike."""
+    return when(secs)
 
 
 def ago(secs: float | None) -> str:

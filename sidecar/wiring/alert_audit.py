@@ -28,6 +28,8 @@ def transition_recorder(
     def on_transition(what: str, alert: Alert, now: float) -> None:
         key = f"{fingerprint(alert.labels)}-{int(alert.active_at * 1000)}"
         body = {"labels": alert.labels, "annotations": alert.annotations, "at_iso": iso(now)}
+        if alert.trace_id:
+            body["trace_id"] = alert.trace_id  # the audit's trace_id column: /audit?trace_id= finds the alert
         if what != "resent":
             audit.record(f"alert_{what}", f"{what}-{key}", now, body)
             return

@@ -191,11 +191,11 @@ def test_a_change_reads_at_the_same_time_on_status_changes_and_the_alert_that_ci
         # `/` and `/changes` write the time the same way (not the API's ISO form on one of them).
         assert shown in status_row.text() and iso not in status_row.text(), status_row.text()
         assert shown in changes_row.text()
-        # The drift alert cites it, at that time, and `/changes` lists the alert as citing it.
+        # The drift alert cites it, at that time written the same way (one formatter, not ISO in the alert and a
+        # short form on the pages), and `/changes` lists the alert as citing it.
         alert = _drift_alert(s)
-        assert (
-            "feature pipeline v7" in alert["annotations"]["description"] and iso in alert["annotations"]["description"]
-        )
+        description = alert["annotations"]["description"]
+        assert f"feature pipeline v7 by ? at {shown}" in description and iso not in description, description
         assert "FeatureDrifting" in changes_row.find(cls="cited").text()
     finally:
         story.close()

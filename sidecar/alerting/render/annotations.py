@@ -19,10 +19,10 @@ from prometheus_client import CollectorRegistry, Counter
 from sidecar.alerting.config import TemplatesConfig
 from sidecar.alerting.render import finding_text
 from sidecar.alerting.render.business import agg_short
+from sidecar.alerting.render.text import when
 from sidecar.alerting.templates import TemplateError, render
 from sidecar.model import Change, Finding
 from sidecar.naming import human_secs
-from sidecar.state.changes import iso
 from sidecar.state.changes_config import ChangesConfig
 
 __all__ = ["ALL_VERSIONS", "Annotator", "ChangeLookup", "cited_changes", "model_version", "sentence"]
@@ -150,7 +150,7 @@ class Annotator:
             "finding_description": sentence(text_description),
             "insufficient_reason": text_description if f.insufficient_data else "",
             "recent_change": _change(changes[0]) if changes else "none",
-            "recent_changes": "; ".join(f"{_change(c)} by {c.who or '?'} at {iso(c.at)}" for c in changes) or "none",
+            "recent_changes": "; ".join(f"{_change(c)} by {c.who or '?'} at {when(c.at)}" for c in changes) or "none",
             "runbook": str(facts.get("runbook", f"{f.kind}.md")),
             "runbook_base": self.runbook_base,
             "dashboard_base": self.dashboard_base or "",

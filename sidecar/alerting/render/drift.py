@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sidecar.alerting.render.text import FindingText
+from sidecar.alerting.render.text import FindingText, when
 from sidecar.facts import DriftBlock, DriftReference
 from sidecar.model import Finding
 
@@ -73,10 +73,6 @@ def blocks_text(facts: Facts) -> str:
     if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (got, of, need, scale)):
         return ""
     return f"{got} of the last {of} {scale:.0f}s blocks (need {need})"
-
-
-def _when(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _hms(t: float) -> str:
@@ -230,7 +226,7 @@ def render(f: Finding) -> FindingText:
     ref = facts.get("reference")
     if isinstance(ref, DriftReference):
         # When it froze, as the pages write a time: the drift detail page says "since <the same time>".
-        froze = "" if ref.created_at is None or ref.source == "rolling" else f", frozen {_when(ref.created_at)}"
+        froze = "" if ref.created_at is None or ref.source == "rolling" else f", frozen {when(ref.created_at)}"
         parts.append(f"Reference {ref.id} ({ref.size} values){froze}.")
     parts.append(
         f"Effect floor {facts.get('floor')}; missing ratio {_num(facts, 'missing_ratio'):.3f} "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sidecar.alerting.render.text import FindingText
+from sidecar.alerting.render.text import FindingText, pct
 from sidecar.model import Finding
 from sidecar.naming import human_secs
 
@@ -22,8 +22,7 @@ def _num(v: object) -> float | None:
 
 
 def _pct(v: object) -> str:
-    x = _num(v)
-    return "n/a" if x is None else f"{x * 100:.3g}%"
+    return pct(_num(v))
 
 
 def _ms(v: object) -> str:

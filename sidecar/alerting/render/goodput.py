@@ -6,7 +6,7 @@ Summaries: ``chat v3 goodput 91.2% burning its 99% objective: 8.8x over 1h, 15x 
 
 from __future__ import annotations
 
-from sidecar.alerting.render.text import FindingText
+from sidecar.alerting.render.text import FindingText, pct
 from sidecar.model import Finding
 from sidecar.naming import human_secs
 
@@ -20,8 +20,7 @@ def _num(v: object) -> float | None:
 
 
 def _pct(v: object) -> str:
-    x = _num(v)
-    return "n/a" if x is None else f"{x * 100:.3g}%"
+    return pct(_num(v))
 
 
 def _slos(facts: object) -> str:

@@ -66,14 +66,27 @@ def render(f: Finding) -> FindingText:
     looks = f"{facts.get('looks_drifting')} of the last {facts.get('looks')} {window} windows drifted"
     rule = f"active at {facts.get('sustained_looks')} of {facts.get('sustained_of')}"
     if f.active:
-        summary = f"{who} {what} drift {where}: " + (f"{means}, " if means else "") + f"PSI {psi or 0:.2g}; {looks}"
         q, stat = _num(facts.get("q")), _num(facts.get("statistic"))
-        description = (
-            f"The {what} of {who} ({source}) differ from {_reference(facts)}: over the latest {window} "
-            f"({_n(facts.get('n_cur'))} requests) chi-square {stat or 0:.3g} over {facts.get('bins')} buckets, "
-            f"adjusted p {q or 0:.2g} below the per-window level {level or 0:.2g} (checks.drift's false-alarm "
-            f"budget), PSI {psi or 0:.2g} at or above {floor or 0:g}. {looks} ({rule})."
-        )
+        latest = f"over the latest {window} ({_n(facts.get('n_cur'))} requests)"
+        if q is not None and level is not None and q < level and psi is not None and psi >= (floor or 0):
+            summary = f"{who} {what} drift {where}: " + (f"{means}, " if means else "") + f"PSI {psi:.2g}; {looks}"
+            description = (
+                f"The {what} of {who} ({source}) differ from {_reference(facts)}: {latest} chi-square "
+                f"{stat or 0:.3g} over {facts.get('bins')} buckets, adjusted p {q:.2g} below the per-window level "
+                f"{level:.2g} (checks.drift's false-alarm budget), PSI {psi:.2g} at or above {floor or 0:g}. "
+                f"{looks} ({rule})."
+            )
+        else:
+            # Active on the windows before; the latest alone does not drift: its figures are labelled as the
+            # latest window's, never quoted as the drift's evidence.
+            figures = f"PSI {psi:.2g}" if psi is not None else "not tested"
+            summary = f"{who} {what} drift {where}: {looks}; the latest window does not ({figures})"
+            description = (
+                f"The {what} of {who} ({source}) drifted from {_reference(facts)} in {looks.split(' drifted')[0]} "
+                f"({rule}). The latest window alone does not: {latest}"
+                + (f" adjusted p {q:.2g} against the per-window level {level or 0:.2g}," if q is not None else "")
+                + (f" PSI {psi:.2g} against the floor {floor or 0:g}." if psi is not None else " not tested.")
+            )
         if means:
             description += f" The {means}."
         return summary, description
@@ -109,8 +122,8 @@ def render(f: Finding) -> FindingText:
 
 def line_text(rows: list[tuple[str, str, str, str, float | None, float | None, bool, bool]]) -> str:
     """The line on ``/``: rows (server, model, version, tokens, psi, mean change, drifting, edges mismatch),
-    drifting and refused first; e.g. ``chat v3 prompt lengths on vllm drifting (PSI 0.21, mean +30%);
-    chat v3 generation lengths on vllm PSI 0.012``."""
+    drifting and refused first; e.g. ``chat v3 prompt lengths on vllm drifting (PSI 0.21 in the latest window,
+    mean +30%); chat v3 generation lengths on vllm PSI 0.012``."""
     parts = []
     for server, model, version, tokens, psi, change, drifting, mismatch in sorted(
         rows, key=lambda r: (not r[6], not r[7], r[:4])
@@ -121,7 +134,8 @@ def line_text(rows: list[tuple[str, str, str, str, float | None, float | None, b
         if mismatch:
             parts.append(f"{head}: bucket edges changed, not tested")
         elif drifting:
-            parts.append(f"{head} drifting (PSI {psi or 0:.2g}{mean})")
+            latest = f"PSI {psi:.2g} in the latest window" if psi is not None else "latest window not tested"
+            parts.append(f"{head} drifting ({latest}{mean})")
         elif psi is not None:
             parts.append(f"{head} PSI {psi:.2g}")
         else:

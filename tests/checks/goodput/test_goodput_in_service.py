@@ -67,7 +67,7 @@ def test_posted_events_are_judged_counted_and_shown(tmp_path: Path) -> None:
     # inter-token derived: (1500 - 200) / 50 = 26 ms
     assert 'sidecar_gen_ai_server_time_per_output_token_seconds_count{model="chat",version="3"} 100.0' in metrics
     line = goodput_line(svc.registry)
-    assert line == "objective 99%; chat v3 75% over 6h, burning its budget"
+    assert line == "objective 99%; chat v3 burning its budget: 75% over 5m, 75% over 30m, 75% over 1h, 75% over 6h"
     assert f'id="goodput-line">goodput: {line}</p>' in page
 
 
