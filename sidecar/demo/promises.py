@@ -33,7 +33,13 @@ def _version(labels: dict[str, str]) -> str:
 
 
 def _matches(p: DemoAlert, labels: dict[str, str]) -> bool:
-    return labels.get("check") == p.check and labels.get("model") == p.model and labels.get("feature") == p.feature
+    # The alert name too: the actions layer raises ActionPlanned, ActionTaken and ActionFailed from one check.
+    return (
+        labels.get("check") == p.check
+        and labels.get("model") == p.model
+        and labels.get("feature") == p.feature
+        and labels.get("alertname", p.alertname) == p.alertname
+    )
 
 
 def _history(seen: list[tuple[float, str]], keep: Sequence[str] | None = None) -> str:

@@ -121,10 +121,10 @@ def _banner(
     base: str, triton: Any, am_url: str | None, config_path: Path, nginx: Any | None = None, act: bool = False
 ) -> str:
     from sidecar.demo.scenario import DemoScenario
-    from sidecar.demo.story import EXPECTED, clock_text
+    from sidecar.demo.story import clock_text, promises
 
     timeline = "\n".join(f"  {clock_text(t)}  {what}" for t, what in DemoScenario.timeline())
-    alerts = "\n".join(f"  - {a.describe()}" for a in EXPECTED)
+    alerts = "\n".join(f"  - {a.describe()}" for a in promises(act))
     # Debian's Alertmanager has no web UI: the sidecar's /alerts page is where a person reads alerts.
     am = (
         f"Alertmanager: {am_url} (API only; the sidecar's {base}/alerts shows delivery per alert)"
@@ -163,6 +163,7 @@ async def _run(port: int, duration_s: float | None, workdir: Path, act: bool = F
     from sidecar.demo.alertmanager import DemoAlertmanager
     from sidecar.demo.edge_nginx import DemoNginx
     from sidecar.demo.play import ScenarioRun
+    from sidecar.demo.story import promises
     from sidecar.demo.timeline import LoopTicker
     from sidecar.demo.traffic import Traffic
     from sidecar.runtime import tune_gc
@@ -214,6 +215,7 @@ async def _run(port: int, duration_s: float | None, workdir: Path, act: bool = F
             alertmanager_url=am_url,
             ticker=LoopTicker(),
             out=lambda line: print(line, flush=True),
+            promises=promises(act),
         )
         async with httpx.AsyncClient() as client:
             playing = asyncio.create_task(play.run(stop, client))

@@ -25,7 +25,16 @@ from sidecar.demo.drift_demo import SHIFT_AFTER_SECS
 from sidecar.demo.goodput_demo import GOODPUT_TTFT_MS
 from sidecar.demo.scenario import CANARY_SECS, LLM_MODEL, PROMPT_CHANGE_SECS, SYSTEM_PROMPT_TOKENS
 
-__all__ = ["EXPECTED", "STAND_IN_OVERHEAD_SECS", "DemoAlert", "Transition", "clock_text", "replay", "stand_in"]
+__all__ = [
+    "EXPECTED",
+    "STAND_IN_OVERHEAD_SECS",
+    "DemoAlert",
+    "Transition",
+    "clock_text",
+    "promises",
+    "replay",
+    "stand_in",
+]
 
 # What a request costs the demo's stand-in for Triton (replay and the accelerated test) beyond the model's
 # own scripted delay: a few milliseconds, as on a real Triton on loopback.
@@ -58,6 +67,7 @@ class DemoAlert:
     resolves_within_secs: float | None = None  # the promise: resolved (every version) this long after end_step
     resolves_after_secs: float | None = None  # when the replay resolves it for good
     may_flap: bool = False  # a borderline signal: a version may clear and fire again (said in the banner)
+    seen_in: str = "replay"  # where fires_after_secs (and resolves_after_secs) were seen
 
     def subject(self) -> str:
         """``FeatureDrifting ctr clicks_7d`` (drift alerts fire per version)."""
@@ -76,10 +86,10 @@ class DemoAlert:
 
     def describe(self) -> str:
         """The banner's line: the promise, the replay's times, and why."""
-        replay = f"fires {clock_text(self.fires_after_secs)}"
+        replay = f"{self.seen_in}: fires {clock_text(self.fires_after_secs)}"
         if self.resolves_after_secs is not None:
             replay += f", resolves {clock_text(self.resolves_after_secs)}"
-        return f"{self.promise()} (replay: {replay}); {self.why}"
+        return f"{self.promise()} ({replay}); {self.why}"
 
 
 def _step_name(at_secs: float) -> str:
@@ -134,6 +144,39 @@ EXPECTED: tuple[DemoAlert, ...] = (
         "the plan on / and prints it here, and sends nothing (sidecar demo --act carries it out)",
     ),
 )  # fmt: skip
+
+
+_REAL_ACT = "a real --act run"  # these are not replayed (the replay has no Triton to act on): docs/demo.md
+_ACT_WHY = (
+    "the worse canary verdict triggers the configured revert of fraud to v1, and --act carries it out: Triton "
+    "(explicit model-control mode) loads fraud with only v1, so requests still addressed to v2 fail from then on"
+)
+
+# What --act adds or changes: the revert is done, not planned; the verdict still stands on v2's last values at the
+# next evaluation and the revert's hold refuses a second one, which the actions layer says (ActionFailed, never
+# silent); and the probe of v2, which the revert unloaded, fails three times in a row.
+_ACT: tuple[DemoAlert, ...] = (
+    DemoAlert("actions", "fraud", None, "ActionTaken", CANARY_SECS, 270, 556, _ACT_WHY, seen_in=_REAL_ACT),
+    DemoAlert(
+        "actions", "fraud", None, "ActionFailed", CANARY_SECS, 270, 560,
+        "the next evaluation still finds fraud v2 worse (its last values are in the window) and the revert's hold "
+        "refuses a second revert until an operator clears it (POST /admin/actions/clear): said, not silent",
+        seen_in=_REAL_ACT,
+    ),
+    DemoAlert(
+        "probe", "fraud", None, "ModelProbeFailing", CANARY_SECS, 330, 576,
+        "the probe still asks for fraud v2, which the revert unloaded: three failures in a row, 10 s apart",
+        seen_in=_REAL_ACT,
+    ),
+)  # fmt: skip
+
+
+def promises(act: bool = False) -> tuple[DemoAlert, ...]:
+    """What the banner promises: ``EXPECTED`` (held to the replay), or with ``--act`` the same with the revert
+    done instead of planned, and what doing it causes (``_ACT``, seen in a real run, not replayed)."""
+    if not act:
+        return EXPECTED
+    return tuple(a for a in EXPECTED if a.alertname != "ActionPlanned") + _ACT
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.demo.story import EXPECTED, Transition, replay
+from sidecar.demo.promises import judge
+from sidecar.demo.story import EXPECTED, Transition, promises, replay
+from sidecar.demo.watch import AlertWatcher
 
 TOLERANCE_SECS = 90  # the replay's times printed in the banner: held to the replay this closely
 DEMO_SECS = 720  # the demo's twelve minutes, replayed
@@ -55,3 +57,22 @@ def test_a_flapping_alert_is_said_to_flap_in_the_banner(transitions: list[Transi
         )  # fmt: skip
         if cleared_then_fired:
             assert a.may_flap and "flapping" in a.describe(), a
+
+
+def test_with_act_the_banner_promises_the_revert_done_and_what_doing_it_causes() -> None:
+    dry, act = promises(False), promises(True)
+    assert dry == EXPECTED
+    names = [a.alertname for a in act]
+    assert "ActionPlanned" not in names and {"ActionTaken", "ActionFailed", "ModelProbeFailing"} <= set(names)
+    assert [a for a in act if a.seen_in == "replay"] == [a for a in EXPECTED if a.alertname != "ActionPlanned"]
+    assert all("(a real --act run: fires +9:" in a.describe() for a in act if a.seen_in != "replay")
+
+
+def test_an_action_promise_is_judged_by_its_own_alert_name_only() -> None:
+    [planned] = [a for a in EXPECTED if a.alertname == "ActionPlanned"]
+    w = AlertWatcher("http://s", None, out=lambda _ln: None, clock=lambda: 600.0)
+    taken = {"alertname": "ActionTaken", "check": "actions", "model": "fraud", "action": "revert", "action_id": "a"}
+    w.observe([{"labels": taken, "state": "firing"}], None)
+    assert judge(planned, w, 780.0).verdict == "broken"  # an ActionTaken does not keep a promise of a plan
+    [done] = [a for a in promises(True) if a.alertname == "ActionTaken"]
+    assert judge(done, w, 780.0).verdict == "kept"
