@@ -68,7 +68,7 @@ def _reference(parser: EdgeParser, line: bytes) -> object:
         return ("refused", exc.field)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(docs, max_size=8), st.booleans(), st.sampled_from([None, "file-node"]))
 def test_each_line_gets_the_reference_answer(batch: list[dict[str, Any]], ignore_unknown: bool, node: Any) -> None:
     cfg = EdgeSourceConfig(unknown_fields="ignore" if ignore_unknown else "reject", max_string_length=256)
@@ -93,4 +93,4 @@ def test_each_line_gets_the_reference_answer(batch: list[dict[str, Any]], ignore
 
 def test_most_lines_of_the_property_test_were_records() -> None:
     # Runs after it (file order): the inline path was exercised, not only refusals.
-    assert sum(RECORDS) > 300, sum(RECORDS)
+    assert sum(RECORDS) > 150, sum(RECORDS)
