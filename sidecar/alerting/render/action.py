@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from sidecar.alerting.render.text import FindingText
+from sidecar.alerting.render.text import FindingText, when
 from sidecar.model import Finding
 
 __all__ = ["render", "words"]
@@ -33,6 +33,11 @@ def words(action: str, outcome: str, model: str, plan: str, error: str, evidence
     return f"failed to {verb} {model}: {error} (plan: {plan}){because}"
 
 
+def _at(ts: object) -> str:
+    # A moment as every screen writes it (text.when), never the raw epoch seconds.
+    return when(float(ts)) if isinstance(ts, int | float) and not isinstance(ts, bool) else "?"
+
+
 def render(f: Finding) -> FindingText:
     facts = f.facts
     model = f.labels.get("model", "")
@@ -47,6 +52,6 @@ def render(f: Finding) -> FindingText:
     gpu = str(facts.get("gpu", "") or "")
     desc = (
         f"{line}. Action {facts.get('action_id')}, trigger {facts.get('trigger')} (evidence evaluated at "
-        f"{facts.get('evidence_at')})." + (f" GPU: {gpu}." if gpu else "")
+        f"{_at(facts.get('evidence_at'))})." + (f" GPU: {gpu}." if gpu else "")
     )
     return line, desc

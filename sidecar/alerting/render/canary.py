@@ -85,9 +85,10 @@ def _sentence(a: str, facts: Mapping[str, object], b: str, c: str, min_samples: 
                 f"{unit}; it needs {min_samples} each and {facts.get('min_intervals')} {unit})."
             )
     if q is None or base is None or cand is None:
-        return f"{what}: not decided ({nc} values for {c}, {nb} for {b}; it needs {min_samples} each)."
+        return f"{what}: not decided ({nc or 0} values for {c}, {nb or 0} for {b}; it needs {min_samples} each)."
     unit = "" if a.startswith(("errors", "scores")) else " ms"
-    fmt = (lambda x: f"{x:.2%}") if a.startswith("errors") else (lambda x: f"{x:.4g}{unit}")
+    # The summary's forms (``_worse_phrase``): a figure reads the same in the summary and the description.
+    fmt = (lambda x: f"{x:.1%}") if a.startswith("errors") else (lambda x: f"{x:.3g}{unit}")
     return (
         f"{what}: {c} {fmt(cand)}{_split(a, facts, 'cand')} vs {b} {fmt(base)}{_split(a, facts, 'base')} "
         f"(q={q:.2g}, n={nc}/{nb})."

@@ -229,7 +229,7 @@ def render(f: Finding) -> FindingText:
         froze = "" if ref.created_at is None or ref.source == "rolling" else f", frozen {when(ref.created_at)}"
         parts.append(f"Reference {ref.id} ({ref.size} values){froze}.")
     parts.append(
-        f"Effect floor {facts.get('floor')}; missing ratio {_num(facts, 'missing_ratio'):.3f} "
-        f"(reference {_num(facts, 'ref_missing_ratio'):.3f})."
+        f"Effect floor {facts.get('floor')}; missing ratio {_f(_num(facts, 'missing_ratio'), '.3f')} "
+        f"(reference {_f(_num(facts, 'ref_missing_ratio'), '.3f')})."
     )
     return summary, " ".join(parts)

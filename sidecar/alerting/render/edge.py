@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sidecar.alerting.render.text import FindingText, pct
+from sidecar.alerting.render.text import FindingText, pct, when
 from sidecar.model import Finding
 from sidecar.naming import human_secs
 
@@ -35,6 +35,12 @@ def _ms(v: object) -> str:
 def _hhmm(ts: object) -> str:
     x = _num(ts)
     return "?" if x is None else datetime.fromtimestamp(x, UTC).strftime("%H:%M")
+
+
+def _when(ts: object) -> str:
+    # In a description, a moment as every screen writes it (text.when: /changes lists the purge so).
+    x = _num(ts)
+    return "?" if x is None else when(x)
 
 
 def _day(ts: object) -> str:
@@ -139,7 +145,7 @@ def render_purge(f: Finding) -> FindingText:
             )
         return (
             f"purge of {pattern} at {at} matched no path seen",
-            f"The purge of {pattern} ({facts.get('scope')}){who} at {at} UTC covers none of the "
+            f"The purge of {pattern} ({facts.get('scope')}){who} at {_when(facts.get('purged_at'))} covers none of the "
             f"{facts.get('paths_seen')} distinct paths seen in the edge logs: check the pattern (a typo, a missing "
             f"prefix, the cache key's host part).",
         )
@@ -147,13 +153,14 @@ def render_purge(f: Finding) -> FindingText:
     if not f.active:
         return (
             f"purge of {pattern} at {at}: no cache hit on covered paths since",
-            f"The purge of {pattern} ({facts.get('scope')}){who} at {at} UTC: no cache hit on a path it covers since.",
+            f"The purge of {pattern} ({facts.get('scope')}){who} at {_when(facts.get('purged_at'))}: no cache hit on a "
+            "path it covers since.",
         )
     where = f"on {top}" if facts.get("paths") == 1 else f"on {facts.get('paths')} paths ({top_hits} on {top})"
     return (
         f"purge of {pattern} at {at} did not take: {hits} {'hit' if hits == 1 else 'hits'} {where} since",
-        f"The purge of {pattern} ({facts.get('scope')}){who} at {at} UTC should have emptied the cache of the "
-        f"paths it covers, but the edge served {hits} cache hits on them since, the first at "
-        f"{_hhmm(facts.get('first_hit_at'))} UTC. The edge still holds stale objects: purge again (exact paths), "
+        f"The purge of {pattern} ({facts.get('scope')}){who} at {_when(facts.get('purged_at'))} should have "
+        f"emptied the cache of the paths it covers, but the edge served {hits} cache hits on them since, the first "
+        f"at {_when(facts.get('first_hit_at'))}. The edge still holds stale objects: purge again (exact paths), "
         f"and check how the CDN matched the pattern.",
     )

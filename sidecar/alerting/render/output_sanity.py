@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sidecar.alerting.render.text import FindingText
+from sidecar.alerting.render.text import FindingText, pct
 from sidecar.model import Finding
 from sidecar.naming import human_secs
 
@@ -58,9 +58,10 @@ def render(f: Finding) -> FindingText:
     ratio = f.value
     limit = f"{(f.threshold or 0):.0%}"
     if test == "collapsed":
-        summary = f"{who} outputs collapsed: {facts.get('dominant')} is {ratio:.0%} of {n} outputs over {window}"
+        # One figure, one form: the summary's share is the description's (pct: three significant digits).
+        summary = f"{who} outputs collapsed: {facts.get('dominant')} is {pct(ratio)} of {n} outputs over {window}"
         return summary, (
-            f"{who}: one output value ({outputs} = {facts.get('dominant')}) makes {ratio:.1%} of the "
+            f"{who}: one output value ({outputs} = {facts.get('dominant')}) makes {pct(ratio)} of the "
             f"{n} finite outputs in the last {window}; the check fires above {limit}."
         )
     short, long = _examples(facts)
