@@ -1,16 +1,19 @@
 """atheris target: the events decoder and parser refuse bad input only with ValueError / a rejection, and
-every event they accept holds usable values (finite numbers, a time in range)."""
+every event they accept holds usable values (finite numbers, a time in range); whatever batch the columnar door
+takes holds exactly the events the per-event door accepts."""
 
 import math
 import sys
 from pathlib import Path
 
 import atheris
+import numpy  # noqa: F401  # imported before instrumenting: the columnar door's numpy is not ours to fuzz
 
 # Fuzz the checkout this file is in, not whichever copy of the package is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 with atheris.instrument_imports():
+    from sidecar.sources.events.columns import parse_columns
     from sidecar.sources.events.config import EventsConfig
     from sidecar.sources.events.http import EventsEndpoint
     from sidecar.sources.events.parse import parse_events
@@ -94,6 +97,11 @@ def TestOneInput(data: bytes) -> None:
         for v in [*e.fields.values(), *(f for f in e.features.values() if isinstance(f, float))]:
             if not math.isfinite(v):
                 raise AssertionError(f"accepted a non-finite number: {v!r}")
+    blocks = parse_columns(docs, CFG, NOW)  # the columnar door: only ever what the per-event door gives
+    if blocks is not None:
+        got = sorted((int(r), e) for b in blocks for r, e in zip(b.rows(), b.events(), strict=True))
+        if bad or [e for _, e in got] != ok:
+            raise AssertionError("the columnar door took a batch the per-event door did not give the same")
 
 
 if __name__ == "__main__":
