@@ -260,10 +260,11 @@ def main() -> int:
     )
     ap.add_argument(
         "--request-records",
-        choices=("config", "on", "off"),
+        choices=("config", "on", "off", "both"),
         default="config",
         help="per-request records (the request join, alerting.audit.requests) in B and C: as the config's "
-        "default has them, on, or off",
+        "default has them, on, or off; both: off in B and C, and a condition J (B with the join on) alternated "
+        "with them in the same run",
     )
     ap.add_argument("--workdir", default=None)
     ap.add_argument(
@@ -302,6 +303,7 @@ def main() -> int:
     lua = wd / "infer.lua"
     lua.write_text(LUA)
     sidecar: Sidecar | None = None
+    sidecars: dict[str, Sidecar] = {}
     null = NullCollector(port, sidecar_cpus)
     crashes: list[str] = []
 
@@ -330,14 +332,20 @@ def main() -> int:
         cfg["gpu"] = {"enabled": False}
         if file_mode:
             cfg["traces"]["file"] = {"path": str(trace_path), "delete_after_read": True}
+        requests_cfg = cfg["alerting"].setdefault("audit", {}).setdefault("requests", {})
         if args.request_records != "config":
-            audit = cfg["alerting"].setdefault("audit", {})
-            audit.setdefault("requests", {})["enabled"] = args.request_records == "on"
+            requests_cfg["enabled"] = args.request_records == "on"
         cfg_path = wd / "sidecar.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg))
         sidecar = Sidecar(cfg_path, port, wd / "sidecar.log", sidecar_cpus)
+        sidecars.update({"B": sidecar, "C": sidecar})
+        order: tuple[str, ...] = ("A", "B", "E", "C")
+        if args.request_records == "both":
+            requests_cfg["enabled"] = True
+            (wd / "sidecar-join.yaml").write_text(yaml.safe_dump(cfg))
+            sidecars["J"] = Sidecar(wd / "sidecar-join.yaml", port, wd / "sidecar.log", sidecar_cpus)
+            order = ("A", "B", "J", "E", "C")
         url = f"{triton.http_url}/v2/models/ctr/versions/1/infer"
-        order = ("A", "B", "E", "C")
         print(f"placement: {placement}: {PLACED[placement]}", flush=True)
         print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
         print(
@@ -352,7 +360,8 @@ def main() -> int:
                 else f"Triton OTLP tracing rate={args.trace_rate} level=TIMESTAMPS to port {port}; "
                 f"A = no sidecar, tracing OFF; E = tracing to a null collector on port {port}; "
             )
-            + f"C = the sidecar, tracing OFF; request join (per-request records): {args.request_records}; "
+            + f"C = the sidecar, tracing OFF; request join (per-request records): {args.request_records}"
+            + ("; J = B with the request join on; " if "J" in order else "; ")
             + f"workdir {wd}",
             flush=True,
         )
@@ -366,7 +375,8 @@ def main() -> int:
                 if file_mode:
                     # Files left by an earlier run (its last, or E's) are not this run's.
                     _clear(trace_dir)
-                if cond in ("B", "C"):
+                sidecar = sidecars.get(cond)
+                if sidecar is not None:
                     sidecar.start()
                     before = _metric(sidecar.metrics(), counted)
                     cpu0 = _cpu_secs(sidecar.pid())
@@ -375,7 +385,7 @@ def main() -> int:
                 signals = triton_signals()
                 crashed = ""
                 try:
-                    _trace(triton.http_url, cond in ("B", "E"), args.trace_rate)
+                    _trace(triton.http_url, cond in ("B", "E", "J"), args.trace_rate)
                     tcpu0 = _group_cpu_secs(triton.proc.pid)  # type: ignore[union-attr]
                     got = _wrk(url, lua, secs, args.connections, args.threads, load_cpus)
                     tcpu = _group_cpu_secs(triton.proc.pid) - tcpu0  # type: ignore[union-attr]
@@ -400,7 +410,7 @@ def main() -> int:
                         f"round {r + 1} {cond}: Triton crashed ({crashed}); restarting it and running {cond} again",
                         flush=True,
                     )
-                    if cond in ("B", "C"):
+                    if sidecar is not None:
                         sidecar.stop()
                     if cond == "E" and not file_mode:
                         null.stop()
@@ -417,7 +427,7 @@ def main() -> int:
                 got["triton_cpu_ms"] = 1000 * tcpu / max(got["requests"], 1)
                 got["triton_util"] = tcpu / secs
                 extra = f", Triton {got['triton_cpu_ms']:.3f} CPU ms/request ({got['triton_util']:.0%} of a core)"
-                if cond in ("B", "C"):
+                if sidecar is not None:
                     got["sidecar_cpu"] = (_cpu_secs(sidecar.pid()) - cpu0) / secs
                     got["sidecar_peak_mib"] = _peak_rss_mib(sidecar.pid())
                     # A trace file is read at the next poll (1 s) and a request spanning two files is held until
@@ -446,7 +456,7 @@ def main() -> int:
 
                     got["spans"] = _settle(_read)
                     null.stop()
-                if cond in ("B", "E"):
+                if cond in ("B", "E", "J"):
                     what = "requests in trace files" if file_mode else "spans received"
                     extra = (
                         f", {what} {got['spans']:.0f} ({got['spans'] / max(got['requests'], 1):.4f} per request)"
@@ -471,8 +481,8 @@ def main() -> int:
         )
         return 0
     finally:
-        if sidecar is not None:
-            sidecar.stop()
+        for each in sidecars.values():
+            each.stop()  # idempotent
         null.stop()
         triton.stop()
 
@@ -506,20 +516,22 @@ def _report(
         "B": "B sidecar follows the files" if unit != "spans" else "B sidecar + every span",
         "E": "E trace files, nobody reads" if unit != "spans" else "E spans to null collector",
         "C": "C sidecar, tracing off",
+        "J": "J = B, request join on",
     }
+    conds = [c for c in ("A", "B", "J", "E", "C") if runs.get(c)]
     keys = ("rps", "p50_ms", "p99_ms", "triton_cpu_ms", "triton_util")
     med = {c: {k: statistics.median(run[k] for run in v) for k in keys} for c, v in runs.items() if v}
     print(
         f"{'(median)':28s} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'Triton CPU ms/req':>18} {'Triton CPU':>10}"
         f"  req/s min..max"
     )
-    for c in ("A", "B", "E", "C"):
+    for c in conds:
         print(
             f"{names[c]:28s} {med[c]['rps']:>10,.0f} {med[c]['p50_ms']:>8.2f} {med[c]['p99_ms']:>8.2f} "
             f"{med[c]['triton_cpu_ms']:>18.3f} {med[c]['triton_util']:>10.0%}  "
             f"{min(x['rps'] for x in runs[c]):,.0f}..{max(x['rps'] for x in runs[c]):,.0f}"
         )
-    for c in ("B", "C"):
+    for c in (c for c in conds if c in ("B", "J", "C")):
         cpu, rss = [x["sidecar_cpu"] for x in runs[c]], [x["sidecar_peak_mib"] for x in runs[c]]
         # CPU time per request served: less swayed than throughput by other work on a shared host.
         us = [1e6 * x["sidecar_cpu"] / max(x["rps"], 1.0) for x in runs[c]]
@@ -534,6 +546,9 @@ def _report(
         ("E", "A"): "Triton's own cost of tracing every request (not the sidecar's)",
         ("C", "A"): "scraping alone",
     }
+    if "J" in conds:
+        meaning[("J", "E")] = "the sidecar's own cost with the request join on"
+        meaning[("J", "B")] = "the request join's own cost (same run, alternated)"
     for (num, den), what in meaning.items():
         parts = []
         for key, label in (("rps", "throughput"), ("p99_ms", "p99")):
@@ -551,7 +566,7 @@ def _report(
             f"(rounds {min(cpu_round):.3f}..{max(cpu_round):.3f}): {cpu - 1:+.1%} CPU a request, so "
             f"{1 - 1 / cpu:+.1%} throughput where Triton is CPU-bound"
         )
-    per_req = [(c, i, x["spans"] / max(x["requests"], 1)) for c in ("B", "E") for i, x in enumerate(runs[c])]
+    per_req = [(c, i, x["spans"] / max(x["requests"], 1)) for c in conds if c in "BEJ" for i, x in enumerate(runs[c])]
     best = max(p for _, _, p in per_req)
     if trace_rate > 1:
         # Triton's exporter sends a batch every few seconds, so the last seconds' spans of a run reach whatever
