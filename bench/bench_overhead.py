@@ -28,6 +28,7 @@ condition); ``shared`` puts Triton, the sidecar and the collector on CPU 0 (wrk 
 
     .venv/bin/python bench/bench_overhead.py [--quick] [--placement separate|isolated|shared|none]
                                              [--rounds N] [--secs S] [--trace-rate N]
+                                             [--request-records config|on|off|both]
 
 ``--trace-rate N`` makes Triton trace one request in N in B and E (default 1, every request: the worst case the
 target is about). A deployment with the tracing governor on traces 1 in 1000 while healthy.
@@ -37,6 +38,9 @@ target is about). A deployment with the tracing governor on traces 1 in 1000 whi
 (``traces.file.path``, ``delete_after_read``), in E nobody reads them (the files are counted, then deleted,
 after the run). Requests traced are counted in B (``sidecar_trace_file_requests_total``) and E (distinct ids in
 the files). Triton's file tracing costs it far less than its OpenTelemetry exporter does (docs/reliability-measured.md).
+
+``--request-records`` turns the request join (per-request records) on or off in B and C; ``both`` adds a
+condition J, B with the join on, alternated with the others in the same run (J/E against B/E, and J/B).
 
 Default: 4 rounds x 4 conditions x 10 s, about 4 minutes; ``--quick`` 2 rounds of 5 s, about 1.5 minutes.
 """
