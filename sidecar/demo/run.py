@@ -47,12 +47,13 @@ def _triton_trace_args(port: int) -> list[str]:
 
 
 def demo_triton(workdir: Path, port: int, act: bool) -> Any:
-    """The demo's Triton: every demo model, traces to the sidecar on ``port``; with ``act``, in explicit
+    """The demo's Triton: every demo model (its full repository, written to the work folder), traces to the
+    sidecar on ``port``; with ``act``, in explicit
     model-control mode with every model loaded at start (the actions layer's load requests need it)."""
-    from sidecar.demo.tritonserver import DEMO_MODELS, TritonServer, demo_model_repository
+    from sidecar.demo.tritonserver import DEMO_MODELS, TritonServer, demo_full_repository
 
     return TritonServer(
-        demo_model_repository(),
+        demo_full_repository(workdir / "model_repository"),
         workdir / "triton",
         extra_args=_triton_trace_args(port),
         model_control_explicit=act,

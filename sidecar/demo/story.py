@@ -189,13 +189,13 @@ class Transition:
     state: str  # pending | firing | inactive
 
 
-def stand_in(repo: Path) -> tuple[dict[tuple[str, str], ModuleType], ModuleType]:
+def stand_in() -> tuple[dict[tuple[str, str], ModuleType], ModuleType]:
     """The demo models as modules (``score``, ``delay_secs``, ``token_times``), for what stands in for Triton:
     the classic models by (model, version), and the streaming one."""
+    from sidecar.demo.tritonserver import demo_model_file
+
     pairs = (("ctr", "1"), ("ctr", "2"), ("fraud", "1"), ("fraud", "2"))
-    return {(m, v): _load_model(repo / m / v / "model.py") for m, v in pairs}, _load_model(
-        repo / "chat" / "1" / "model.py"
-    )
+    return {(m, v): _load_model(demo_model_file(m, v)) for m, v in pairs}, _load_model(demo_model_file("chat", "1"))
 
 
 def _load_model(path: Path) -> ModuleType:
@@ -218,12 +218,11 @@ def replay(
     from sidecar.demo.config import demo_config
     from sidecar.demo.scenario import DemoScenario
     from sidecar.demo.traffic import stream_fields
-    from sidecar.demo.tritonserver import demo_model_repository
     from sidecar.model import Event
     from sidecar.service import Service
     from sidecar.store import Store
 
-    models, chat = stand_in(demo_model_repository())
+    models, chat = stand_in()
     with tempfile.TemporaryDirectory(prefix="sidecar-demo-replay-") as tmp:
         wd = Path(tmp)
         raw: dict[str, Any] = demo_config("http://127.0.0.1:1", "http://127.0.0.1:1/metrics", 0, wd, None)

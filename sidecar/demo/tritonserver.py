@@ -23,10 +23,23 @@ import httpx
 
 from sidecar.errors import SidecarError
 
-__all__ = ["DEMO_MODELS", "TritonNotAvailable", "TritonServer", "demo_model_repository", "free_port", "triton_home"]
+__all__ = [
+    "DEMO_MODELS",
+    "TritonNotAvailable",
+    "TritonServer",
+    "demo_full_repository",
+    "demo_model_file",
+    "demo_model_repository",
+    "free_port",
+    "triton_home",
+]
 
-DEMO_REPO = Path(__file__).parent / "model_repository"
-DEMO_MODELS = ("ctr", "fraud", "chat")  # every model in DEMO_REPO
+DEMO_REPO = Path(__file__).parent / "model_repository"  # ctr v1+v2, fraud v1: the live tests share these
+# What `sidecar demo` adds for its later steps (fraud v2, the streaming chat), kept apart so the live tests'
+# Triton (tests/conftest.py) serves exactly the models they count on and starts no extra backend stub.
+DEMO_LATER = Path(__file__).parent / "model_repository_later"
+DEMO_MODELS = ("ctr", "fraud", "chat")  # every model of the demo's full repository
+_NO_CACHE = shutil.ignore_patterns("__pycache__")
 
 
 class TritonNotAvailable(SidecarError, RuntimeError):
@@ -35,6 +48,21 @@ class TritonNotAvailable(SidecarError, RuntimeError):
 
 def demo_model_repository() -> Path:
     return DEMO_REPO
+
+
+def demo_full_repository(dest: Path) -> Path:
+    """The demo's own repository, written to ``dest`` (replaced): ``DEMO_REPO`` with ``DEMO_LATER`` merged in."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(DEMO_REPO, dest, ignore=_NO_CACHE)
+    shutil.copytree(DEMO_LATER, dest, ignore=_NO_CACHE, dirs_exist_ok=True)
+    return dest
+
+
+def demo_model_file(model: str, version: str) -> Path:
+    """Where a demo model version's ``model.py`` lives (either folder)."""
+    later = DEMO_LATER / model / version / "model.py"
+    return later if later.exists() else DEMO_REPO / model / version / "model.py"
 
 
 def free_port() -> int:

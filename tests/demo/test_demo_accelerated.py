@@ -34,7 +34,6 @@ from sidecar.demo.run import demo_config, write_config
 from sidecar.demo.scenario import DemoScenario
 from sidecar.demo.story import EXPECTED, STAND_IN_OVERHEAD_SECS, clock_text, stand_in
 from sidecar.demo.traffic import Traffic
-from sidecar.demo.tritonserver import demo_model_repository
 from sidecar.demo.watch import ACTION, AM_ACTIVE, AM_GONE, describe
 from sidecar.service import Service
 from sidecar.store import Store
@@ -92,7 +91,7 @@ class TokenStream(httpx.AsyncByteStream):
 
 
 def fake_triton(timer: SimTimer) -> Callable[[httpx.Request], httpx.Response]:
-    models, chat = stand_in(demo_model_repository())
+    models, chat = stand_in()
 
     def handle(request: httpx.Request) -> httpx.Response:
         parts = request.url.path.split("/")  # /v2/models/{m}/versions/{v}/infer or .../generate_stream

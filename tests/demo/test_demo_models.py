@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sidecar.demo.story import _load_model
-from sidecar.demo.tritonserver import demo_model_repository
+from sidecar.demo.tritonserver import demo_model_file, demo_model_repository
 
 
 class ModelError(Exception):
@@ -55,8 +55,7 @@ def test_an_ordinary_fraud_request_is_fast_and_a_negative_amount_fails(monkeypat
 
 
 def test_fraud_v2_is_slower_at_the_tail_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    v1 = _load_model(Path(demo_model_repository()) / "fraud" / "1" / "model.py")
-    v2 = _load_model(Path(demo_model_repository()) / "fraud" / "2" / "model.py")
+    v1, v2 = _load_model(demo_model_file("fraud", "1")), _load_model(demo_model_file("fraud", "2"))
     rng = np.random.default_rng(0)
     x = np.column_stack([rng.uniform(1, 100, 20_000), rng.normal(size=20_000), rng.normal(size=20_000)])
     d1 = np.array([v1.delay_secs(x[i : i + 1]) for i in range(len(x))])
@@ -68,7 +67,7 @@ def test_fraud_v2_is_slower_at_the_tail_only(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_the_chat_model_streams_its_tokens_on_its_script(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = _load_model(Path(demo_model_repository()) / "chat" / "1" / "model.py")
+    module = _load_model(demo_model_file("chat", "1"))
     sent: list[Any] = []
     slept: list[float] = []
     clock = [100.0]
