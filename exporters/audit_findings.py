@@ -103,6 +103,7 @@ class FindingAudit(Passive):
 def _body(f: Finding) -> dict[str, Any]:
     return {
         "check": f.check,
+        "finding_kind": f.kind,  # for the pages: which form the finding's figures take (render.kinds.figure)
         "labels": dict(f.labels),
         "model": f.labels.get("model"),
         "version": f.labels.get("version"),

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sidecar.alerting.render.kinds import figure
 from sidecar.pages.render import ago
 from sidecar.pages.waterfall import one_line
 
@@ -103,10 +104,12 @@ def _finding(kind: str, e: Mapping[str, Any]) -> tuple[str, str, str, str, str, 
     crossed = kind == "finding_crossed"
     labels = _dict(e.get("labels"))
     facts = [(k, v) for k, v in sorted(labels.items()) if k not in _SHOWN and v]
+    of = _s(e.get("finding_kind"))
     for key, name in _NUMBERS:
         n = _num(e.get(key))
         if n is not None:
-            facts.append((name, n))
+            # value, threshold, baseline in the form the finding's summary writes them (render.kinds.figure).
+            facts.append((name, figure(of, float(e[key])) if key != "p_value" and math.isfinite(e[key]) else n))
     outcome = "condition holds" if crossed else "condition cleared"
     return outcome, "err" if crossed else "ok", _s(e.get("severity")), _s(e.get("check")), _s(e.get("summary")), facts
 

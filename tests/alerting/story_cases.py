@@ -71,7 +71,7 @@ def _finding(
 # ---- the kinds added this round ---------------------------------------------------------------------------------
 
 
-def _goodput_gauges(reg: CollectorRegistry) -> None:
+def goodput_gauges(reg: CollectorRegistry) -> None:
     _g(reg, "sidecar_goodput_objective", {}, 0.99)
     ratio = Gauge("sidecar_goodput_ratio", "r", ["model", "version", "window_secs"], registry=reg)
     for secs, v in (("300", 0.874), ("3600", 0.912), ("1800", 0.95), ("21600", 0.981)):
@@ -108,7 +108,7 @@ GOODPUT = Case(
     figures=("chat v3", "goodput 91.2%", "burning its 99% objective", "8.8x over 1h", "15x over 5m"),
     raw=("0.912", "91%", "0.99"),
     line=goodput_line,
-    gauges=_goodput_gauges,
+    gauges=goodput_gauges,
     line_figures=("chat v3", "91.2%", "over 1h", "burning", "99%"),
 )
 
@@ -146,12 +146,12 @@ TOKENS = Case(
     ),
     figures=("chat v3 prompt lengths drift on vllm", "mean 391 tokens against 300", "+30%", "PSI 0.21"),
     line=tokens_line,
-    gauges=lambda reg: _tokens_gauges(reg, psi=0.21),
+    gauges=lambda reg: tokens_gauges(reg, psi=0.21),
     line_figures=("chat v3 prompt lengths on vllm drifting", "PSI 0.21", "+30%"),
 )
 
 
-def _tokens_gauges(reg: CollectorRegistry, psi: float) -> None:
+def tokens_gauges(reg: CollectorRegistry, psi: float) -> None:
     lab = {"server": "vllm", "model": "chat", "version": "3", "tokens": "input"}
     _g(reg, "sidecar_token_drift_psi", lab, psi)
     _g(reg, "sidecar_token_drift_drifting", lab, 1)
@@ -160,7 +160,7 @@ def _tokens_gauges(reg: CollectorRegistry, psi: float) -> None:
     mean.labels(*lab.values(), "reference").set(300)
 
 
-def _probe_gauges(reg: CollectorRegistry) -> None:
+def probe_gauges(reg: CollectorRegistry) -> None:
     _g(reg, "sidecar_probe_success", {"model": "ctr", "version": "1"}, 0)
     _g(reg, "sidecar_probe_consecutive_failures", {"model": "ctr", "version": "1"}, 3)
 
@@ -185,7 +185,7 @@ PROBE = Case(
     ),
     figures=("ctr v1 probe failing: 3 in a row", "NaN or inf"),
     line=probe_line,
-    gauges=_probe_gauges,
+    gauges=probe_gauges,
     line_figures=("ctr v1 failing (3 in a row)",),
 )
 
@@ -237,21 +237,22 @@ SLA = Case(
     figures=("cache hit ratio all burning its SLA", "6.8x over 1h", "91.4% day so far", "projected 91.2%", "92%"),
     raw=("0.914", "0.92", "91%"),
     line=edge_line,
-    gauges=lambda reg: _edge_gauges(reg, "edge_hit_ratio_burn"),
+    gauges=lambda reg: edge_gauges(reg, "edge_hit_ratio_burn"),
     line_figures=("all 91.4%", "SLA 92%", "projected 91.2%", "burning its SLA"),
 )
 
 
-def _edge_gauges(reg: CollectorRegistry, check: str) -> None:
+def edge_gauges(reg: CollectorRegistry, *firing: str) -> None:
+    """The edge checks' gauges with ``firing`` (edge_hit_ratio_burn, tail, purge) firing."""
     _g(reg, "sidecar_edge_hit_ratio_period", {"route_group": "all"}, 0.914)
     _g(reg, "sidecar_edge_hit_ratio_target", {"route_group": "all"}, 0.92)
     _g(reg, "sidecar_edge_hit_ratio_projected", {"route_group": "all"}, 0.912)
     cond = Gauge("sidecar_edge_hit_ratio_condition", "c", ["check", "route_group"], registry=reg)
-    cond.labels("edge_hit_ratio_burn", "all").set(1 if check == "edge_hit_ratio_burn" else 0)
+    cond.labels("edge_hit_ratio_burn", "all").set(1 if "edge_hit_ratio_burn" in firing else 0)
     tail = Gauge("sidecar_edge_tail_condition", "t", ["route_group", "hop"], registry=reg)
-    tail.labels("all", "edge").set(1 if check == "tail" else 0)
+    tail.labels("all", "edge").set(1 if "tail" in firing else 0)
     purge = Gauge("sidecar_edge_purge_condition", "p", ["check", "pattern", "scope"], registry=reg)
-    purge.labels("edge_purge_not_taken", "/model/weights/v1.3.", "prefix").set(1 if check == "purge" else 0)
+    purge.labels("edge_purge_not_taken", "/model/weights/v1.3.", "prefix").set(1 if "purge" in firing else 0)
 
 
 TAIL = Case(
@@ -280,7 +281,7 @@ TAIL = Case(
     ),
     figures=("edge p99.9 all 2.3x baseline", "520 ms -> 1.2 s", "while p99 improved 80 ms -> 71 ms"),
     line=edge_line,
-    gauges=lambda reg: _edge_gauges(reg, "tail"),
+    gauges=lambda reg: edge_gauges(reg, "tail"),
     line_figures=("p99.9 tail firing: all edge",),
 )
 
@@ -307,7 +308,7 @@ PURGE = Case(
     ),
     figures=("purge of /model/weights/v1.3. at 04:00 did not take", "37 hits on /model/weights/v1.3.7-onnx"),
     line=edge_line,
-    gauges=lambda reg: _edge_gauges(reg, "purge"),
+    gauges=lambda reg: edge_gauges(reg, "purge"),
     line_figures=("purge did not take: /model/weights/v1.3.",),
 )
 

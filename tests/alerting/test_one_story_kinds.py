@@ -27,8 +27,10 @@ from sidecar.alerting.render.kinds import RENDERERS
 from sidecar.alerting.render.text import num, pct, when
 from sidecar.alerting.runbook_params import param_tables
 from sidecar.clock import FakeClock
+from sidecar.component import Passive, Role
 from sidecar.config import parse_config
 from sidecar.model import Change, Finding
+from sidecar.pages.audit_rows import audit_row
 from sidecar.pages.render import when_s
 from sidecar.service import Service
 from sidecar.store import Store
@@ -38,10 +40,11 @@ from sidecar.wiring.diagnose import build as webhooks
 HOOK = "http://hooks.example/sidecar"
 
 
-class Replay:
+class Replay(Passive):
     """A check that reports the findings it is handed, so the service's own evaluation path renders them."""
 
     name = "replay"
+    role = Role.CHECK
 
     def __init__(self) -> None:
         self.findings: list[Finding] = []
@@ -132,6 +135,13 @@ def test_a_finding_reads_the_same_on_every_screen(sidecar: Sidecar, kind: str) -
     for figure in case.figures:
         for where, text in screens.items():
             _has(text, figure, where)
+    # `/audit`'s rows: the words above, and the finding's bare value and threshold in the summary's form.
+    for doc in (fired, crossed):
+        row = audit_row(doc)
+        shown = " ".join([row.title, row.text, *(f"{k} {v}" for k, v in row.facts)])
+        _has(shown, summary, f"/audit row of {doc['kind']}")
+        for raw in case.raw:
+            _no_raw(shown, raw, f"/audit row of {doc['kind']}")
     if case.line is not None:
         assert case.gauges is not None
         reg = CollectorRegistry()

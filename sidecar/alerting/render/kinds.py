@@ -17,6 +17,7 @@ import sidecar.alerting.render.goodput as goodput
 import sidecar.alerting.render.output_sanity as output_sanity
 import sidecar.alerting.render.probe as probe
 import sidecar.alerting.render.tokens as tokens
+from sidecar.alerting.render.text import pct
 from sidecar.model import Finding
 
 RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType(
@@ -37,3 +38,12 @@ RENDERERS: Mapping[str, Callable[[Finding], tuple[str, str]]] = MappingProxyType
         "token_drift": tokens.render,
     }
 )
+
+# Kinds whose ``value`` and ``threshold`` are shares (0..1): their summaries write them as percentages, so every
+# other screen that shows the bare numbers (the audit trail's rows) writes them so too, never 0.912 beside 91.2%.
+RATIO_KINDS = frozenset({"edge_sla", "goodput", "output_sanity"})
+
+
+def figure(kind: str, value: float) -> str:
+    """A finding's ``value`` or ``threshold`` as a screen shows it beside the finding's words."""
+    return pct(value) if kind in RATIO_KINDS else f"{value:.4g}"
