@@ -16,8 +16,9 @@ Every emitted record counts in ``sidecar_requests_total{model,version,outcome}``
 where the caller's side has it (``ok``, ``client_error``, ``error``): Triton counts a Python-backend error
 response as a success, the client does not. Records are kept (handed to the sink, the audit log) when they
 failed, when slower than ``slow_ms``, and otherwise for a ``sample_rate`` share chosen by the trace id's hash,
-so every sidecar keeps the same ones. User ids are dropped, or hashed with HMAC-SHA256 under a key read from
-the environment (``user_id_key_env``), never stored as sent.
+so every sidecar keeps the same ones; only those get a document (``request_records_doc``: the counters and
+the keep rule read a finished join's few fields first). User ids are dropped, or hashed with HMAC-SHA256 under
+a key read from the environment (``user_id_key_env``), never stored as sent.
 """
 
 from __future__ import annotations
