@@ -13,7 +13,7 @@ import logging
 import math
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -35,6 +35,7 @@ __all__ = ["FleetBins", "ReferenceSource"]
 
 SCORE, CLASS = "_score", "_class"  # the drift check's names for the score and the predicted class
 _LABELS = ["model", "version", "feature", "ref_id"]
+PENDING_MAX = 262_144  # columnar values held before they are binned (bounded; binned on every read anyway)
 RefKey = tuple[str, str, str]  # (model, the version the reference is of, or "*" for a file; feature)
 
 
@@ -52,6 +53,7 @@ class _Series:
     counts: np.ndarray  # int64 per bin
     missing: int = 0
     total: float = 0.0  # sum of the binned numeric values (the histogram's _sum)
+    pending: list[np.ndarray] = field(default_factory=list)  # finite numeric columns not binned yet
 
 
 class FleetBins:
@@ -76,6 +78,7 @@ class FleetBins:
         self._made: dict[RefKey, tuple[Reference, FrozenBins | None]] = {}
         self._series: dict[RefKey, _Series] = {}  # (model, event version, feature)
         self._ref_version: dict[tuple[str, str], str | None] = {}
+        self._pending_values = 0  # values held in the series' pending columns (bounded by PENDING_MAX)
         self.c_unbinned = Counter(
             "sidecar_fleet_values_unbinned",
             "Feature values the fleet bins did not count, by reason: no_reference (the model/version has no file "
@@ -122,6 +125,7 @@ class FleetBins:
             )
         frozen = {k: fb for k, (_, fb) in made.items() if fb is not None}
         with self._lock:
+            self._flush()  # values taken under the old bins are counted in them
             self._made, self._frozen = made, frozen
             self._ref_version.clear()
             for sk, s in list(self._series.items()):
@@ -176,8 +180,12 @@ class FleetBins:
             self.c_unbinned.labels(reason).inc(n)
 
     def observe_columns(self, batch: Batch) -> None:
-        """An ``event_columns`` batch: each block's numeric columns binned as they are (no ``Event`` built);
-        the same counts as ``observe`` of the same events. A score of NaN is an event without one."""
+        """An ``event_columns`` batch: the same counts as ``observe`` of the same events (a NaN score is an
+        event without one). A finite column of a numeric series already binned is kept as it is and binned
+        later with the series' other kept columns, in one ``searchsorted`` (on every read: ``snapshot``, a
+        reference refresh, or past PENDING_MAX values), so the event loop pays a list append per column; a new
+        series or a categorical one is counted at once. Every feature value of such a block is finite (the door
+        checked it, ``EventColumns``), and a NaN score was left out above."""
         if batch.kind != "event_columns":
             return
         unbinned: dict[str, int] = {}
@@ -192,10 +200,30 @@ class FleetBins:
                 if b.score is not None:
                     cols.append((SCORE, b.score[~np.isnan(b.score)]))
                 for f, col in cols:
-                    if len(col) and (reason := self._count((b.model, b.version, f), col)):
+                    s = self._series.get((b.model, b.version, f))
+                    if not len(col):
+                        continue
+                    if s is not None and s.bins.kind == "numeric":  # finite: the door checked every feature
+                        s.pending.append(col)
+                        self._pending_values += len(col)
+                    elif reason := self._count((b.model, b.version, f), col):
                         unbinned[reason] = unbinned.get(reason, 0) + len(col)
+            if self._pending_values > PENDING_MAX:
+                self._flush()
         for reason, n in unbinned.items():
             self.c_unbinned.labels(reason).inc(n)
+
+    def _flush(self) -> None:
+        """Bins every series' pending columns, one search per series (caller holds the lock)."""
+        if not self._pending_values:
+            return
+        for s in self._series.values():
+            if s.pending:
+                values = s.pending[0] if len(s.pending) == 1 else np.concatenate(s.pending)
+                s.pending.clear()
+                s.counts += np.bincount(np.searchsorted(s.bins.edges, values, side="left"), minlength=s.bins.n_bins)
+                s.total += float(values.sum())
+        self._pending_values = 0
 
     def _count(self, sk: RefKey, values: list[object] | np.ndarray) -> str | None:
         """Bins one series' values (caller holds the lock); the reason when they were not counted."""
@@ -211,21 +239,27 @@ class FleetBins:
             s = self._series[sk] = _Series(fb, np.zeros(fb.n_bins, dtype=np.int64))
             self.g_series.set(len(self._series))
         if s.bins.kind == "numeric":
-            arr = values if isinstance(values, np.ndarray) else _floats(values)
-            counts, missing = s.bins.count_numbers(arr)
-            finite = arr[np.isfinite(arr)]
-            s.total += float(finite.sum()) if finite.shape[0] else 0.0
-        else:
-            keys = [_category(v) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
-            present = [k for k in keys if k is not None]
-            counts, missing = s.bins.count_categories(present), len(keys) - len(present)
+            self._add(s, values if isinstance(values, np.ndarray) else _floats(values))
+            return None
+        keys = [_category(v) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
+        present = [k for k in keys if k is not None]
+        counts, missing = s.bins.count_categories(present), len(keys) - len(present)
         s.counts += counts
         s.missing += missing
         return None
 
+    @staticmethod
+    def _add(s: _Series, arr: np.ndarray) -> None:
+        counts, missing = s.bins.count_numbers(arr)
+        finite = arr[np.isfinite(arr)]
+        s.total += float(finite.sum()) if finite.shape[0] else 0.0
+        s.counts += counts
+        s.missing += missing
+
     def snapshot(self) -> list[tuple[RefKey, FrozenBins, np.ndarray, int, float]]:
         """A copy of every series: (model, version, feature), its bins, per-bin counts, missing, sum."""
         with self._lock:
+            self._flush()
             return [(k, s.bins, s.counts.copy(), s.missing, s.total) for k, s in sorted(self._series.items())]
 
 
