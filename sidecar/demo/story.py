@@ -217,7 +217,7 @@ def replay(
     from sidecar.config import parse_config
     from sidecar.demo.config import demo_config
     from sidecar.demo.scenario import DemoScenario
-    from sidecar.demo.traffic import stream_fields
+    from sidecar.demo.streams import stream_fields
     from sidecar.model import Event
     from sidecar.service import Service
     from sidecar.store import Store

@@ -25,9 +25,10 @@ from typing import Any
 import httpx
 
 from sidecar.demo.scenario import DemoRequest, DemoScenario, LlmRequest
+from sidecar.demo.streams import stream_fields
 from sidecar.demo.timeline import LoopTicker, Ticker
 
-__all__ = ["Traffic", "TrafficStats", "stream_fields"]
+__all__ = ["Traffic", "TrafficStats"]
 
 _MAX_PENDING_EVENTS = 10_000
 
@@ -71,20 +72,6 @@ def _client_span(
     if status != 200:
         span["status"] = {"code": 2, "message": error or f"HTTP {status}"}
     return span
-
-
-def stream_fields(prompt_tokens: int, t0: float, stamps: list[float], end: float) -> dict[str, float]:
-    """A streamed request's figures as event ``fields`` (what the goodput check reads), from the times (seconds)
-    it was sent, each token arrived, and the stream ended."""
-    fields = {
-        "ttft_ms": (stamps[0] - t0) * 1000.0,
-        "tokens_in": float(prompt_tokens),
-        "tokens_out": float(len(stamps)),
-        "latency_ms": (end - t0) * 1000.0,
-    }
-    if len(stamps) > 1:
-        fields["inter_token_ms"] = (stamps[-1] - stamps[0]) * 1000.0 / (len(stamps) - 1)
-    return {k: round(v, 3) for k, v in fields.items()}
 
 
 async def _finish(tasks: Iterable[asyncio.Task[None]], *, cancel: bool) -> None:
