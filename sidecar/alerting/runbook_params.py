@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sidecar.alerting.render.text import num
+from sidecar.alerting.render.text import num, pct
 from sidecar.naming import human_secs
 
 __all__ = ["BUSINESS_FIELDS", "SECTIONS", "ParamRow", "ParamTable", "param_tables"]
@@ -218,9 +218,16 @@ def _yaml(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
+_SHARES = ("objective", "target")  # shares the alerts write as percentages: the hint says it the same way
+
+
 def _hint(name: str, value: Any) -> str:
-    if name.endswith("_secs") and isinstance(value, int | float) and not isinstance(value, bool) and value >= 60:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return ""
+    if name.endswith("_secs") and value >= 60:
         return human_secs(float(value))
+    if name.rsplit(".", 1)[-1] in _SHARES and 0 <= value <= 1:
+        return pct(float(value))
     return ""
 
 
@@ -246,7 +253,9 @@ def _hold_row(config: BaseModel, sec: Section, model: BaseModel) -> ParamRow:
         "held before firing",
         _yaml(float(secs)),
         human_secs(float(secs)) if secs >= 60 else "",
-        f"How long the condition holds before the alert book fires it (from {where}).",
+        "How long the condition holds before the alert book fires it ("
+        + (where if where == "fixed by the check" else f"from {where}")
+        + ").",
     )
 
 

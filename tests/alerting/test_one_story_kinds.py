@@ -126,6 +126,7 @@ def test_a_finding_reads_the_same_on_every_screen(sidecar: Sidecar, kind: str) -
     for where, text in screens.items():
         _has(text, summary, where)
     assert fired["annotations"] == notice["annotations"]
+    assert "| model |" not in notice["annotations"]["summary"]  # a finding of no model says so in a word
     assert body["description"] == description
     _has(notice["annotations"]["description"], description.rstrip("."), "alert description (Alertmanager)")
     # The verdict and the figures, in the one form the renderer writes them; never another form of them.
@@ -210,3 +211,12 @@ def test_the_runbook_table_prints_configured_floats_as_written() -> None:
     rows = {r.path: r.value for r in table.rows}
     assert rows["checks.drift.psi_effect_floor"] == "0.3"
     assert not any("0000000" in v for v in rows.values()), rows
+
+
+def test_the_runbook_table_says_a_share_as_the_alert_does() -> None:
+    cfg = parse_config({"checks": {"goodput": {"enabled": True, "objective": 0.995}}})
+    [table] = param_tables(cfg, "GoodputBurn.md")
+    [row] = [r for r in table.rows if r.path == "checks.goodput.objective"]
+    assert (row.value, row.hint) == ("0.995", "99.5%")
+    summary = finding_text(CASES["goodput"].finding)[0]
+    assert "its 99% objective" in summary  # the alert's form of a share is the hint's (render.text.pct)

@@ -37,7 +37,10 @@ class ChangeLookup(Protocol):
 
 
 def model_version(model: str, version: str) -> str:
-    """``ctr v2``; ``ctr (all versions)`` for a check over every version; just ``ctr`` when events carry none."""
+    """``ctr v2``; ``ctr (all versions)`` for a check over every version; just ``ctr`` when events carry none;
+    ``none`` for a finding of no model (an edge route group, a diagnosis), never an empty word."""
+    if not model:
+        return "none"
     if version == ALL_VERSIONS:
         return f"{model} (all versions)"
     if not version or version == "unversioned":
