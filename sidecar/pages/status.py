@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from sidecar.alerting.render.drift import figures_text
 from sidecar.clock import Clock
 from sidecar.component import Passive, Role
+from sidecar.delivery_state import STATES as DELIVERY_WORDS
 from sidecar.pages.edge_line import edge_line
 from sidecar.pages.goodput_line import goodput_line
 from sidecar.pages.probe_line import probe_line
@@ -195,6 +196,7 @@ class StatusPages(Passive):
                 alerts=alerts,
                 why=why,
                 deliveries=m.deliveries,
+                delivery_words=DELIVERY_WORDS,
                 drift=drift,
                 figures_text=lambda *a, **kw: "now: " + figures_text(*a, **kw),
                 groups=[(s, [a for a in alerts if a.state == s]) for s in ("firing", "pending", "resolved")],
