@@ -83,8 +83,9 @@ def _cpu_secs(pid: int) -> float:
 
 
 class _Sender(threading.Thread):
-    """Sends every ``of``-th batch of the schedule (batch j at ``t0 + j * interval``), from ``k``, until ``end``;
-    several senders, so one slow answer does not hold the rate down."""
+    """Sends every ``of``-th batch of the schedule (batch j at ``t0 + j * interval``), from ``k``, until ``end``
+    (a sender behind its schedule sends at once, and stops at ``end`` all the same); several senders, so one slow
+    answer does not hold the rate down. ``behind``: the most seconds a batch went out after its time."""
 
     def __init__(self, base: str, bodies: list[bytes], k: int, of: int, interval: float, t0: float, end: float):
         super().__init__(daemon=True)
@@ -98,9 +99,11 @@ class _Sender(threading.Thread):
         headers = {"content-type": "application/json"}
         with httpx.Client(base_url=self.base, timeout=30, headers=headers) as client:
             j = self.k
-            while (due := self.t0 + j * self.interval) < self.end:
+            while (due := self.t0 + j * self.interval) < self.end and time.monotonic() < self.end:
                 if (wait := due - time.monotonic()) > 0:
                     time.sleep(wait)
+                else:
+                    self.behind = max(self.behind, -wait)  # how late the latest batch went out
                 r = client.post("/v1/events", content=self.bodies[j % POOL])
                 if r.status_code != 200 or r.json()["accepted"] != BATCH:
                     self.error = f"{r.status_code} {r.text[:200]}"
@@ -108,7 +111,6 @@ class _Sender(threading.Thread):
                 self.sent += BATCH
                 self.accepted += BATCH
                 j += self.of
-            self.behind = max(0.0, time.monotonic() - self.end)
 
 
 def run(args: argparse.Namespace, workdir: Path, port: int) -> int:
@@ -168,6 +170,7 @@ def run(args: argparse.Namespace, workdir: Path, port: int) -> int:
         if errors := [s.error for s in senders if s.error]:
             print("a request failed:", errors[0])
             return 1
+        elapsed = time.monotonic() - t0
         sent = sum(s.sent for s in senders)
         accepted = sum(s.accepted for s in senders)
         behind = max(s.behind for s in senders)
@@ -181,8 +184,9 @@ def run(args: argparse.Namespace, workdir: Path, port: int) -> int:
         )
         print(
             f"sent {sent:,} accepted {accepted:,} counted {counted:,.0f} -> "
-            f"{'OK' if sent == accepted == counted else 'LOST'}; achieved {sent / (args.minutes * 60):,.0f} "
-            f"events/s ({args.senders} senders, at most {behind:.1f} s behind their schedule at the end)"
+            f"{'OK' if sent == accepted == counted else 'LOST'}; achieved {sent / elapsed:,.0f} events/s over "
+            f"{elapsed / 60:.1f} min (asked {args.events:,.0f}; {args.senders} senders, a batch at most {behind:.1f} s "
+            "late: a rate below the one asked is the machine's, not the sidecar's refusal, which would have failed)"
         )
         return 0 if change <= 0.10 and sent == accepted == counted else 2
     finally:
