@@ -1,6 +1,7 @@
 """Fleet: drift merged across every sidecar of a model by the generated rules (alerts/fleet.rules.yml): KS D per
-feature against its critical value, each replica's share of n, reference-id mismatches, fleet n and PSI, and the
-business checks side by side across replicas. The recorded names carry the rules' default window (docs/fleet.md).
+feature against its critical value, each replica's share of n, reference-id mismatches, fleet n and PSI, the
+business checks merged across replicas (value, baseline, n) and side by side per replica. The recorded names carry
+the rules' default windows (docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ __all__ = ["board", "build"]
 
 _O = FleetRulesOptions()
 W = duration(_O.window_secs)
+BW, BB = duration(_O.business_window_secs), duration(_O.business_baseline_secs)
 FLOOR = repr(_O.ks_effect_floor)
 L = "model, version, feature, ref_id"
 SEL = 'model=~"$model", version=~"$version", feature=~"$feature"'  # fleet records carry no instance
@@ -175,11 +177,35 @@ def board() -> Board:
         needs="fleet",
     )
     b.row("Business checks across replicas")
+    fsel = 'model=~"$model", version=~"$version"'
+    b.timeseries(
+        "Fleet business value and baseline",
+        f"Each business check merged over every sidecar's last {BW} (mean: sum of sums / sum of counts; ratio; "
+        f"rate; a quantile from the merged bins), and the same over the {BB} before (from the recorded windows). "
+        "Alert: FleetBusinessCheckBreached.",
+        [
+            (f"sidecar:fleet_business_value:{BW}{{{fsel}}}", "{{check}} {{model}} v{{version}}"),
+            (f"sidecar:fleet_business_baseline:{BB}{{{fsel}}}", "{{check}} {{model}} v{{version}} baseline"),
+        ],
+        unit="short",
+        needs="fleet",
+    )
+    b.timeseries(
+        "Fleet business n and replicas",
+        f"Events each business check merged over {BW}, and how many sidecars took part (a restarted sidecar "
+        "sits out the window that holds its restart).",
+        [
+            (f"sidecar:fleet_business_n:delta{BW}{{{fsel}}}", "{{check}} {{model}} v{{version}} n"),
+            (f"sidecar:fleet_business_replicas:{BW}{{{fsel}}}", "{{check}} {{model}} v{{version}} replicas"),
+        ],
+        unit="short",
+        needs="fleet",
+    )
     bsel = 'instance=~"$instance", model=~"$model", version=~"$version"'
     b.timeseries(
         "Business value across replicas",
-        "Lowest and highest current value of each business check over the replicas. A replica far from the "
-        "others points at that replica, not at the model. Not a fleet aggregate (no sums and counts yet).",
+        "Lowest and highest current value of each business check over the replicas (each sidecar's own window). "
+        "A replica far from the others points at that replica, not at the model.",
         [
             (f"min by (check, model, version) (sidecar_business_value{{{bsel}}})", "{{check}} {{model}} min"),
             (f"max by (check, model, version) (sidecar_business_value{{{bsel}}})", "{{check}} {{model}} max"),

@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--k8s", default=None, help="--fleet: also write PrometheusRule, PodMonitor, Deployment here")
     ru.add_argument("--window-secs", type=float, default=1800.0, help="--fleet: span each look merges")
     ru.add_argument("--features", type=int, default=20, help="--fleet: features per model sharing the budget")
-    ru.add_argument("--ks-effect-floor", type=float, default=0.05, help="--fleet: smallest binned D that alerts")
+    ru.add_argument("--ks-effect-floor", type=float, default=0.02, help="--fleet: smallest binned D that alerts")
     return p
 
 

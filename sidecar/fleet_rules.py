@@ -44,7 +44,9 @@ class FleetRulesOptions:
     window_secs: float = 1800.0  # W: the span of current data each look merges
     features: int = 20  # features per model/version the budget is shared across (Bonferroni)
     false_alarms_per_day: float = _DRIFT.false_alarms_per_day  # B, per model/version (docs/drift.md)
-    ks_effect_floor: float = _DRIFT.ks_effect_floor
+    # Lower than the per-sidecar check's 0.05: the fleet's merged window has no block or sketch noise and no
+    # routing skew for the floor to absorb, and its false alarms are the critical value's (docs/drift.md, Fleet).
+    ks_effect_floor: float = 0.02
     psi_effect_floor: float = _DRIFT.psi_effect_floor  # categorical: the smallest PSI that alerts
     min_samples: int = _DRIFT.min_samples
     for_secs: float = 300.0  # how long the condition must hold before the alert fires
