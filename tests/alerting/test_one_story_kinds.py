@@ -220,3 +220,11 @@ def test_the_runbook_table_says_a_share_as_the_alert_does() -> None:
     assert (row.value, row.hint) == ("0.995", "99.5%")
     summary = finding_text(CASES["goodput"].finding)[0]
     assert "its 99% objective" in summary  # the alert's form of a share is the hint's (render.text.pct)
+
+
+def test_a_configured_float_in_a_finding_reads_as_written() -> None:
+    import dataclasses
+
+    drift = CASES["drift"].finding
+    odd = dataclasses.replace(drift, facts=dataclasses.replace(drift.facts, floor=0.1 + 0.2))  # type: ignore[type-var]
+    assert "Effect floor 0.3;" in finding_text(odd)[1]

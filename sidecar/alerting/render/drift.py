@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sidecar.alerting.render.text import FindingText, when
+from sidecar.alerting.render.text import FindingText, num, when
 from sidecar.facts import DriftBlock, DriftReference
 from sidecar.model import Finding
 
@@ -229,7 +229,7 @@ def render(f: Finding) -> FindingText:
         froze = "" if ref.created_at is None or ref.source == "rolling" else f", frozen {when(ref.created_at)}"
         parts.append(f"Reference {ref.id} ({ref.size} values){froze}.")
     parts.append(
-        f"Effect floor {facts.get('floor')}; missing ratio {_f(_num(facts, 'missing_ratio'), '.3f')} "
+        f"Effect floor {num(facts.get('floor'))}; missing ratio {_f(_num(facts, 'missing_ratio'), '.3f')} "
         f"(reference {_f(_num(facts, 'ref_missing_ratio'), '.3f')})."
     )
     return summary, " ".join(parts)
