@@ -41,7 +41,14 @@ from sidecar.wiring.alerting import build as alerting
 from sidecar.wiring.pages import factories
 
 READ = "r34d-token"
-PAGES = (("status", "/"), ("alerts", "/alerts"), ("audit", "/audit"), ("runbook", "/runbooks/GoodputBurn.md"))
+PAGES = (
+    ("status", "/"),
+    ("alerts", "/alerts"),
+    ("audit", "/audit"),
+    ("changes", "/changes"),
+    ("runbook", "/runbooks/GoodputBurn.md"),
+    ("runbooks", "/runbooks/"),
+)
 WIDTHS = (1400, 390)
 NEW = ("goodput", "token_drift", "probe", "action", "edge_sla", "edge_tail", "edge_purge")
 
@@ -88,6 +95,14 @@ class serve:
         _gauges(self.svc.registry)
         self.app_server = AppServer(create_app(self.svc))
         base = self.app_server.start()
+        # A purge and a deploy on /changes, both before the findings (so the alerts cite the deploy).
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {READ}"}) as http:
+            for body in (
+                {"purge": {"pattern": "/model/weights/v1.3."}, "who": "ops", "at": t0 - 120},
+                {"what": "chat v3 rollout, longer prompts", "model": "chat", "version": "3", "who": "ci", "at": t0 - 9},
+            ):
+                r = http.post("/v1/changes", json=body)
+                assert r.status_code == 201, r.text
         self.svc.evaluate_once(self.clock.now())
         return base
 
@@ -151,6 +166,8 @@ def test_every_page_fits_and_tells_every_kind_at_1400_and_390_px(url: str) -> No
         for line in ("goodput:", "token lengths:", "edge:", "probes:"):
             assert line in status.lower() or line.rstrip(":") in status.lower(), (line, status)
         assert "91.2% over 1h" in status and "ctr v1 failing (3 in a row)" in status
+        assert "cache purge" in status and "chat v3 rollout" in status  # `/`'s last changes
+        assert "cache purge" in seen[("changes", width)]["text"]
         for kind in NEW:
             summary = finding_text(CASES[kind].finding)[0]
             assert summary in " ".join(alerts.split()), (kind, summary)
