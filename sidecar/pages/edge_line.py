@@ -1,12 +1,12 @@
 """The line of edge findings on ``/``: the hit ratio of each route group held to the SLA against its target and
 projection, and which edge checks fire now, read from the edge checks' gauges (so the page needs no handle on
-them)."""
+them); the words are ``render/edge.py``'s."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from sidecar.alerting.render.text import pct
+from sidecar.alerting.render.edge import line_text
 
 __all__ = ["edge_line"]
 
@@ -22,13 +22,12 @@ _MAX_PARTS = 12  # bounded: the alerts page lists everything
 
 
 def edge_line(registry: CollectorRegistry) -> str | None:
-    """None when no edge check runs; otherwise e.g. ``all 91.4% this period (SLA 92%, projected 91.2%), burning
-    its SLA; p99.9 tail firing: all edge; purge did not take: /model/weights/v1.3.``."""
+    """None when no edge check runs; otherwise ``render.edge.line_text``'s line."""
     seen = False
     ratio: dict[str, float] = {}
     target: dict[str, float] = {}
     projected: dict[str, float] = {}
-    firing: list[str] = []
+    firing: list[tuple[str, str, str]] = []  # (what, route group or pattern, check or hop)
     for family in registry.collect():
         if family.name not in _FAMILIES:
             continue
@@ -43,19 +42,11 @@ def edge_line(registry: CollectorRegistry) -> str | None:
             elif family.name == "sidecar_edge_hit_ratio_projected":
                 projected[g] = s.value
             elif s.value == 1 and family.name == "sidecar_edge_hit_ratio_condition":
-                what = "burning its SLA" if lab.get("check") == "edge_hit_ratio_burn" else "missed the last period"
-                firing.append(f"{g} {what}")
+                firing.append(("sla", g, lab.get("check", "")))
             elif s.value == 1 and family.name == "sidecar_edge_tail_condition":
-                firing.append(f"p99.9 tail firing: {g} {lab.get('hop', '')}")
+                firing.append(("tail", g, lab.get("hop", "")))
             elif s.value == 1 and family.name == "sidecar_edge_purge_condition":
-                what = "did not take" if lab.get("check") == "edge_purge_not_taken" else "matched no path"
-                firing.append(f"purge {what}: {lab.get('pattern', '')}")
+                firing.append(("purge", lab.get("pattern", ""), lab.get("check", "")))
     if not seen:
         return None
-    parts = []
-    for g in sorted(ratio):
-        sla = f"SLA {pct(target[g])}" if g in target else "no SLA"
-        proj = f", projected {pct(projected[g])}" if g in projected else ""
-        parts.append(f"{g} {pct(ratio[g])} this period ({sla}{proj})")
-    parts = parts[:_MAX_PARTS] + sorted(firing)[:_MAX_PARTS]
-    return "; ".join(parts) or "no edge traffic yet"
+    return line_text(ratio, target, projected, firing, _MAX_PARTS)

@@ -1,10 +1,12 @@
 """The line of model probes and actions on ``/``: each probed model's last result and the actions layer's mode,
 read from their metrics (so the page needs no handle on them). The plans and actions themselves are alerts
-(ActionPlanned, ActionTaken, ActionFailed), listed with the others."""
+(ActionPlanned, ActionTaken, ActionFailed), listed with the others. The words are ``render/probe.py``'s."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
+
+from sidecar.alerting.render.probe import line_text
 
 __all__ = ["probe_line"]
 
@@ -19,9 +21,9 @@ _MAX_MODELS = 20  # bounded: /metrics lists every model
 
 def probe_line(registry: CollectorRegistry) -> str | None:
     """None when neither probes nor actions are configured."""
-    ok: dict[str, bool] = {}
-    failing: dict[str, int] = {}
-    actions: list[str] = []
+    ok: dict[tuple[str, str], bool] = {}
+    failing: dict[tuple[str, str], int] = {}
+    actions: list[str] = []  # mode tokens: dry_run | acting | paused
     seen = probed = False
     for family in registry.collect():
         if family.name not in _FAMILIES:
@@ -29,22 +31,15 @@ def probe_line(registry: CollectorRegistry) -> str | None:
         seen = True
         probed = probed or family.name.startswith("sidecar_probe_")
         for s in family.samples:
-            model = s.labels.get("model", "?") + (f" v{s.labels['version']}" if s.labels.get("version") else "")
+            key = (s.labels.get("model", "?"), s.labels.get("version", ""))
             if family.name == "sidecar_probe_success":
-                ok[model] = s.value == 1
+                ok[key] = s.value == 1
             elif family.name == "sidecar_probe_consecutive_failures":
-                failing[model] = int(s.value)
+                failing[key] = int(s.value)
             elif family.name == "sidecar_actions_dry_run":
-                actions.append("dry run (plans only)" if s.value == 1 else "acting")
+                actions.append("dry_run" if s.value == 1 else "acting")
             elif s.value == 1:
                 actions.append("paused")
     if not seen:
         return None
-    parts = [f"{m} ok" if ok[m] else f"{m} failing ({failing.get(m, 0)} in a row)" for m in sorted(ok)[:_MAX_MODELS]]
-    more = len(ok) - _MAX_MODELS
-    if more > 0:
-        parts.append(f"{more} more on /metrics")
-    text = "; ".join(parts) or ("not probed yet" if probed else "")
-    if actions:
-        text = (text + " | " if text else "") + "actions: " + ", ".join(actions)
-    return text
+    return line_text(ok, failing, actions, probed, _MAX_MODELS)

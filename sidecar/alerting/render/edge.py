@@ -14,7 +14,7 @@ from sidecar.alerting.render.text import FindingText, pct, when
 from sidecar.model import Finding
 from sidecar.naming import human_secs
 
-__all__ = ["render_purge", "render_sla", "render_tail"]
+__all__ = ["line_text", "render_purge", "render_sla", "render_tail"]
 
 
 def _num(v: object) -> float | None:
@@ -164,3 +164,35 @@ def render_purge(f: Finding) -> FindingText:
         f"at {_when(facts.get('first_hit_at'))}. The edge still holds stale objects: purge again (exact paths), "
         f"and check how the CDN matched the pattern.",
     )
+
+
+def line_text(
+    ratio: dict[str, float],
+    target: dict[str, float],
+    projected: dict[str, float],
+    firing: list[tuple[str, str, str]],
+    max_parts: int,
+) -> str:
+    """The line on ``/``, from the edge checks' gauges: each route group's hit ratio this period against its SLA
+    and projection, then what fires (``firing``: (sla | tail | purge, route group or pattern, check or hop));
+    e.g. ``all 91.4% this period (SLA 92%, projected 91.2%); all burning its SLA; p99.9 tail firing: all edge;
+    purge did not take: /model/weights/v1.3.``."""
+    parts = []
+    for g in sorted(ratio):
+        sla = f"SLA {pct(target[g])}" if g in target else "no SLA"
+        proj = f", projected {pct(projected[g])}" if g in projected else ""
+        parts.append(f"{g} {pct(ratio[g])} this period ({sla}{proj})")
+    fires = []
+    for what, subject, detail in firing:
+        if what == "sla":
+            fires.append(
+                f"{subject} {'burning its SLA' if detail == 'edge_hit_ratio_burn' else 'missed the last period'}"
+            )
+        elif what == "tail":
+            fires.append(f"p99.9 tail firing: {subject} {detail}")
+        else:
+            fires.append(
+                f"purge {'did not take' if detail == 'edge_purge_not_taken' else 'matched no path'}: {subject}"
+            )
+    parts = parts[:max_parts] + sorted(fires)[:max_parts]
+    return "; ".join(parts) or "no edge traffic yet"

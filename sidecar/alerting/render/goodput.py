@@ -10,7 +10,7 @@ from sidecar.alerting.render.text import FindingText, pct
 from sidecar.model import Finding
 from sidecar.naming import human_secs
 
-__all__ = ["render"]
+__all__ = ["line_text", "render"]
 
 _SLO_WORDS = {"ttft": "time to first token", "inter_token": "inter-token latency", "e2e": "request latency"}
 
@@ -68,3 +68,35 @@ def render(f: Finding) -> FindingText:
         f"{who} goodput {_pct(f.value)} over {long_w} (objective {objective})",
         f"{good} of {total} requests of {who} met every SLO ({slos}) over {long_w}; no burn-rate pair fires.",
     )
+
+
+def line_text(
+    objective: float | None,
+    ratio: dict[tuple[str, str], dict[float, float]],
+    burning: set[tuple[str, str]],
+    histogram_only: set[tuple[str, str]],
+    max_parts: int,
+) -> str:
+    """The line on ``/``, from the check's gauges: ``ratio`` per (model, version) and window, the series that burn,
+    and (server, model) pairs a server gives only latency histograms of; e.g. ``objective 99%; chat v3 burning its
+    budget: 87.4% over 5m, 91.2% over 1h; rank v1 99.8% over 6h``. A burning series shows every window, so the
+    figure its alert quotes (its pair's long window) is on ``/`` too, in the same form."""
+    parts = [f"objective {pct(objective)}"] if objective is not None else []
+    for key in sorted(ratio, key=lambda k: (k not in burning, k))[:max_parts]:
+        by_window = ratio[key]
+        if key in burning:
+            figures = ", ".join(f"{pct(by_window[w])} over {human_secs(w)}" for w in sorted(by_window)[:4])
+            parts.append(f"{key[0]} v{key[1]} burning its budget: {figures}")
+        else:
+            longest = max(by_window)
+            parts.append(f"{key[0]} v{key[1]} {pct(by_window[longest])} over {human_secs(longest)}")
+    if len(parts) <= 1:
+        parts.append("no judged requests yet")
+    judged = {model for model, _v in ratio}
+    for server, model in sorted(histogram_only)[:max_parts]:
+        if model not in judged:  # no per-request figures for it: only the server's histograms
+            parts.append(
+                f"{model} on {server}: histograms only, so its goodput is a bound from bucket edges, not a figure "
+                "(docs/servers.md, Goodput)"
+            )
+    return "; ".join(parts)

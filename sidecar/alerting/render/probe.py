@@ -8,7 +8,7 @@ from __future__ import annotations
 from sidecar.alerting.render.text import FindingText
 from sidecar.model import Finding
 
-__all__ = ["render"]
+__all__ = ["line_text", "render", "who"]
 
 _WHAT = {
     "timeout": "no answer in time",
@@ -22,26 +22,56 @@ _WHAT = {
 }
 
 
+def who(model: str, version: str) -> str:
+    """``ctr v1``; ``ctr`` for a probe of no version: the alert and ``/`` name a probed model alike."""
+    return f"{model} v{version}" if version else model
+
+
 def render(f: Finding) -> FindingText:
     facts = f.facts
-    model = f.labels.get("model", "")
-    version = f.labels.get("version", "")
-    who = f"{model} v{version}" if version else model
+    name = who(f.labels.get("model", ""), f.labels.get("version", ""))
     n, need = facts.get("consecutive", 0), facts.get("failures_to_fire", 0)
     reason = str(facts.get("reason", ""))
     detail = str(facts.get("detail", "") or "")
     if f.insufficient_data:
-        return f"{who} probe: not probed yet", f"{who}: no probe has been answered or failed yet."
+        return f"{name} probe: not probed yet", f"{name}: no probe has been answered or failed yet."
     if not f.active:
         tail = f" ({n} failed in a row; fires at {need})" if n else ""
-        return f"{who} probe passing{tail}", f"{who}: the last probe passed or failed fewer than {need} times in a row."
+        return (
+            f"{name} probe passing{tail}",
+            f"{name}: the last probe passed or failed fewer than {need} times in a row.",
+        )
     what = _WHAT.get(reason, reason)
     summary = (
-        f"{who} probe failing: {n} in a row ({what}: {detail})" if detail else f"{who} probe failing: {n} in a row"
+        f"{name} probe failing: {n} in a row ({what}: {detail})" if detail else f"{name} probe failing: {n} in a row"
     )
     desc = (
-        f"{who}: the last {n} probes failed ({what}); the check fires at {need} in a row. Last request "
+        f"{name}: the last {n} probes failed ({what}); the check fires at {need} in a row. Last request "
         f"{facts.get('request_id') or '-'} over {facts.get('protocol', 'http')}: {detail or reason}. "
         f"{facts.get('probes')} probes so far, {facts.get('failures')} failed."
     )
     return summary, desc
+
+
+_MODES = {"dry_run": "dry run (plans only)", "acting": "acting", "paused": "paused"}
+
+
+def line_text(
+    ok: dict[tuple[str, str], bool],
+    failing: dict[tuple[str, str], int],
+    actions: list[str],
+    probed: bool,
+    max_models: int,
+) -> str:
+    """The line on ``/``: each probed (model, version)'s last result (``ctr v1 failing (3 in a row)``, as its alert
+    counts them) and the actions layer's mode (``actions: dry run (plans only)``)."""
+    keys = sorted(ok)
+    parts = [
+        f"{who(*k)} ok" if ok[k] else f"{who(*k)} failing ({failing.get(k, 0)} in a row)" for k in keys[:max_models]
+    ]
+    if len(keys) > max_models:
+        parts.append(f"{len(keys) - max_models} more on /metrics")
+    text = "; ".join(parts) or ("not probed yet" if probed else "")
+    if actions:
+        text = (text + " | " if text else "") + "actions: " + ", ".join(_MODES.get(a, a) for a in actions)
+    return text
