@@ -69,7 +69,14 @@ class GoodputConfig(StrictModel):
         "gen_ai.latency.e2e (seconds) and gen_ai.usage.completion_tokens attributes (vLLM's llm_request span); "
         "empty: spans are not read.",
     )
-    bucket_secs: float = Field(60.0, ge=1, le=3600, description="Width of the time buckets good/total are kept in.")
+    bucket_secs: float = Field(
+        60.0,
+        ge=1,
+        le=3600,
+        description="Width of the time buckets good/total are kept in. A window counts every bucket it overlaps "
+        "(the current, partial one included): it covers its length and at most one bucket more. No window may be "
+        "shorter than a bucket.",
+    )
     min_requests: int = Field(20, ge=1, description="Fewer requests in either window of a pair: no decision.")
     max_series: int = Field(
         1000, gt=0, le=100_000, description="(model, version) series kept; more are refused and counted."
@@ -80,4 +87,10 @@ class GoodputConfig(StrictModel):
         longest = max(w.long_secs for w in self.burn_windows)
         if longest / self.bucket_secs > 20_000:
             raise ValueError("bucket_secs: too small for the longest burn window (over 20000 buckets)")
+        for i, w in enumerate(self.burn_windows):
+            # A window narrower than a bucket would be judged on one or two buckets' worth of requests.
+            if w.short_secs < self.bucket_secs:
+                raise ValueError(
+                    f"burn_windows.{i}.short_secs: {w.short_secs:g} is shorter than bucket_secs {self.bucket_secs:g}"
+                )
         return self

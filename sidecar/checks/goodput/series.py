@@ -46,8 +46,9 @@ class GoodSeries:
         out: dict[float, WindowCounts] = {}
         acc = WindowCounts()
         todo = list(secs)
+        b = self.bucket_secs
         for start, counts, misses in reversed(self.buckets):
-            while todo and start < now - todo[0]:
+            while todo and start + b <= now - todo[0]:
                 out[todo.pop(0)] = WindowCounts(acc.good, acc.total, dict(acc.misses))
             if not todo:
                 break
@@ -60,11 +61,14 @@ class GoodSeries:
         return out
 
     def window(self, now: float, secs: float) -> WindowCounts:
-        """Counts of the buckets that start within ``secs`` before ``now`` (whole buckets, the current included)."""
+        """Counts of the buckets that overlap the ``secs`` before ``now``: the current, partial one and every
+        bucket that ends after ``now - secs`` (so a window covers at least ``secs`` and less than ``secs`` plus one
+        bucket). Counting only the buckets that *start* within it covered as little as ``secs`` minus a bucket:
+        a window one bucket wide held only the current bucket's first seconds, and the alert flapped there."""
         out = WindowCounts()
         since = now - secs
         for start, counts, misses in reversed(self.buckets):
-            if start < since:
+            if start + self.bucket_secs <= since:
                 break
             out.good += counts[0]
             out.total += counts[1]

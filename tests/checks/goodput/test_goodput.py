@@ -99,7 +99,9 @@ def test_burn_pair_needs_both_windows_above_the_factor() -> None:
         _feed(chk, at, GOOD, 100 if m < 55 else 70)
         if m >= 55:
             _feed(chk, at, SLOW_TTFT, 30)
-    (f,) = chk.evaluate(T0 + 3599)
+    # On a bucket boundary: the 300 s window is exactly the last five buckets (a second earlier it would also
+    # overlap the sixth, still counted while any of it is inside the window).
+    (f,) = chk.evaluate(T0 + 3600)
     short = reg.get_sample_value("sidecar_goodput_burn_rate", {"model": "chat", "version": "3", "window_secs": "300"})
     long = reg.get_sample_value("sidecar_goodput_burn_rate", {"model": "chat", "version": "3", "window_secs": "3600"})
     assert short is not None and short == pytest.approx(30.0)  # 30% bad / 1% budget
