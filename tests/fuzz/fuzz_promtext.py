@@ -5,7 +5,7 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports():
+with atheris.instrument_imports(include=["sidecar.promtext", "sidecar.errors"]):
     from sidecar.errors import ParseError
     from sidecar.promtext import parse_exposition
 
