@@ -14,13 +14,16 @@ histograms) subscribed, as the service wires it, and counts process CPU time (on
 - ours: the source as it is.
 
 Each is shown for the reader alone (spans published to nobody) and with the trace hub. Prints the median us of
-CPU per traced request and before/ours. ``--profile`` prints cProfile's top functions of one "ours" run.
+CPU per traced request, before/ours and ours/floor, then "ours" with the trace hub once more with Python's
+garbage collector off (the collector's share: every row above runs with it on, as the sidecar does).
+``--profile`` prints cProfile's top functions of one "ours" run. Each timed run starts after a ``gc.collect()``.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import pstats
 import shutil
 import statistics
@@ -92,6 +95,7 @@ def run(folder: Path, data: bytes, mono_s: float, *, before: bool, hub: bool) ->
         src = source_mod.TraceFileSource(
             settings, bus=bus, metrics=TraceFileMetrics(reg), clock=clock, store=Store(":memory:")
         )
+        gc.collect()
         t0 = time.process_time()
         while src.poll_once():
             pass
@@ -118,6 +122,7 @@ def main() -> None:
 
     floor = []
     for _ in range(args.repeat):
+        gc.collect()
         t0 = time.process_time()
         orjson.loads(data)
         floor.append(time.process_time() - t0)
@@ -137,6 +142,12 @@ def main() -> None:
                 where = "reader + trace hub (store, stage histograms)" if hub else "reader alone"
                 print(f"{what + ', ' + where:48s} {res[before]:7.2f} us/request  ({spans} spans)")
             print(f"{'':48s} before/ours {res[True] / res[False]:5.2f}x  ours/floor {res[False] / f_us:5.1f}x")
+        gc.disable()
+        try:
+            off = statistics.median(run(folder, data, mono_s, before=False, hub=True)[0] for _ in range(args.repeat))
+        finally:
+            gc.enable()
+        print(f"{'ours, reader + trace hub, collector off':48s} {off / n * 1e6:7.2f} us/request")
         if args.profile:
             prof = cProfile.Profile()
             prof.enable()

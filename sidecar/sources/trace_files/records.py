@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["COLUMNS", "Columns", "Scan", "name_of", "parse_records", "scan"]
+__all__ = ["Scan", "parse_records", "scan"]
 
 
 def _int(s: str) -> int | float:
@@ -32,7 +32,6 @@ def _int(s: str) -> int | float:
 
 _DECODER = json.JSONDecoder(parse_int=_int)
 _WS = " \t\r\n"
-COLUMNS = "columns"  # ``scan(lean=COLUMNS)``: one-timestamp records in ``Scan.columns`` (the source's reads)
 # Where a record can start again after damage: every record Triton writes begins with its trace id.
 _RECORD_START = re.compile(r'\{\s*"id"\s*:')
 # A decode failure this close to the end of what was read is taken for a record still being written.
@@ -40,22 +39,8 @@ _NEAR_END = 32
 
 
 @dataclass
-class Columns:
-    """One-timestamp records in columns (``scan(lean=COLUMNS)``), as the bytes the text held: trace ids, names and
-    ns (JSON ints of at most 18 digits, names short ASCII words); and the other records (objects, none with
-    timestamps), each with the number of one-timestamp records before it (its place in the file)."""
-
-    ids: list[bytes]
-    names: list[bytes]
-    ns: list[bytes]
-    others: list[tuple[int, dict[str, Any]]]
-    not_objects: int = 0  # values that were not objects (skipped)
-
-
-@dataclass
 class Scan:
     records: list[Any] = field(default_factory=list)  # dicts; with ``lean``, also (id, name, ns) tuples
-    columns: Columns | None = None  # ``lean=COLUMNS``: the one-timestamp records, when no other one has any
     consumed: int = 0  # bytes of the input taken, up to the end of the last complete record or separator
     closed: bool = False  # the last thing consumed was the array's closing ``]``
     held: int = 0  # bytes after ``consumed`` that look like a record still being written
@@ -82,11 +67,6 @@ _NAMES: dict[bytes, str] = {}  # bytes -> str of timestamp names (bounded: at mo
 _MAX_NAMES = 256
 
 
-def name_of(b: bytes) -> str:
-    """A timestamp name as ``str`` (the scan's regex took a short ASCII word)."""
-    return _NAMES.get(b) or _name(b)
-
-
 def _name(b: bytes) -> str:
     s = _NAMES.get(b)
     if s is None:
@@ -111,32 +91,11 @@ def _gap(gap: bytes, out: list[Any]) -> int:
     return len(doc) - len(objects)
 
 
-def _lean(body: bytes, columns: bool) -> tuple[list[Any], int] | Columns | None:
-    """The records of a run of complete values (``body``, without the brackets): the one-timestamp records in
-    ``Columns`` when no other record has timestamps, else all of them in file order with each one-timestamp
-    record as a ``(trace id, name, ns)`` tuple (``Assembler.add`` takes both forms) and how many values were
-    not objects; None when it does not parse."""
+def _lean(body: bytes) -> tuple[list[Any], int] | None:
+    """The records of a run of complete values (``body``, without the brackets), each one-timestamp record as
+    a ``(trace id, name, ns)`` tuple (``Assembler.add`` takes both forms), and how many values were not
+    objects; None when it does not parse."""
     parts = _TS_RECORD.split(body)  # [text before, id, name, ns, text between, id, name, ns, ..., text after]
-    if not columns:
-        return _lean_tuples(parts)
-    gaps = parts[0::4]
-    others: list[tuple[int, dict[str, Any]]] = []
-    n_others = 0
-    for k, gap in enumerate(gaps):
-        if gap in _SEPARATORS:
-            continue
-        got: list[Any] = []
-        n = _gap(gap, got)
-        if n < 0:
-            return None
-        n_others += n
-        others += [(k, r) for r in got]
-    if any("timestamps" in r for _, r in others):
-        return _lean_tuples(parts)
-    return Columns(parts[1::4], parts[2::4], parts[3::4], others, n_others)
-
-
-def _lean_tuples(parts: list[bytes]) -> tuple[list[Any], int] | None:
     out: list[Any] = []
     append = out.append
     known = _NAMES.get
@@ -154,7 +113,7 @@ def _lean_tuples(parts: list[bytes]) -> tuple[list[Any], int] | None:
     return None if n < 0 else (out, others + n)
 
 
-def _fast(buf: bytes, at_start: bool, lean: bool | str = False) -> Scan | None:
+def _fast(buf: bytes, at_start: bool, lean: bool = False) -> Scan | None:
     """The common cases with one orjson call: a closed array, or whole records up to the last ``}``.
 
     ``[`` + a prefix ending at a ``}`` + ``]`` parses only if the prefix is a run of complete values (a prefix
@@ -171,10 +130,8 @@ def _fast(buf: bytes, at_start: bool, lean: bool | str = False) -> Scan | None:
     if end <= start:
         return None
     out = Scan(consumed=len(buf) if closed else end, closed=closed)
-    got = _lean(buf[start:end], lean == COLUMNS) if lean else None
-    if isinstance(got, Columns):
-        out.columns, out.not_objects = got, got.not_objects
-    elif got is not None:
+    got = _lean(buf[start:end]) if lean else None
+    if got is not None:
         out.records, out.not_objects = got
     else:
         try:
@@ -198,7 +155,7 @@ def _fast(buf: bytes, at_start: bool, lean: bool | str = False) -> Scan | None:
     return out
 
 
-def scan(buf: bytes, at_start: bool = True, fast: bool = True, lean: bool | str = False) -> Scan:
+def scan(buf: bytes, at_start: bool = True, fast: bool = True, lean: bool = False) -> Scan:
     """The complete records in ``buf``, read from a record boundary of a trace file (``at_start``: from its
     first byte, where the array's ``[`` opens it; anywhere else a ``[`` begins a value). ``lean``: records of
     one timestamp may come as ``(trace id, name, ns)`` tuples (the source's reads; ``Assembler.add``)."""

@@ -11,13 +11,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any
 
-import numpy as np
-
 from sidecar.probe_marker import PROBE_REQUEST_PREFIX
-from sidecar.sources.trace_files.records import Columns, name_of
 
 __all__ = ["Assembler", "ProbeFilter", "Request", "complete", "probably_complete"]
 
@@ -80,6 +76,9 @@ class Request:
         return [] if t is None else [t]
 
 
+_NOBODY = Request(-1)  # ``add``'s "no previous request" (never a trace id: those are >= 0; never written to)
+
+
 def complete(req: Request) -> bool:
     """Whether the request's last record is in: the model's REQUEST_END and, for a request that came over
     HTTP or gRPC, the frontend's SEND_END (Triton writes it last or just after REQUEST_END)."""
@@ -131,7 +130,7 @@ class Assembler:
         the common record, one timestamp, taken without a call.
         """
         pending = self.pending
-        last_tid, last_req = -1, Request(-1)  # the request of the previous tuple record
+        last_tid, last_req = -1, _NOBODY  # the request of the previous tuple record
         for r in records:
             if type(r) is tuple:  # (trace id, name, ns) of a one-timestamp record (``scan(lean=True)``)
                 tid, name, ns = r  # both within 0..MAX_NS, the name a short ASCII word: the scan's regex
@@ -197,56 +196,6 @@ class Assembler:
                     self._refuse("too_many_tensors")
                     continue
                 req.tensors[name] = {"data": tensor.get("data"), "shape": tensor.get("shape", "")}
-
-    def add_columns(self, cols: Columns, into: dict[int, Request]) -> None:
-        """``add`` of a read's records in columns (``scan(lean=True)``): the same requests, in the same order
-        of first appearance, with the same refusals, grouped with numpy instead of record by record.
-
-        A request new in this read whose timestamps name each name once takes them in one ``dict(zip())``;
-        one that was pending or already in ``into``, or repeats a name, or has more than ``MAX_STAMPS`` names,
-        is folded record by record (``add``) in file order.
-        """
-        n = len(cols.ids)
-        pending = self.pending
-        # Order of first appearance: the k-th one-timestamp record at (k, 1), the j-th object, after k of them,
-        # at (k, 0, j).
-        first: dict[int, tuple[int, ...]] = {}
-        groups: list[tuple[int, int, int]] = []  # (tid, start, end) into the tid-sorted columns
-        if n:
-            tid_list = list(map(int, cols.ids))
-            tids = np.array(tid_list, dtype=np.int64)
-            order = np.argsort(tids, kind="stable")
-            st = tids[order]
-            cut = np.flatnonzero(st[1:] != st[:-1]) + 1
-            starts = np.concatenate(([0], cut)).tolist()
-            ends = [*cut.tolist(), n]
-            gtids = st[starts].tolist()
-            first = {t: (k, 1) for t, k in zip(gtids, order[starts].tolist(), strict=True)}
-            groups = list(zip(gtids, starts, ends, strict=True))
-            ol = order.tolist()
-            pick = itemgetter(*ol)
-            as_str = {b: name_of(b) for b in set(cols.names)}
-            names = pick(list(map(as_str.__getitem__, cols.names))) if n > 1 else (as_str[cols.names[0]],)
-            nss = pick(list(map(int, cols.ns))) if n > 1 else (int(cols.ns[0]),)
-        for j, (k, r) in enumerate(cols.others):
-            tid = _id(r.get("id"))
-            if tid is not None:
-                got = first.get(tid)
-                if got is None or (k, 0, j) < got:
-                    first[tid] = (k, 0, j)
-        for tid in sorted(first, key=first.__getitem__):
-            if tid not in into:
-                into[tid] = pending.pop(tid) if tid in pending else Request(tid)
-        for tid, a, b in groups:
-            req = into[tid]
-            if not req.stamps and req.repeats is None:
-                stamps = dict(zip(names[a:b], nss[a:b], strict=True))
-                if len(stamps) == b - a and len(stamps) <= MAX_STAMPS:
-                    req.stamps = stamps
-                    continue
-            self.add([(tid, names[i], nss[i]) for i in range(a, b)], into)
-        if cols.others:
-            self.add([r for _, r in cols.others], into)
 
     def _stamps(self, stamps: object, req: Request) -> None:
         if not isinstance(stamps, list):

@@ -34,7 +34,7 @@ from sidecar.polled import Polled, TickerFactory
 from sidecar.records import Record
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.trace_files.metrics import TraceFileMetrics
-from sidecar.sources.trace_files.records import COLUMNS, scan
+from sidecar.sources.trace_files.records import scan
 from sidecar.sources.trace_files.requests import Assembler, ProbeFilter, Request
 from sidecar.sources.trace_files.settings import TraceFileSettings
 from sidecar.sources.trace_files.spans import plausible, span_records, stream_records
@@ -235,7 +235,7 @@ class TraceFileSource(Polled):
         except OSError:
             self.m.errors.labels("read").inc()
             return 0
-        sc = scan(buf, at_start=mark.offset == 0, lean=COLUMNS)
+        sc = scan(buf, at_start=mark.offset == 0, lean=True)
         mark.held = sc.held
         if sc.damaged:
             self.m.errors.labels("damaged").inc(sc.damaged)
@@ -258,8 +258,6 @@ class TraceFileSource(Polled):
             if mark.closed and not was_closed and mark.offset == st.st_size:
                 self.m.files.labels("complete").inc()
             p.touched.add(key)
-        if sc.columns is not None:
-            self.asm.add_columns(sc.columns, grouped)
         self.asm.add(sc.records, grouped)
         return len(buf)
 

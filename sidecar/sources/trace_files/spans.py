@@ -35,7 +35,6 @@ SERVICE = "triton-inference-server"
 # Event name -> the span it goes on: 0 InferRequest, 1 the model span, 2 compute.
 _GROUP = {n: g for g, names in enumerate((_REQ_EVENTS, _MODEL_EVENTS, _COMPUTE_EVENTS)) for n in names}
 _NO_ATTRS: tuple[Any, ...] = ((), "", 2)  # the JSON record's (attributes, status message, kind)
-_NO_EVENTS: dict[str, int] = {}  # (never stored: a span without events is not built)
 # A request longer than this is not a request: its timestamps are corrupt (it would also stretch every page).
 MAX_REQUEST_NS = 24 * 3600 * 1_000_000_000
 
@@ -69,36 +68,24 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
         s = q.stamps
         if not s:
             continue
-        # Each span's events in time order, ties by name: its names sorted by name, then (stably) by time.
-        rn: list[str] = []
-        mn: list[str] = []
-        cn: list[str] = []
-        buckets = (rn, mn, cn)
-        for n in s:
+        # One sort of all the request's events; each span takes its own in that order.
+        req_ev: dict[str, int] = {}
+        model_ev: dict[str, int] = {}
+        comp_ev: dict[str, int] = {}
+        groups = (req_ev, model_ev, comp_ev)
+        ordered = sorted(zip(s.values(), s.keys(), strict=True))
+        first = ordered[0][0]
+        for t, n in ordered:
             g = group_of(n)
             if g is not None:
-                buckets[g].append(n)
-        at = s.__getitem__
-        first = min(s.values())
+                groups[g][n] = t + offset_ns
         trace = _digest(f"{path}|{q.tid}|{first}", 16)
         hex_trace = trace.hex()
-        root = _digest(f"{hex_trace}|req", 8) if rn else None
+        root = _digest(f"{hex_trace}|req", 8) if req_ev else None
         model_id = _digest(f"{hex_trace}|model", 8)
-        req_ev = model_ev = comp_ev = _NO_EVENTS
-        if rn:
-            rn.sort()
-            rn.sort(key=at)
-            req_ev = {n: at(n) + offset_ns for n in rn}
-            v0, v1 = at(rn[0]) + offset_ns, at(rn[-1]) + offset_ns
-            append((trace, root, None, "InferRequest", v0, v1, 0, None, req_ev, SERVICE, FMT_JSON, _NO_ATTRS))
-        if mn:
-            mn.sort()
-            mn.sort(key=at)
-            model_ev = {n: at(n) + offset_ns for n in mn}
-        if cn:
-            cn.sort()
-            cn.sort(key=at)
-            comp_ev = {n: at(n) + offset_ns for n in cn}
+        if root is not None:
+            v = list(req_ev.values())
+            append((trace, root, None, "InferRequest", v[0], v[-1], 0, None, req_ev, SERVICE, FMT_JSON, _NO_ATTRS))
         if model_ev:
             attrs: tuple[tuple[str, object], ...] = (
                 ("triton.model_name", q.model),
@@ -107,14 +94,15 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
             )
             if q.request_id:
                 attrs += (("triton.request_id", q.request_id),)
+            v = list(model_ev.values())
             append(
                 (
                     trace,
                     model_id,
                     root,
                     q.model or "model",
-                    at(mn[0]) + offset_ns,
-                    at(mn[-1]) + offset_ns,
+                    v[0],
+                    v[-1],
                     0,
                     (q.model, q.version),
                     model_ev,
@@ -123,11 +111,11 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
                     (attrs, "", 2),
                 )
             )
-        if cn:
-            parent = model_id if mn else root
+        if comp_ev:
+            v = list(comp_ev.values())
+            parent = model_id if model_ev else root
             cid = _digest(f"{hex_trace}|compute", 8)
-            c0, c1 = at(cn[0]) + offset_ns, at(cn[-1]) + offset_ns
-            append((trace, cid, parent, "compute", c0, c1, 0, None, comp_ev, SERVICE, FMT_JSON, _NO_ATTRS))
+            append((trace, cid, parent, "compute", v[0], v[-1], 0, None, comp_ev, SERVICE, FMT_JSON, _NO_ATTRS))
     return out
 
 
