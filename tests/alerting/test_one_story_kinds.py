@@ -228,3 +228,33 @@ def test_a_configured_float_in_a_finding_reads_as_written() -> None:
     drift = CASES["drift"].finding
     odd = dataclasses.replace(drift, facts=dataclasses.replace(drift.facts, floor=0.1 + 0.2))  # type: ignore[type-var]
     assert "Effect floor 0.3;" in finding_text(odd)[1]
+
+
+def test_a_business_change_quotes_one_form_of_each_figure() -> None:
+    from sidecar.facts import BusinessFacts
+
+    change = (0.03333 - 0.042) / 0.042
+    f = Finding(
+        check="ctr_mean_down",
+        kind="business",
+        labels={"model": "rec", "version": "3"},
+        active=True,
+        value=0.03333,
+        baseline=0.042,
+        effect_size=change,
+        threshold=0.15,
+        window_secs=86400,
+        facts=BusinessFacts(
+            display_name="CTR mean",
+            aggregate="mean",
+            compare="relative",
+            direction="down",
+            events=1000,
+            window_secs=86400,
+            baseline_secs=7 * 86400,
+            change=change,
+        ),
+    )
+    summary, description = finding_text(f)
+    assert "24h avg 0.0333)" in summary and "down 20.6%" in summary
+    assert "is 0.0333." in description and "-20.6%" in description and "0.03333" not in description

@@ -70,8 +70,9 @@ def render(f: Finding) -> FindingText:
             f"{window} {short} {f.value:.3g})"
         )
         description = (
-            f"{name} ({_agg_long(facts)}) over the last {window} is {f.value:.4g}. "
-            f"Over the {base_window} before it, it was {f.baseline:.4g}: a change of {change * 100:+.1f}%, "
+            # The summary's forms (.3g, one decimal of a percent): one figure reads the same in both.
+            f"{name} ({_agg_long(facts)}) over the last {window} is {f.value:.3g}. "
+            f"Over the {base_window} before it, it was {f.baseline:.3g}: a change of {change * 100:+.1f}%, "
             f"where the check fires {'below' if direction == 'down' else 'above'} "
             f"{'-' if direction == 'down' else '+'}{threshold * 100:.4g}%. "
             f"{events} events in the window."
