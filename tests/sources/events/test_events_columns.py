@@ -123,25 +123,42 @@ json_numbers = (
 )
 
 
+valid_doc = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(["m", "n"]),
+        "features": st.sampled_from([["a", "b"], ["c"]]).flatmap(
+            lambda ks: st.fixed_dictionaries({k: st.floats(-5, 5) | st.integers(-9, 9) for k in ks})
+        ),
+    },
+    optional={
+        "version": st.sampled_from(["1", 1, None]),
+        "timestamp": st.floats(NOW - 40 * 86400, NOW + 600) | st.none(),
+        "score": st.floats(0, 1) | st.none(),
+    },
+)
+odd_value = json_numbers | st.sampled_from(["", True, 1.5]) | st.floats(NOW - 40 * 86400, NOW + 600)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(
-        st.fixed_dictionaries(
-            {
-                "model": st.sampled_from(["m", "n", ""]),
-                "features": st.sampled_from([["a", "b"], ["b", "a"], ["a"]]).flatmap(
-                    lambda ks: st.fixed_dictionaries({k: json_numbers | st.floats(-5, 5) for k in ks})
-                ),
-            },
-            optional={
-                "version": st.sampled_from(["1", 1, None, True, 1.5]),
-                "timestamp": st.floats(NOW - 40 * 86400, NOW + 600) | st.none() | json_numbers,
-                "score": json_numbers | st.floats(0, 1),
-            },
+    st.lists(valid_doc, min_size=1, max_size=12),
+    st.none()
+    | st.tuples(
+        st.integers(0, 11),
+        st.sampled_from(
+            ["model", "version", "timestamp", "score", "features.a", "features.b", "features.c", "feature"]
         ),
-        min_size=1,
-        max_size=12,
-    )
+        odd_value,
+    ),
 )
-def test_whatever_it_accepts_is_what_the_per_event_door_accepts(docs: list[dict[str, Any]]) -> None:
+def test_whatever_it_accepts_is_what_the_per_event_door_accepts(docs: list[dict[str, Any]], odd: Any) -> None:
+    """Batches of the common shape (names and times near the bounds included), half of them with one value
+    made odd: a bool, a null, a string, NaN, inf, an int beyond 64 bits, a time out of bounds, a new key."""
+    if odd is not None:
+        i, key, value = odd
+        doc = docs[i % len(docs)]
+        if key.startswith("features."):
+            doc["features"][key.split(".")[1]] = value
+        else:
+            doc[key] = value
     _same_as_per_event(docs)
