@@ -26,7 +26,7 @@ _FIELDS = ("labels", "annotations", "state", "active_at", "hold_secs", "resolved
 
 def save(store: Store, alerts: Iterable[tuple[str, Any]]) -> None:
     """Write each (fingerprint, alert) in one transaction."""
-    rows = [(NS, fp, orjson.dumps({f: getattr(a, f) for f in _FIELDS})) for fp, a in alerts]
+    rows = [(NS, fp, orjson.dumps({**{f: getattr(a, f) for f in _FIELDS}, "trace_id": a.trace_id})) for fp, a in alerts]
     if rows:
         store.executemany("INSERT OR REPLACE INTO kv (ns, k, v) VALUES (?, ?, ?)", rows)
 
@@ -54,6 +54,7 @@ def load(store: Store, log: logging.Logger) -> tuple[dict[str, Mapping[str, Any]
                 fields[f] = float(fields[f])
             for f in ("resolved_at", "last_sent_at"):
                 fields[f] = None if fields[f] is None else float(fields[f])
+            fields["trace_id"] = str(doc.get("trace_id") or "")  # rows stored before it carry none
         except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
             bad += 1
             log.warning("skipping an unreadable stored alert %s", fp)

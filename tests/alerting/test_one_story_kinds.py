@@ -258,3 +258,13 @@ def test_a_business_change_quotes_one_form_of_each_figure() -> None:
     summary, description = finding_text(f)
     assert "24h avg 0.0333)" in summary and "down 20.6%" in summary
     assert "is 0.0333." in description and "-20.6%" in description and "0.03333" not in description
+
+
+def test_an_alert_resolved_after_a_restart_still_names_its_trace(tmp_path: Path) -> None:
+    before = Sidecar(tmp_path)
+    before.evaluate(CASES["goodput"].finding)
+    after = Sidecar(tmp_path)  # the same store: the book restores its alerts
+    after.clock.advance(60)
+    after.evaluate()
+    [resolved] = after.audit("alert_resolved")
+    assert resolved["trace_id"] == TRACE
