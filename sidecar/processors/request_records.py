@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
@@ -55,7 +55,16 @@ from sidecar.processors.request_records_doc import (
     outcome_of,
     why_kept,
 )
-from sidecar.processors.request_sides import REASON_CHARS, REQUEST_ID_KEYS, STATUS_KEYS, Side, kept, side
+from sidecar.processors.request_sides import (
+    REASON_CHARS,
+    REQUEST_ID_KEYS,
+    STATUS_KEYS,
+    Pairs,
+    Side,
+    first,
+    kept,
+    side,
+)
 from sidecar.records import END, EVENTS, FMT, FMT_JSON, MODEL, NAME, RAW, START, STATUS, TRACE
 
 __all__ = ["RequestRecords", "RequestRecordsConfig", "outcome_of"]
@@ -64,15 +73,8 @@ __all__ = ["RequestRecords", "RequestRecordsConfig", "outcome_of"]
 _SLOTS = {"compute": P_COMPUTE, "InferRequest": P_REQUEST}
 _MAX_MODELS = 200  # label values of sidecar_requests_total beyond this read "other"
 _MAX_LAYOUTS = 64  # event-name layouts shared; spans of other layouts keep their own dict
-_NO_ATTRS: dict[str, object] = {}  # shared, never written
+_NO_ATTRS: Pairs = ()
 Rec = tuple[str, str, float, dict[str, Any]]  # (kind, id, time, document): an audit log row
-
-
-def _first(attrs: Any, keys: tuple[str, ...]) -> object | None:
-    for k in keys:
-        if k in attrs:
-            return attrs[k]
-    return None
 
 
 def _slim_event(e: Event) -> Event:
@@ -83,8 +85,9 @@ def _slim_event(e: Event) -> Event:
     return dataclasses.replace(e, features={}, fields=kept)
 
 
-def _merge(a: list[Any], b: list[Any] | None) -> list[Any]:
+def _merge(a: Sequence[Any], b: Sequence[Any] | None) -> list[Any]:
     """Join ``b`` (the trace id's pending join) into ``a`` (the request id's, which came first)."""
+    a = list(a)
     if b is not None:
         for i in (P_MODEL, P_COMPUTE, P_REQUEST, P_CALLER, P_EVENT):
             if a[i] is None:
@@ -125,7 +128,7 @@ class RequestRecords(Polled):
             if not raw:
                 raise ValueError(f"user_id_key_env: the environment variable {cfg.user_id_key_env} is not set")
             self._key = raw.encode()
-        self._pending: OrderedDict[str, list[Any]] = OrderedDict()
+        self._pending: OrderedDict[str, Any] = OrderedDict()  # a list while a batch fills it, else a tuple
         self._alias: dict[str, str] = {}  # request id -> trace id key
         # Event-name tuples of Triton's spans (a handful of layouts): a waiting side keeps its event times as
         # names and values, the names tuple shared, not the span's own dict and name strings (~1 KB a request).
@@ -173,7 +176,7 @@ class RequestRecords(Polled):
                 if r[FMT] == FMT_JSON:
                     attrs, message, _ = r[RAW]
                     key = r[TRACE].hex()
-                    a: Mapping[str, object] = kept(attrs) if attrs else _NO_ATTRS
+                    a = kept(attrs) if attrs else _NO_ATTRS
                     if triton:
                         ev = r[EVENTS]
                         if type(ev) is dict:  # name -> ns, kept as names and values: the names shared (below)
@@ -197,14 +200,18 @@ class RequestRecords(Polled):
                     p = pending.get(key)
                     if p is None:
                         p = self._new(key, now, out, max_pending)
-                    if p[P_CALLER] is None or _first(a, STATUS_KEYS) is not None:
+                    elif type(p) is tuple:
+                        p = pending[key] = list(p)
+                    if p[P_CALLER] is None or first(a, STATUS_KEYS) is not None:
                         p[P_CALLER] = s
                     continue
-                rid = _first(a, REQUEST_ID_KEYS) if a else None
+                rid = first(a, REQUEST_ID_KEYS) if a else None
                 if rid is None:
                     p = pending.get(key)
                     if p is None:
                         p = self._new(key, now, out, max_pending)
+                    elif type(p) is tuple:
+                        p = pending[key] = list(p)
                 else:
                     rkey = f"r:{rid}"
                     if rkey in pending:  # the caller's event came first, by request id
@@ -212,6 +219,8 @@ class RequestRecords(Polled):
                     p = pending.get(key)
                     if p is None:
                         p = self._new(key, now, out, max_pending)
+                    elif type(p) is tuple:
+                        p = pending[key] = list(p)
                     alias[rkey] = key
                     al = p[P_ALIASES]  # None, one id, or a list of them
                     if al is None:
@@ -223,14 +232,17 @@ class RequestRecords(Polled):
                 p[_SLOTS.get(name, P_MODEL)] = s
             for key in touched:
                 p = pending.get(key)
+                if p is None:
+                    continue
                 if (
-                    p is not None
-                    and p[P_COMPUTE] is not None
+                    p[P_COMPUTE] is not None
                     and p[P_MODEL] is not None
                     and (p[P_CALLER] is not None or p[P_EVENT] is not None)
                 ):
                     del pending[key]
                     out.append(self._record(key, p))
+                elif type(p) is list:
+                    pending[key] = tuple(p)  # waits as a tuple: see _new
             self._sweep(out)
         self._emit(out)
 
@@ -244,15 +256,23 @@ class RequestRecords(Polled):
                     p = self._pending.get(key)
                     if p is None:
                         p = self._new(key, now, out, self.cfg.max_pending)
+                    elif type(p) is tuple:
+                        p = list(p)
                     p[P_EVENT] = _slim_event(e)
                     if p[P_MODEL] is not None and p[P_COMPUTE] is not None:
                         del self._pending[key]
                         out.append(self._record(key, p))
+                    else:
+                        self._pending[key] = tuple(p)
             self._sweep(out)
         self._emit(out)
 
     def _new(self, key: str, now: float, out: list[Done], max_pending: int) -> list[Any]:
-        """A new pending join under ``key``; the oldest is emitted first when ``max_pending`` wait."""
+        """A new pending join under ``key``; the oldest is emitted first when ``max_pending`` wait.
+
+        A join is a list while a batch fills it and waits as a tuple between batches: the garbage collector
+        stops tracking a tuple of untracked things (sides of plain values), so up to ``max_pending`` waiting
+        joins do not make every full collection longer and more frequent (they did: ~40% of the join's time)."""
         if len(self._pending) >= max_pending:
             old, op = self._pending.popitem(last=False)
             self._evicted.inc()

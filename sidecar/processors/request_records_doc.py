@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from sidecar.model import Event
@@ -27,6 +27,8 @@ from sidecar.processors.request_sides import (
     S_START,
     S_STATUS,
     S_TIMES,
+    first,
+    get,
 )
 from sidecar.processors.stages import stage_seconds
 from sidecar.records import MODEL_ATTR, VERSION_ATTR
@@ -92,14 +94,6 @@ def _times(side: Any) -> Mapping[str, int]:
     return dict(zip(t, side[S_TIMES + 1 :], strict=True)) if type(t) is tuple else t
 
 
-def _first(attrs: Mapping[str, object], keys: Sequence[str]) -> object | None:
-    """The value of the first of ``keys`` present (even a None value: the next key is not tried then)."""
-    for k in keys:
-        if k in attrs:
-            return attrs[k]
-    return None
-
-
 def _int(v: object) -> int | None:
     try:
         return int(v) if v is not None and not isinstance(v, bool) else None  # type: ignore[call-overload]
@@ -122,7 +116,7 @@ def finish(key: str, p: list[Any]) -> Done:
     m = p[P_MODEL]
     if m is not None:
         mv = m[S_ATTRS]
-        model, version = str(mv.get(MODEL_ATTR, "")), str(mv.get(VERSION_ATTR, ""))
+        model, version = str(get(mv, MODEL_ATTR, "")), str(get(mv, VERSION_ATTR, ""))
         c, q = p[P_COMPUTE], p[P_REQUEST]
         top = m if q is None else q
         latency = ms_of_ns(max(0, top[S_END] - top[S_START]))
@@ -138,8 +132,8 @@ def finish(key: str, p: list[Any]) -> Done:
     if caller is not None:
         a = caller[S_ATTRS]
         if a:
-            http, grpc = _int(_first(a, HTTP_KEYS)), _int(_first(a, GRPC_KEYS))
-            v = _first(a, REQUEST_ID_KEYS)
+            http, grpc = _int(first(a, HTTP_KEYS)), _int(first(a, GRPC_KEYS))
+            v = first(a, REQUEST_ID_KEYS)
             if v is not None:
                 rid = str(v)[:200]
         if http is None and grpc is None:  # the caller's status code decides; its span's status only without one
@@ -196,7 +190,7 @@ def document(o: Done, user_key: bytes | None) -> tuple[str, dict[str, Any]]:
         a = caller[S_ATTRS]
         if a:
             for name, keys in _CALLER_FIELDS:
-                v = _first(a, keys)
+                v = first(a, keys)
                 if v is not None:
                     doc[name] = str(v)[:200]
         ms = ms_of_ns(max(0, caller[S_END] - caller[S_START]))

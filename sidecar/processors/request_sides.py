@@ -12,7 +12,7 @@ neither of them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sidecar.model import Span
@@ -32,7 +32,10 @@ __all__ = [
     "S_START",
     "S_STATUS",
     "S_TIMES",
+    "Pairs",
     "Side",
+    "first",
+    "get",
     "kept",
     "side",
 ]
@@ -55,9 +58,13 @@ Side = tuple[Any, ...]
 S_START, S_END, S_STATUS, S_MESSAGE, S_ATTRS, S_TIMES = range(6)
 
 
-def kept(pairs: Any) -> dict[str, object]:
+Pairs = tuple[tuple[str, object], ...]
+
+
+def kept(pairs: Any) -> Pairs:
     """The attributes a record reads, of (key, value) pairs or a mapping (of pairs, the last of a repeated key
-    wins, as in a dict)."""
+    wins, as in a dict), as (key, value) pairs: a tuple of plain values, which the garbage collector stops
+    tracking (a dict it tracks for as long as it lives, and a waiting join holds several)."""
     if type(pairs) is not tuple and isinstance(pairs, Mapping):
         pairs = pairs.items()
     d = {k: v for k, v in pairs if k in KEPT_ATTRS}
@@ -65,7 +72,25 @@ def kept(pairs: Any) -> dict[str, object]:
         # Request ids are join keys: kept whole (within traces.limits.max_value_chars, like every value).
         if isinstance(v, str) and len(v) > _KEPT_CHARS and k not in REQUEST_ID_KEYS:
             d[k] = v[:_KEPT_CHARS]  # a new value, not a new key: the dict may be written while read
-    return d
+    return tuple(d.items())
+
+
+def first(attrs: Pairs, keys: Sequence[str]) -> object | None:
+    """The value of the first of ``keys`` present in kept ``attrs`` (even a None value: the next key is not
+    tried then)."""
+    for k in keys:
+        for name, v in attrs:
+            if name == k:
+                return v
+    return None
+
+
+def get(attrs: Pairs, key: str, default: object) -> object:
+    """``attrs[key]`` of kept attributes, else ``default``."""
+    for name, v in attrs:
+        if name == key:
+            return v
+    return default
 
 
 def side(r: Record) -> tuple[str, Side]:
@@ -73,7 +98,7 @@ def side(r: Record) -> tuple[str, Side]:
     fmt = r[FMT]
     if fmt == FMT_JSON:
         attrs, message, _ = r[RAW]
-        attrs_kept = kept(attrs) if attrs else {}
+        attrs_kept = kept(attrs) if attrs else ()
         return r[TRACE].hex(), (r[START], r[END], r[STATUS], message[:REASON_CHARS], attrs_kept, event_times(r))
     s: Span = r[RAW] if fmt == FMT_SPAN else to_span(r)
     times = {e.name: e.time_unix_nano for e in s.events}
