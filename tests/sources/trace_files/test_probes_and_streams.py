@@ -227,3 +227,37 @@ def test_repeats_are_bounded_and_counted() -> None:
     asm.add([(1, "GRPC_SEND_START", i) for i in range(MAX_REPEATS + 5)], into)
     assert len(into[1].times_of("GRPC_SEND_START")) == MAX_REPEATS
     assert asm.refused == {"too_many_repeats": 5}
+
+
+@pytest.mark.parametrize("over", [1.0, -1.0])
+def test_the_goodput_check_judges_a_decoupled_trace_from_its_llm_request_span(tmp_path: Path, over: float) -> None:
+    """The source and the goodput check on one bus, as the service wires them: the stream is judged against
+    inter-token bounds just above and just below its mean gap between responses (the empty final one left
+    out)."""
+    from sidecar.checks.goodput.check import GoodputCheck
+    from sidecar.checks.goodput.config import GoodputConfig, RequestSlo
+
+    records = _recorded("decoupled-empty-final.json")
+    fig = stream_figures(_one(records), True)
+    assert fig is not None
+    gap_ms = statistics.fmean(fig.gaps_ns) / 1e6
+    reg = CollectorRegistry()
+    slo = RequestSlo(ttft_ms=fig.ttft_ns / 1e6 + 1, inter_token_ms=gap_ms + over)
+    chk = GoodputCheck(GoodputConfig(enabled=True, slos={"token_stream": slo}), registry=reg)
+    clock = _Clock(max(_sends(records)) / 1e9 + 5)
+    bus = Bus(reg)
+    bus.subscribe("spans", chk.name, chk.observe_spans)
+    shutil.copy(HERE / "decoupled-empty-final.json", tmp_path / "trace.json.0")
+    src = TraceFileSource(
+        TraceFileSettings(path=str(tmp_path / "trace.json"), settle_secs=0.0, empty_final_response=True),
+        bus=bus,
+        metrics=TraceFileMetrics(reg),
+        clock=clock,
+        store=Store(":memory:"),
+    )
+    src.poll_once()
+    labels = {"model": "token_stream", "version": ""}
+    good = "true" if over > 0 else "false"
+    assert reg.get_sample_value("sidecar_goodput_requests_total", {**labels, "good": good}) == 1
+    missed = reg.get_sample_value("sidecar_goodput_slo_missed_total", {**labels, "slo": "inter_token"})
+    assert missed == (None if over > 0 else 1)
