@@ -36,7 +36,7 @@ class ProbeFacts(Facts):
 @dataclass(frozen=True, slots=True)
 class ActionFacts(Facts):
     """One action of the actions layer: what (``action`` reload | revert | fallback | gpu_snapshot | webhook),
-    on which model, its ``outcome`` (planned: dry run | done | failed | refused), the exact ``plan`` (the
+    on which model, its ``outcome`` (planned: dry run | done | failed | skipped | held), the exact ``plan`` (the
     request it sends), why it could not run (``error``), and the evidence (the trigger finding's alert name and
     summary, and when it was evaluated)."""
 

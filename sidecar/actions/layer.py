@@ -1,14 +1,17 @@
 """The actions layer: takes every round's findings (``on_findings``), turns the configured triggers into planned
 steps behind the guard rails, carries them out on the event loop (a polled tick drains the queue), and reports
-each as a finding of kind ``action`` (alerts ActionPlanned, ActionTaken, ActionFailed) and a recorded change.
+each as a finding of kind ``action`` (alerts ActionPlanned, ActionTaken, ActionFailed, ActionHeld) and a recorded
+change.
 
-Guard rails, in the order they are applied (each refusal counted in ``sidecar_actions_refused_total{reason}``):
+Guard rails, in the order they are applied (each skip counted in ``sidecar_actions_skipped_total{reason}``):
 ``pending`` (the finding has not yet held for its own ``for_secs``, as the alert book applies it), ``paused``
-(POST /admin/actions/pause), ``stale`` (evidence older than ``max_evidence_age_secs``), ``held`` (a revert holds
-its model until an operator clears it: no flapping between versions), ``cooldown`` (one action per model per
+(POST /admin/actions/pause), ``held`` (a revert holds its model until an operator clears it: no other revert,
+and no probe-triggered step for another version than the held one; a reload of a held model pins the held
+version), ``stale`` (evidence older than ``max_evidence_age_secs``), ``cooldown`` (one action per model per
 ``cooldown_secs``), ``no_new_evidence`` (the next step waits for a probe after the previous step), ``exhausted``
-(no step left), ``queue_full``. A refusal other than pending, cooldown and no_new_evidence (the
-normal pacing) is also a record (outcome ``refused``, alert ActionFailed) once per model and reason per cool-down.
+(no step left), ``queue_full``. Pending, cooldown and no_new_evidence are the normal pacing (counted only); a hold
+is the guard rail working: said once per hold (outcome ``held``, alert ActionHeld, info), never as a failure; any
+other skip is a record (outcome ``skipped``, alert ActionFailed) once per model and reason per cool-down.
 ``dry_run`` (the default) records the exact plan (outcome ``planned``) and sends nothing.
 """
 
@@ -44,7 +47,7 @@ _PACING = ("pending", "cooldown", "no_new_evidence")
 _NS = "actions"
 _WHY = {
     "paused": "actions are paused (POST /admin/actions/resume)",
-    "stale": "the evidence is stale",
+    "stale": "stale evidence",
     "held": "a revert holds this model until an operator clears it (POST /admin/actions/clear)",
     "exhausted": "no step left for this trigger",
     "queue_full": "too many actions queued",
@@ -86,18 +89,18 @@ class ActionLayer(Polled):
         self.records: deque[ActionRecord] = deque(maxlen=cfg.max_records)
         self._actions = Counter(
             "sidecar_actions",
-            "Actions by step and outcome (planned: dry run, done, failed, refused).",
+            "Action records by step and outcome (planned: dry run, done, failed, skipped, held).",
             ["action", "outcome"],
             registry=registry,
         )
         self._refused = Counter(
-            "sidecar_actions_refused",
-            "Triggers that led to no action, by reason (pending: within the finding's for_secs, paused, stale, "
-            "held, cooldown, no_new_evidence, exhausted, queue_full).",
+            "sidecar_actions_skipped",
+            "Triggers that led to no action, by reason (pending: within the finding's for_secs, paused, held, "
+            "stale, cooldown, no_new_evidence, exhausted, queue_full).",
             ["reason"],
             registry=registry,
         )
-        for r in ("pending", "paused", "stale", "held", "cooldown", "no_new_evidence", "exhausted", "queue_full"):
+        for r in ("pending", "paused", "held", "stale", "cooldown", "no_new_evidence", "exhausted", "queue_full"):
             self._refused.labels(r)
         self._paused = Gauge("sidecar_actions_paused", "1 while actions are paused.", registry=registry)
         dry = Gauge("sidecar_actions_dry_run", "1 when actions only plan (actions.dry_run).", registry=registry)
@@ -145,13 +148,14 @@ class ActionLayer(Polled):
             step = self._step.get(model, 0)
             action = mcfg.on_probe_failure[step] if step < len(mcfg.on_probe_failure) else "exhausted"
         last = self._last.get(model)
+        held = self.holds.get(model)
         reason = ""
         if self.paused:
             reason = "paused"
+        elif held is not None and (trig.kind == "canary" or trig.version not in ("", held)):
+            reason = "held"  # no other revert; and a probe of the reverted version must not load it again
         elif now - trig.evidence_at > self.cfg.max_evidence_age_secs:
             reason = "stale"
-        elif trig.kind == "canary" and model in self.holds:
-            reason = "held"
         elif last is not None and now - last < self.cfg.cooldown_secs:
             reason = "cooldown"
         elif trig.kind == "probe" and last is not None and trig.evidence_at <= last:
@@ -170,6 +174,7 @@ class ActionLayer(Polled):
             action=action,
             trigger=trig,
             target=target,
+            version=trig.baseline if action == "revert" else held if action == "reload" else None,
             also=tuple(mcfg.also),
             webhook_url=mcfg.webhook_url,
             at=now,
@@ -188,28 +193,28 @@ class ActionLayer(Polled):
             return
         key = (trig.model, reason)
         said = self._said.get(key)
-        if said is not None and now - said < max(self.cfg.cooldown_secs, self.cfg.alert_secs):
-            return
+        if said is not None and (reason == "held" or now - said < max(self.cfg.cooldown_secs, self.cfg.alert_secs)):
+            return  # a hold is said once per hold (clear() forgets it)
         if len(self._said) >= 4 * len(self.cfg.models) + 16:
             self._said.clear()
         self._said[key] = now
         self.log.warning("no %s of %s: %s", action, trig.model, _WHY[reason])
         self._keep(self._refusal(trig, action, reason, now))
 
-    @staticmethod
-    def _refusal(trig: Trigger, action: str, reason: str, now: float) -> ActionRecord:
+    def _refusal(self, trig: Trigger, action: str, reason: str, now: float) -> ActionRecord:
+        held = self.holds.get(trig.model) if reason == "held" else None
         return ActionRecord(
             id=plan_id(trig.model, f"{action}-{reason}", now),
             model=trig.model,
             action=action,
-            outcome="refused",
+            outcome="held" if reason == "held" else "skipped",
             plan=plan_text(action, trig.model, trig.baseline),
             trigger=trig.alertname,
             evidence=trig.evidence,
             evidence_at=trig.evidence_at,
             at=now,
-            error=_WHY[reason],
-            target_version=trig.baseline,
+            error="" if reason == "held" else _WHY[reason],
+            target_version=held or trig.baseline,
         )
 
     # -- acting -----------------------------------------------------------------------------------------------
@@ -226,14 +231,14 @@ class ActionLayer(Polled):
         try:
             if self.control is None:
                 raise ActionError("no model-control client (set actions.triton_url or triton.http_url)")
-            if plan.action == "revert":
-                version = plan.trigger.baseline or ""
+            if plan.version and plan.action in ("revert", "reload"):  # pinned: a revert, or a held model's reload
                 config = await self.control.model_config(plan.model)
-                config["version_policy"] = {"specific": {"versions": [int(version)]}}
+                config["version_policy"] = {"specific": {"versions": [int(plan.version)]}}
                 await self.control.load(plan.model, config)
-                with self._lock:
-                    self.holds[plan.model] = version
-                    self._held.set(len(self.holds))
+                if plan.action == "revert":
+                    with self._lock:
+                        self.holds[plan.model] = plan.version
+                        self._held.set(len(self.holds))
             else:
                 await self.control.load(plan.target)
             outcome = "done"
@@ -264,12 +269,12 @@ class ActionLayer(Polled):
             evidence_at=plan.trigger.evidence_at,
             at=now,
             error=error,
-            target_version=plan.trigger.baseline,
+            target_version=plan.version,
             gpu=gpu,
         )
         self._keep(rec)
         if outcome in ("done", "failed"):
-            what = words(rec.action, outcome, rec.model, rec.plan, rec.error, rec.evidence)
+            what = words(rec.action, outcome, rec.model, rec.plan, rec.error, rec.evidence, rec.target_version)
             change = Change(
                 what=what[:1000],
                 at=now,
@@ -314,6 +319,7 @@ class ActionLayer(Polled):
         with self._lock:
             held = self.holds.pop(model, None) is not None
             self._step.pop(model, None)
+            self._said.pop((model, "held"), None)
             self._held.set(len(self.holds))
         if held:
             self._persist(f"hold:{model}", None)

@@ -21,6 +21,7 @@ class Trigger:
     evidence: str  # the finding's summary
     evidence_at: float
     baseline: str | None = None  # canary: the version to revert to
+    version: str = ""  # probe: the version probed ("" when the probe leaves the choice to Triton)
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class Plan:
     action: str  # reload | fallback | revert
     trigger: Trigger
     target: str  # the model the request loads
-    config: dict[str, Any] | None = None  # the version_policy override (revert)
+    version: str | None = None  # the one version the load pins (revert; a reload of a held model), else None
+    config: dict[str, Any] | None = None
     also: tuple[str, ...] = ()
     webhook_url: str | None = None
     at: float = 0.0
@@ -38,12 +40,14 @@ class Plan:
 
     @property
     def text(self) -> str:
-        return plan_text(self.action, self.target, self.trigger.baseline)
+        return plan_text(self.action, self.target, self.version)
 
 
 def plan_text(action: str, target: str, version: str | None) -> str:
+    """The request: a load, with the config's version_policy pinned to ``version`` for a revert and for a reload
+    of a model a revert holds (never a plain load there: it would bring the reverted version back)."""
     req = f"POST /v2/repository/models/{target}/load"
-    if action == "revert":
+    if version and action in ("revert", "reload"):
         return f"{req} with config version_policy {{specific: {{versions: [{version}]}}}}"
     return req
 
@@ -61,7 +65,7 @@ def trigger_of(f: Finding, cfg: ModelActionsConfig | None) -> Trigger | None:
     model = f.labels.get("model", "")
     name = f.labels.get("alertname", f.check)
     if f.kind == "probe" and cfg.on_probe_failure:
-        return Trigger("probe", model, name, f.summary, evidence_at(f))
+        return Trigger("probe", model, name, f.summary, evidence_at(f), version=f.labels.get("version") or "")
     if f.kind == "canary" and cfg.on_canary_worse and f.facts.get("verdict") == "worse":
         base = f.labels.get("baseline")
         if base:

@@ -1,5 +1,6 @@
-"""What the actions layer reports: one record per planned, done, failed or refused action, and each recent
-record as a finding of kind ``action`` (alert ActionPlanned, ActionTaken or ActionFailed, one per action)."""
+"""What the actions layer reports: one record per planned, done, failed or skipped action and per hold, and
+each recent record as a finding of kind ``action`` (alert ActionPlanned, ActionTaken, ActionFailed or ActionHeld,
+one per record)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,14 @@ from sidecar.model import Finding
 
 __all__ = ["ALERTNAMES", "ActionRecord", "findings_of"]
 
-ALERTNAMES = {"planned": "ActionPlanned", "done": "ActionTaken", "failed": "ActionFailed", "refused": "ActionFailed"}
-_SEVERITY = {"planned": "info", "done": "warning", "failed": "warning", "refused": "warning"}
+ALERTNAMES = {
+    "planned": "ActionPlanned",
+    "done": "ActionTaken",
+    "failed": "ActionFailed",
+    "skipped": "ActionFailed",
+    "held": "ActionHeld",
+}
+_SEVERITY = {"planned": "info", "done": "warning", "failed": "warning", "skipped": "warning", "held": "info"}
 
 
 @dataclass(frozen=True)
@@ -20,7 +27,7 @@ class ActionRecord:
     id: str
     model: str
     action: str
-    outcome: str  # planned | done | failed | refused
+    outcome: str  # planned | done | failed | skipped | held
     plan: str
     trigger: str
     evidence: str

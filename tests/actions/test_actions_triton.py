@@ -303,11 +303,11 @@ async def test_a_slower_v2_is_reverted_to_v1_without_a_failed_request(triton: Tr
         assert layer.holds == {"rollout": "1"}
         (change,) = svc.component("changes").recent("rollout", None, 0)
         assert change.version == "1" and "version_policy {specific: {versions: [1]}}" in change.what
-        # The same verdict again (its window still says worse): held, no second revert, and said so.
+        # The same verdict again (its window still says worse): held, no second revert, said once (ActionHeld).
         svc.evaluate_once()
         await layer.poll_once()
-        assert [r.outcome for r in layer.records] == ["done", "refused"]
-        assert "a revert holds this model" in layer.records[-1].error
+        assert [r.outcome for r in layer.records] == ["done", "held"]
+        assert layer.records[-1].target_version == "1"
         assert _ready_versions(triton, "rollout") == ["1"]
     finally:
         await layer.control.close()  # type: ignore[union-attr]

@@ -122,24 +122,24 @@ async def test_reload_then_fallback_each_a_change_and_an_alert(clock: FakeClock,
     layer.on_findings([_probe_finding(clock)], clock.now())
     await layer.ticker.tick()  # type: ignore[attr-defined]
     assert len(control.loads) == 1
-    assert _count(registry, "sidecar_actions_refused_total", {"reason": "cooldown"}) == 1
+    assert _count(registry, "sidecar_actions_skipped_total", {"reason": "cooldown"}) == 1
     # After it, but the evidence is from before the reload: no new evidence, nothing.
     clock.advance(40)
     layer.on_findings([_probe_finding(clock, last_at=clock.now() - 71)], clock.now())
-    assert _count(registry, "sidecar_actions_refused_total", {"reason": "no_new_evidence"}) == 1
+    assert _count(registry, "sidecar_actions_skipped_total", {"reason": "no_new_evidence"}) == 1
     # A probe after the reload failed again: the next step, the fallback.
     layer.on_findings([_probe_finding(clock)], clock.now())
     await layer.ticker.tick()  # type: ignore[attr-defined]
     assert control.loads == [("ctr", None), ("ctr_fallback", None)]
     assert changes[-1].what.startswith("did load the fallback of ctr: POST /v2/repository/models/ctr_fallback/load")
-    # Nothing left to try: said once (ActionFailed, refused), counted every time.
+    # Nothing left to try: said once (ActionFailed, skipped), counted every time.
     clock.advance(70)
     layer.on_findings([_probe_finding(clock)], clock.now())
     layer.on_findings([_probe_finding(clock)], clock.now())
-    assert _count(registry, "sidecar_actions_refused_total", {"reason": "exhausted"}) == 2
-    refused = [f for f in layer.evaluate(clock.now()) if f.facts["outcome"] == "refused"]
-    assert len(refused) == 1 and refused[0].labels["alertname"] == "ActionFailed"
-    assert "no step left" in finding_text(refused[0])[0]
+    assert _count(registry, "sidecar_actions_skipped_total", {"reason": "exhausted"}) == 2
+    skipped = [f for f in layer.evaluate(clock.now()) if f.facts["outcome"] == "skipped"]
+    assert len(skipped) == 1 and skipped[0].labels["alertname"] == "ActionFailed"
+    assert "no step left" in finding_text(skipped[0])[0]
     # The probe passes: the ladder starts again at reload.
     layer.on_findings([_probe_finding(clock, active=False)], clock.now())
     clock.advance(70)
@@ -156,8 +156,8 @@ async def test_stale_evidence_is_refused_and_says_why(clock: FakeClock, registry
     assert control.loads == [] and changes == []
     (f,) = layer.evaluate(clock.now())
     assert f.labels["alertname"] == "ActionFailed"
-    assert finding_text(f)[0].startswith("did not reload ctr: the evidence is stale | because ctr probe failing")
-    assert _count(registry, "sidecar_actions_refused_total", {"reason": "stale"}) == 1
+    assert finding_text(f)[0].startswith("did not reload ctr (skipped: stale evidence) | because ctr probe failing")
+    assert _count(registry, "sidecar_actions_skipped_total", {"reason": "stale"}) == 1
 
 
 async def test_pause_stops_everything_until_resumed(clock: FakeClock, registry: CollectorRegistry) -> None:
@@ -171,8 +171,8 @@ async def test_pause_stops_everything_until_resumed(clock: FakeClock, registry: 
     await layer.ticker.tick()  # type: ignore[attr-defined]
     assert control.loads == []
     # The queued reload dropped by the pause and the trigger while paused: both counted and said.
-    assert _count(registry, "sidecar_actions_refused_total", {"reason": "paused"}) == 2
-    assert [f.facts["outcome"] for f in layer.evaluate(clock.now())] == ["refused"] * 2
+    assert _count(registry, "sidecar_actions_skipped_total", {"reason": "paused"}) == 2
+    assert [f.facts["outcome"] for f in layer.evaluate(clock.now())] == ["skipped"] * 2
     assert registry.get_sample_value("sidecar_actions_paused") == 1
     layer.pause(False)
     layer.on_findings([_probe_finding(clock)], clock.now())
@@ -242,7 +242,8 @@ async def test_a_worse_canary_is_reverted_and_held_until_cleared(clock: FakeCloc
     layer.on_findings([_canary(clock)], clock.now())
     await layer.ticker.tick()  # type: ignore[attr-defined]
     assert len(control.loads) == 1
-    assert _count(registry, "sidecar_actions_refused_total", {"reason": "held"}) == 1
+    assert _count(registry, "sidecar_actions_skipped_total", {"reason": "held"}) == 1
+    assert [r.outcome for r in layer.records] == ["done", "held"]  # the hold said, never as a failure
     assert layer.clear("rank") and not layer.clear("rank")
     layer.on_findings([_canary(clock)], clock.now())
     await layer.ticker.tick()  # type: ignore[attr-defined]
@@ -363,7 +364,7 @@ async def test_a_finding_acts_only_once_it_has_held_for_its_for_secs(
     layer.on_findings([replace(held, evaluated_at=clock.now())], clock.now())
     await layer.ticker.tick()  # type: ignore[attr-defined]
     assert control.loads == []
-    assert _count(registry, "sidecar_actions_refused_total", {"reason": "pending"}) == 2
+    assert _count(registry, "sidecar_actions_skipped_total", {"reason": "pending"}) == 2
     clock.advance(30)
     layer.on_findings([replace(held, evaluated_at=clock.now())], clock.now())
     await layer.ticker.tick()  # type: ignore[attr-defined]

@@ -214,7 +214,7 @@ def _probe_and_action_findings() -> list[Finding]:
     )
     trigger = dataclasses.replace(found[0], active=True, insufficient_data=False, evaluated_at=clock.now())
     layer.on_findings([trigger], clock.now())  # dry run: ActionPlanned
-    for outcome in ("done", "failed"):
+    for outcome in ("done", "failed", "held"):
         layer.records.append(dataclasses.replace(layer.records[0], outcome=outcome, id=outcome))
     return found + list(layer.evaluate(clock.now()))
 

@@ -1,7 +1,9 @@
 """The words of an action record, from its ``facts`` (see ``sidecar/actions/layer.py``).
 
 ``[dry run] would reload ctr: POST /v2/repository/models/ctr/load | because ctr probe failing: 3 in a row``;
-``reloaded ctr: done | because ...``; ``reload ctr failed: connection refused | because ...``.
+``did reload ctr: ... | because ...``; ``failed to reload ctr: connection refused (plan: ...) | because ...``;
+``did not reload ctr (skipped: stale evidence ...) | because ...``; and a revert's hold, said once:
+``held rank at version 1 until an operator clears it (POST /admin/actions/clear?model=rank); no revert | seen: ...``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ _VERB = {
 }
 
 
-def words(action: str, outcome: str, model: str, plan: str, error: str, evidence: str) -> str:
+def words(
+    action: str, outcome: str, model: str, plan: str, error: str, evidence: str, version: str | None = None
+) -> str:
     """One line for an action: the change log's ``what``, the alert's summary."""
     verb = _VERB.get(action, action)
     because = f" | because {evidence}" if evidence else ""
@@ -28,8 +32,14 @@ def words(action: str, outcome: str, model: str, plan: str, error: str, evidence
         return f"[dry run] would {verb} {model}: {plan}{because}"
     if outcome == "done":
         return f"did {verb} {model}: {plan}{because}"
-    if outcome == "refused":
-        return f"did not {verb} {model}: {error}{because}"
+    if outcome == "held":
+        seen = f" | seen: {evidence}" if evidence else ""
+        return (
+            f"held {model} at version {version or '?'} until an operator clears it "
+            f"(POST /admin/actions/clear?model={model}); no {action}{seen}"
+        )
+    if outcome == "skipped":
+        return f"did not {verb} {model} (skipped: {error}){because}"
     return f"failed to {verb} {model}: {error} (plan: {plan}){because}"
 
 
@@ -48,6 +58,7 @@ def render(f: Finding) -> FindingText:
         str(facts.get("plan", "")),
         str(facts.get("error", "") or ""),
         str(facts.get("evidence", "") or ""),
+        str(facts.get("target_version") or "") or None,
     )
     gpu = str(facts.get("gpu", "") or "")
     desc = (
