@@ -35,6 +35,8 @@ _DRIFT_COMMON = ("enabled", "method", "scales_secs", "sustained_looks", "sustain
 _DRIFT_REF = ("reference.mode", "reference.pinned_events", "reference.rolling_offset_secs")
 _COLD = ("enabled", "hold_secs")
 _TOKENS_REF = ("reference.pinned_requests",)
+_EDGE_SLA = ("enabled", "target", "period", "groups", "burn_windows", "projection_secs", "min_requests")
+_ACTIONS = ("enabled", "dry_run", "cooldown_secs", "max_evidence_age_secs", "timeout_secs", "alert_secs")
 
 # Runbooks of alerts the sidecar's own checks raise. A runbook not named here (nor by a business check's
 # `runbook`) belongs to a Prometheus rule in alerts/*.rules.yml, whose numbers live in that file.
@@ -134,6 +136,36 @@ SECTIONS: dict[str, tuple[Section, ...]] = {
             ("enabled", "window_secs", "min_requests", "psi_effect_floor", "reference.mode", *_TOKENS_REF),
             "token_length_drift",
             0.0,
+        ),
+    ),
+    "ModelProbeFailing.md": (
+        Section(
+            "probes",
+            ("enabled", "protocol", "interval_secs", "timeout_secs", "failures_to_fire", "max_per_sec"),
+            "probe",
+            0.0,
+        ),
+    ),
+    **{
+        f"{name}.md": (Section("actions", _ACTIONS, "actions", 0.0),)
+        for name in ("ActionPlanned", "ActionTaken", "ActionFailed")
+    },
+    "EdgeHitRatioBurn.md": (Section("edge.checks.sla", _EDGE_SLA, "edge_hit_ratio_burn", None),),
+    "EdgeHitRatioPeriod.md": (Section("edge.checks.sla", _EDGE_SLA, "edge_hit_ratio_period", None),),
+    "EdgeTailLatency.md": (
+        Section(
+            "edge.checks.tail",
+            ("enabled", "groups", "hop", "window_secs", "baseline_secs", "threshold_secs", "max_ratio", "min_requests"),
+            "edge_tail_latency",
+            None,
+        ),
+    ),
+    "EdgePurgeNotTaken.md": (
+        Section(
+            "edge.checks.purges",
+            ("enabled", "grace_secs", "watch_secs", "min_hits", "max_purges"),
+            "edge_purge_not_taken",
+            None,
         ),
     ),
     "Diagnosis.md": (
@@ -285,4 +317,6 @@ def param_tables(config: BaseModel, runbook: str) -> list[ParamTable]:
 
 
 def _enabled(config: BaseModel, path: str) -> bool:
-    return bool(getattr(_get(config, path), "enabled", True))
+    """The section and every section above it that has an ``enabled`` (``edge.checks.sla`` needs ``edge``)."""
+    parts = path.split(".")
+    return all(bool(getattr(_get(config, ".".join(parts[:i])), "enabled", True)) for i in range(1, len(parts) + 1))

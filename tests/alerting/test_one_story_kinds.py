@@ -268,3 +268,23 @@ def test_an_alert_resolved_after_a_restart_still_names_its_trace(tmp_path: Path)
     after.evaluate()
     [resolved] = after.audit("alert_resolved")
     assert resolved["trace_id"] == TRACE
+
+
+@pytest.mark.parametrize(
+    ("runbook", "path"),
+    [("ModelProbeFailing.md", "probes"), ("ActionTaken.md", "actions"), ("EdgeHitRatioBurn.md", "edge.checks.sla")],
+)
+def test_the_new_alerts_runbooks_show_their_settings(runbook: str, path: str) -> None:
+    off = parse_config({})
+    [table] = param_tables(off, runbook)
+    assert table.title == path and table.note == "not enabled in this config"  # edge.checks.sla: edge is off
+    probe = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1], "data": [0.5]}], "outputs": [{"name": "y"}]}
+    on = parse_config(
+        {
+            "probes": {"enabled": True, "models": {"ctr": probe}},
+            "actions": {"enabled": True},
+            "edge": {"enabled": True, "source": {"http": True}},
+        }
+    )
+    [table] = param_tables(on, runbook)
+    assert table.note == "" and any(r.path == f"{path}.enabled" and r.value == "true" for r in table.rows)

@@ -46,6 +46,7 @@ PAGES = (
     ("alerts", "/alerts"),
     ("audit", "/audit"),
     ("changes", "/changes"),
+    ("drift", "/drift"),
     ("runbook", "/runbooks/GoodputBurn.md"),
     ("runbooks", "/runbooks/"),
 )
