@@ -5,9 +5,9 @@ on ``fraud`` v1 against v2, and the actions layer, in dry-run unless ``sidecar d
   known input, a score in [0, 1] of shape [1, 1]. ``chat`` is not probed: it is decoupled (a stream), and the
   probe sends one plain inference request.
 - ``checks.canary``: scaled to the demo's minutes (a 5-minute window, 100 values a side, a P99 decided with 2
-  values above it on each side: 200 values) and held for 30 s. ``ctr`` gets no comparison: its two versions are
-  two different models on purpose (for the version-level SLIs and per-version drift), not a rollout; its pair
-  names a version 0 that never serves, and a pair whose versions are not both serving is not compared.
+  values above it on each side: 200 values) and held for 30 s. ``ctr`` gets no comparison
+  (``exclude_models: [ctr]``): its two versions are two different models on purpose (for the version-level SLIs
+  and per-version drift), not a rollout.
 - ``actions``: a worse canary verdict on ``fraud`` reverts it to its baseline (load with a ``version_policy``
   override); a failing probe reloads the model. Dry-run (the default) records the plan (alert ActionPlanned,
   the plan on ``/`` and in the audit) and sends nothing; ``--act`` carries it out, which needs Triton in explicit
@@ -27,7 +27,8 @@ DEMO_CANARY: dict[str, Any] = {
     "window_secs": 300.0,
     "min_samples": 100,
     "min_tail_samples": 2,
-    "pairs": {"fraud": {"baseline": "1", "candidate": "2"}, "ctr": {"baseline": "0", "candidate": "2"}},
+    "pairs": {"fraud": {"baseline": "1", "candidate": "2"}},
+    "exclude_models": ["ctr"],
     "for_secs": 30.0,
 }
 

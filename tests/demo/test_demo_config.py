@@ -24,6 +24,8 @@ def test_actions_only_plan_unless_asked_to_act(tmp_path: Path) -> None:
     assert act.actions.enabled and not act.actions.dry_run
     assert dry.actions.models["fraud"].on_canary_worse == ["revert"]
     assert dry.checks.canary.pairs["fraud"].baseline == "1" and dry.checks.canary.pairs["fraud"].candidate == "2"
+    # ctr's versions are two models on purpose: left out of the canary by name, not by a fake version pair.
+    assert dry.checks.canary.exclude_models == ["ctr"] and "ctr" not in dry.checks.canary.pairs
     assert build_parser().parse_args(["demo", "--act"]).act and not build_parser().parse_args(["demo"]).act
 
 

@@ -40,6 +40,17 @@ ALERTNAME = "CanaryVersionWorse"
 SIGNALS = ("latency_events", "latency_spans", "errors", "scores")
 
 
+class _LeftOut:
+    """``model in left_out``: True for a model ``checks.canary.models`` / ``exclude_models`` leaves out (sets)."""
+
+    def __init__(self, cfg: CanaryConfig) -> None:
+        self.only = set(cfg.models) if cfg.models is not None else None
+        self.excluded = set(cfg.exclude_models)
+
+    def __contains__(self, model: str) -> bool:
+        return model in self.excluded or (self.only is not None and model not in self.only)
+
+
 class CanaryCheck(Passive):
     name = "canary"
     role = Role.CHECK
@@ -122,6 +133,7 @@ class CanaryCheck(Passive):
             ["model", "version", "signal"],
             registry=registry,
         )
+        self._left_out = _LeftOut(cfg)
         self._exported: set[tuple[str, ...]] = set()
         self._exported_samples: set[tuple[str, ...]] = set()
 
@@ -149,6 +161,8 @@ class CanaryCheck(Passive):
                     self._taken.labels("triton").inc()
 
     def _version(self, model: str, version: str, ts: float, now: float) -> VersionWindows | None:
+        if model in self._left_out:  # checks.canary.models / exclude_models: configured out, not a drop
+            return None
         if ts < now - self.cfg.window_secs:
             self._dropped.labels("too_old").inc()
             return None

@@ -119,6 +119,17 @@ class CanaryConfig(StrictModel):
         "A model not listed: the lowest version seen is the baseline and "
         "each other version is a candidate against it.",
     )
+    models: list[str] | None = Field(
+        None,
+        max_length=1000,
+        description="Only these models are compared (null: every model seen). A model left out is not tracked "
+        "at all: no verdict, no finding, no slot of max_models.",
+    )
+    exclude_models: list[str] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Models never compared (e.g. one whose versions are meant to differ), whatever `models` says.",
+    )
     max_models: int = Field(50, gt=0, le=10_000, description="Models tracked (more are dropped, counted).")
     max_versions_per_model: int = Field(
         4, ge=2, le=64, description="Versions tracked per model (more are dropped, counted)."
@@ -130,3 +141,20 @@ class CanaryConfig(StrictModel):
     )
     severity: Literal["info", "warning", "critical"] = Field("warning", description="Severity of the alert.")
     for_secs: float = Field(300.0, ge=0, description="How long a worse verdict holds before the alert fires.")
+
+    @model_validator(mode="after")
+    def _selection(self) -> CanaryConfig:
+        excluded = set(self.exclude_models)
+        both = sorted(excluded & set(self.models or ()))
+        if both:
+            raise ValueError(f"exclude_models: {', '.join(both)} also listed in models")
+        for model in self.pairs:
+            if model in excluded:
+                raise ValueError(f"pairs.{model}: the model is in exclude_models (drop the pair)")
+            if self.models is not None and model not in self.models:
+                raise ValueError(f"pairs.{model}: the model is not in models (add it, or drop the pair)")
+        return self
+
+    def selected(self, model: str) -> bool:
+        """Whether ``model`` is compared (``models``, ``exclude_models``)."""
+        return model not in self.exclude_models and (self.models is None or model in self.models)
