@@ -148,7 +148,7 @@ SECTIONS: dict[str, tuple[Section, ...]] = {
     ),
     **{
         f"{name}.md": (Section("actions", _ACTIONS, "actions", 0.0),)
-        for name in ("ActionPlanned", "ActionTaken", "ActionFailed")
+        for name in ("ActionPlanned", "ActionTaken", "ActionFailed", "ActionHeld")
     },
     "EdgeHitRatioBurn.md": (Section("edge.checks.sla", _EDGE_SLA, "edge_hit_ratio_burn", None),),
     "EdgeHitRatioPeriod.md": (Section("edge.checks.sla", _EDGE_SLA, "edge_hit_ratio_period", None),),
