@@ -10,6 +10,13 @@ token): its time to first token, mean inter-token gap, tokens in and out and who
 check judges. ``repeat_per_s`` more requests a second repeat a few fixed ``ctr`` inputs: behind the demo's nginx
 they are cache hits (never reaching Triton, so they are not reported as events: the caller's drift and business
 figures stay those of the scenario's draws).
+
+Requests name their version (``/v2/models/<m>/versions/<v>/infer``), as the scenario splits traffic between
+versions. When Triton answers that a version is not serving (``'fraud' version 2 is not at ready state`` or
+``... is not found``: after ``sidecar demo --act`` reverted fraud to v1, which unloads v2), the client does what a
+router told of the revert would: it sends that version's share unversioned (Triton picks the version it serves,
+the held one), tries the named version again once every ``REROUTE_SECS``, and reports each request under the
+version that answered it (the response's ``model_version``).
 """
 
 from __future__ import annotations
@@ -31,6 +38,12 @@ from sidecar.demo.timeline import LoopTicker, Ticker
 __all__ = ["Traffic", "TrafficStats"]
 
 _MAX_PENDING_EVENTS = 10_000
+REROUTE_SECS = 30.0
+
+
+def _not_serving(error: str, version: str) -> bool:
+    """Triton's answer for a version that is not loaded (its model lifecycle's UNAVAILABLE / NOT_FOUND)."""
+    return f"version {version} is not at ready state" in error or f"version {version} is not found" in error
 
 
 @dataclass
@@ -113,6 +126,11 @@ class Traffic:
         self.repeat_per_s = repeat_per_s
         self.direct = (triton_direct_url or triton_http_url).rstrip("/")
         self._repeat_n = 0
+        self._gone: dict[tuple[str, str], float] = {}  # (model, version) not serving -> when Triton said so
+
+    def _versioned(self, model: str, version: str) -> bool:
+        said = self._gone.get((model, version))
+        return said is None or self._timer() - said >= REROUTE_SECS
 
     def _now(self) -> float:
         return self._wall.now() if self._wall is not None else time.time()
@@ -137,22 +155,29 @@ class Traffic:
         score = None
         error = ""
         start_ns, t0 = time.time_ns(), self._timer()
+        versioned = self._versioned(req.model, req.version)
+        path = f"/v2/models/{req.model}" + (f"/versions/{req.version}" if versioned else "") + "/infer"
+        version = req.version  # the version that answered: the response says which when unversioned
         try:
-            resp = await client.post(
-                f"{self.url}/v2/models/{req.model}/versions/{req.version}/infer", json=body, headers=headers, timeout=10
-            )
+            resp = await client.post(f"{self.url}{path}", json=body, headers=headers, timeout=10)
             status = resp.status_code
             if status == 200:
-                score = float(resp.json()["outputs"][0]["data"][0])
+                out = resp.json()
+                score = float(out["outputs"][0]["data"][0])
+                version = str(out.get("model_version") or req.version)
+                if versioned:
+                    self._gone.pop((req.model, req.version), None)
             else:
                 error = resp.text[:200]
+                if versioned and _not_serving(error, req.version):
+                    self._gone[(req.model, req.version)] = self._timer()
         except httpx.HTTPError as exc:
             status, error = 0, type(exc).__name__
         latency_ms = (self._timer() - t0) * 1000.0
-        self.stats.count(f"{req.model}:{req.version}", status)
+        self.stats.count(f"{req.model}:{version}", status)
         if self.sidecar_url and len(self._spans) < _MAX_PENDING_EVENTS:
             self._spans.append(
-                _client_span(trace_id, span_id, req.model, req.version, start_ns, time.time_ns(), status, error)
+                _client_span(trace_id, span_id, req.model, version, start_ns, time.time_ns(), status, error)
             )
         if score is not None and self.sidecar_url:
             if len(self._events) >= _MAX_PENDING_EVENTS:
@@ -161,7 +186,7 @@ class Traffic:
                 self._events.append(
                     {
                         "model": req.model,
-                        "version": req.version,
+                        "version": version,
                         "timestamp": self._now(),
                         "features": req.features,
                         "score": score,
