@@ -10,6 +10,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.actions.layer import ActionLayer
 from sidecar.checks.probe.check import ModelProbe
-from sidecar.clock import SystemClock
+from sidecar.clock import FakeClock, SystemClock
 from sidecar.config import parse_config
 from sidecar.demo.tritonserver import TritonServer
 from sidecar.model import Batch, Event, Finding
@@ -28,6 +29,8 @@ from sidecar.store import Store
 from sidecar.wiring.actions import build as actions
 from sidecar.wiring.alerting import build as alerting
 from sidecar.wiring.canary import build as canary_build
+
+from .test_layer import _probe_finding
 
 pytestmark = pytest.mark.triton
 
@@ -244,7 +247,12 @@ async def test_a_slower_v2_is_reverted_to_v1_without_a_failed_request(triton: Tr
             "triton": {"enabled": False, "http_url": triton.http_url},
             "alerting": {"enabled": True, "audit": {"enabled": True}},
             "checks": {"canary": {"enabled": True, "min_samples": 200, "min_tail_samples": 2, "for_secs": 0}},
-            "actions": {"enabled": True, "dry_run": False, "models": {"rollout": {"on_canary_worse": ["revert"]}}},
+            "actions": {
+                "enabled": True,
+                "dry_run": False,
+                "cooldown_secs": 0,
+                "models": {"rollout": {"on_canary_worse": ["revert"]}},
+            },
         }
     )
     clock = SystemClock()
@@ -308,6 +316,16 @@ async def test_a_slower_v2_is_reverted_to_v1_without_a_failed_request(triton: Tr
         await layer.poll_once()
         assert [r.outcome for r in layer.records] == ["done", "held"]
         assert layer.records[-1].target_version == "1"
+        assert _ready_versions(triton, "rollout") == ["1"]
+        # The held model's probe fails: its reload pins v1 again (a plain load would bring v2 back from
+        # config.pbtxt, whose policy serves every version: flapping).
+        failing = _probe_finding(FakeClock(clock.now()))
+        failing = replace(failing, labels={**failing.labels, "model": "rollout"})
+        layer.on_findings([failing], clock.now())
+        await layer.poll_once()
+        rec = layer.records[-1]
+        assert (rec.action, rec.outcome, rec.target_version) == ("reload", "done", "1"), rec
+        assert "version_policy {specific: {versions: [1]}}" in rec.plan
         assert _ready_versions(triton, "rollout") == ["1"]
     finally:
         await layer.control.close()  # type: ignore[union-attr]

@@ -5,13 +5,29 @@ failing probe of the reverted version triggers nothing (it would load that versi
 
 from __future__ import annotations
 
+import html
+import logging
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
+from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 
+from sidecar.actions.config import ActionsConfig
+from sidecar.actions.layer import ActionLayer
 from sidecar.alerting.render import finding_text
+from sidecar.app import create_app
 from sidecar.clock import FakeClock
+from sidecar.component import Context
+from sidecar.config import parse_config
 from sidecar.model import Finding
+from sidecar.pages.readers import Api
+from sidecar.pages.status import StatusPages
+from sidecar.polled import ManualTicker
+from sidecar.service import Service
+from sidecar.store import Store
+from sidecar.wiring.alerting import build as alerting
 
 from .test_layer import FakeControl, _canary, _count, _layer, _probe_finding
 
@@ -101,3 +117,42 @@ async def test_a_dry_run_plan_for_a_held_model_shows_the_pinned_reload(
     (rec,) = layer.records
     assert rec.outcome == "planned" and rec.target_version == "1"
     assert rec.plan.endswith("with config version_policy {specific: {versions: [1]}}")
+
+
+async def test_the_hold_is_said_on_the_page_and_in_the_audit_once(tmp_path: Path) -> None:
+    clock = FakeClock(1_800_000_000.0)
+    control = FakeControl()
+
+    def mine(ctx: Context) -> list[Any]:
+        cfg = ActionsConfig.model_validate({"enabled": True, "dry_run": False, "cooldown_secs": 10, "models": RANK})
+        pages = StatusPages(
+            registry=ctx.registry, clock=ctx.clock, api=Api(ctx.registry, logging.getLogger("t")), runbook_url="/r"
+        )
+        layer = ActionLayer(
+            cfg, control=control, bus=ctx.bus, registry=ctx.registry, clock=ctx.clock, ticker=ManualTicker
+        )
+        return [layer, pages]
+
+    cfg = parse_config({"triton": {"enabled": False}, "alerting": {"enabled": True, "audit": {"enabled": True}}})
+    svc = Service(
+        cfg, clock=clock, registry=CollectorRegistry(), store=Store(tmp_path / "s.sqlite"), factories=[alerting, mine]
+    )
+    layer: ActionLayer = svc.component("actions")
+    try:
+        layer.on_findings([_canary(clock)], clock.now())
+        await layer.poll_once()
+        for _ in range(5):  # the verdict stands at every evaluation; the hold is said once
+            clock.advance(15)
+            layer.on_findings([replace(_canary(clock), evaluated_at=clock.now())], clock.now())
+            svc.evaluate_once()
+        with TestClient(create_app(svc, manage_lifecycle=False)) as client:
+            page = html.unescape(client.get("/").text)
+        said = "held rank at version 1 until an operator clears it (POST /admin/actions/clear?model=rank); no revert"
+        assert said in page and "ActionHeld" in page
+        crossed = [r for r in svc.component("audit").events("finding_crossed") if r["check"] == "actions"]
+        assert sorted(r["labels"]["alertname"] for r in crossed) == ["ActionHeld", "ActionTaken"]
+        (held,) = [r for r in crossed if r["labels"]["alertname"] == "ActionHeld"]
+        assert held["summary"].startswith(said)
+    finally:
+        await svc.shutdown()
+        svc.store.close()
