@@ -76,9 +76,7 @@ def test_several_changes_are_listed_newest_first_with_their_times_within_the_loo
     book.on_findings([_ctr()], clock.now())
     (a,) = book.alerts.values()
     d = a.annotations["description"]
-    assert d.endswith(
-        "Recent changes: newer by ci at 2023-11-14 22:12:20Z; older by ana at 2023-11-14 21:43:20Z."
-    )
+    assert d.endswith("Recent changes: newer by ci at 2023-11-14 22:12:20Z; older by ana at 2023-11-14 21:43:20Z.")
     assert "too old" not in d and "other model" not in d
     assert a.annotations["summary"].endswith("| recent change: newer")
 
