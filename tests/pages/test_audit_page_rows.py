@@ -147,6 +147,6 @@ def test_the_waterfalls_audit_link_finds_the_traces_request_record() -> None:
 
 
 def test_with_per_request_records_off_an_empty_trace_filter_says_so() -> None:
-    svc = _svc()
+    svc = _svc({"audit": {"requests": {"enabled": False}}})  # on by default
     html = TestClient(create_app(svc)).get("/audit", params={"trace_id": "ab" * 16}).text
     assert "Per-request records are off (alerting.audit.requests.enabled)" in parse(html).by_id("none").text()
