@@ -190,13 +190,17 @@ def _serve(port: int) -> None:
             "traces": {
                 "enabled": True,
             },
+            # SIDECAR_BENCH_GC_THRESHOLD=A,B,C sets runtime.gc_threshold (tune_gc, as `sidecar run` applies it).
+            "runtime": {"gc_threshold": [int(x) for x in os.environ["SIDECAR_BENCH_GC_THRESHOLD"].split(",")]}
+            if os.environ.get("SIDECAR_BENCH_GC_THRESHOLD")
+            else {},
         }
     )
     svc = Service(cfg, registry=CollectorRegistry(), factories=[build])
     sock = bind_listener("127.0.0.1", port)
     server = uvicorn_server(create_app(svc), cfg.server, registry=svc.registry)
     if os.environ.get("SIDECAR_BENCH_DEFAULT_GC") != "1":
-        tune_gc()  # as `sidecar run` does
+        tune_gc(cfg.runtime)  # as `sidecar run` does
     if os.environ.get("SIDECAR_BENCH_LOOP") == "asyncio":
         import asyncio
 

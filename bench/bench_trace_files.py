@@ -1,6 +1,7 @@
 """CPU per traced request of the ``mode=triton`` trace-file reader, before and after, on real Triton files.
 
     .venv/bin/python bench/bench_trace_files.py [--requests 50000] [--repeat 3] [--profile]
+        [--gc-threshold 50000,20,100] [--rss-only]
 
 Input: the recorded Triton 2.51 trace files of the demo's ``ctr`` model (tests/data/traces/: one request at
 level=TIMESTAMPS, five at TIMESTAMPS+TENSORS), replicated with fresh trace ids, request ids and times to
@@ -15,16 +16,22 @@ histograms) subscribed, as the service wires it, and counts process CPU time (on
 
 Each is shown for the reader alone (spans published to nobody) and with the trace hub. Prints the median us of
 CPU per traced request, before/ours and ours/floor, then "ours" with the trace hub once more with Python's
-garbage collector off (the collector's share: every row above runs with it on, as the sidecar does).
-``--profile`` prints cProfile's top functions of one "ours" run. Each timed run starts after a ``gc.collect()``.
+garbage collector off, and with CPython's default collector (thresholds 700, 10, 10, nothing frozen). Every
+other row runs with the collector as the sidecar sets it at start-up: ``sidecar.runtime.tune_gc`` with the
+``runtime`` section (``--gc-threshold`` sets ``runtime.gc_threshold``; default: the config's default), called
+after the input is built. ``--profile`` prints cProfile's top functions of one "ours" run. Each timed run starts
+after a ``gc.collect()``. ``--rss-only``: only "ours" with the hub, then the process's peak RSS (run once per
+threshold, in its own process, to compare their memory).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import pstats
+import resource
 import shutil
 import statistics
 import sys
@@ -46,6 +53,7 @@ import sidecar.sources.trace_files.source as source_mod  # noqa: E402
 from sidecar.clock import FakeClock  # noqa: E402
 from sidecar.component import Bus  # noqa: E402
 from sidecar.config import parse_config  # noqa: E402
+from sidecar.runtime import tune_gc  # noqa: E402
 from sidecar.sources.trace_files.metrics import TraceFileMetrics  # noqa: E402
 from sidecar.sources.trace_files.settings import TraceFileSettings  # noqa: E402
 from sidecar.state.trace_hub import TraceHub  # noqa: E402
@@ -105,12 +113,33 @@ def run(folder: Path, data: bytes, mono_s: float, *, before: bool, hub: bool) ->
             p.stop()
 
 
+def _status_mib(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _reset_peak_rss() -> float:
+    """Reset the kernel's peak RSS (VmHWM) to the current RSS, so the peak read later is the runs' own; returns
+    the RSS now in MiB (Linux; elsewhere the peak stays the process's)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+    return _status_mib("VmRSS")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=50_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--gc-threshold", default=None, help="runtime.gc_threshold as A,B,C (default: the config's)")
+    ap.add_argument("--rss-only", action="store_true")
     args = ap.parse_args()
+    runtime: dict[str, Any] = {}
+    if args.gc_threshold:
+        runtime["gc_threshold"] = [int(x) for x in args.gc_threshold.split(",")]
+    runtime_cfg = parse_config({"runtime": runtime}).runtime
     files = [(DATA / "trace-file-triton-mode.json").read_bytes(), (DATA / "trace-file-tensors.json").read_bytes()]
     data = replicated(templates_of(*files), args.requests)
     last_ns = max(t["ns"] for r in orjson.loads(data) for t in r.get("timestamps", ()))
@@ -119,6 +148,17 @@ def main() -> None:
     print(
         f"{n} requests, {len(data) / 1e6:.1f} MB ({len(data) / n:.0f} bytes a request), python {sys.version.split()[0]}"
     )
+    tune_gc(runtime_cfg)  # as `sidecar run` does at the end of its start-up
+    print(f"collector: runtime.gc_threshold {list(runtime_cfg.gc_threshold)}, {gc.get_freeze_count()} objects frozen")
+    if args.rss_only:
+        gc.collect()
+        base = _reset_peak_rss()
+        with tempfile.TemporaryDirectory() as tmp:
+            ts = [run(Path(tmp) / "traces", data, mono_s, before=False, hub=True)[0] for _ in range(args.repeat)]
+        us = statistics.median(ts) / n * 1e6
+        peak = _status_mib("VmHWM")
+        print(f"{'ours, reader + trace hub':48s} {us:7.2f} us/request; RSS {base:.0f} MiB before, peak {peak:.0f} MiB")
+        return
 
     floor = []
     for _ in range(args.repeat):
@@ -148,6 +188,13 @@ def main() -> None:
         finally:
             gc.enable()
         print(f"{'ours, reader + trace hub, collector off':48s} {off / n * 1e6:7.2f} us/request")
+        gc.unfreeze()
+        gc.set_threshold(700, 10, 10)
+        try:
+            dflt = statistics.median(run(folder, data, mono_s, before=False, hub=True)[0] for _ in range(args.repeat))
+        finally:
+            tune_gc(runtime_cfg)
+        print(f"{'ours, reader + trace hub, CPython default collector':48s} {dflt / n * 1e6:7.2f} us/request")
         if args.profile:
             prof = cProfile.Profile()
             prof.enable()

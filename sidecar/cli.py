@@ -76,7 +76,7 @@ async def _serve(cfg_path: str) -> None:
         lock.acquire()
         service = Service(cfg)
         server = uvicorn_server(create_app(service), cfg.server, registry=service.registry)
-        tune_gc()
+        tune_gc(cfg.runtime)
         host, port = sock.getsockname()[:2]
         logging.getLogger("sidecar").info("sidecar %s listening on http://%s:%d", __version__, host, port)
         await server.serve(sockets=[sock])

@@ -26,6 +26,7 @@ from sidecar.configyaml import load_yaml
 from sidecar.diagnose.config import DiagnoseConfig
 from sidecar.edge_config import EdgeConfig
 from sidecar.errors import ConfigError
+from sidecar.runtime import RuntimeConfig
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.gpu.config import GpuConfig
 from sidecar.sources.servers.config import ServingTargetConfig, unique_server_names
@@ -136,6 +137,7 @@ class SidecarConfig(StrictModel):
     edge: EdgeConfig = EdgeConfig()
     probes: ProbesConfig = ProbesConfig()
     actions: ActionsConfig = ActionsConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
     servers: Annotated[list[ServingTargetConfig], AfterValidator(unique_server_names)] = Field(
         default_factory=list,
         description="Model servers read through a server profile (vLLM, Triton, ...): docs/servers.md.",
