@@ -24,16 +24,18 @@ scraper's Accept header (``sidecar.exposition.render_metrics``).
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
 from sidecar.model import Span
-from sidecar.records import MODEL, NAME, PARENT, SPAN, Record, event_times
+from sidecar.processors.stage_batch import Cols, Jobs, apply, queue_values, stage_values
+from sidecar.records import EVENTS, MODEL, NAME, PARENT, SPAN, Record, event_times
 from sidecar.state.traces import TraceEntry
 
 __all__ = ["STAGES", "StageHistograms", "stage_durations", "stage_seconds"]
@@ -54,24 +56,13 @@ _PARENT_SPEC: _Spec = (
     (_NET, "HTTP_RECV_START", "HTTP_RECV_END", "GRPC_WAITREAD_START", "GRPC_WAITREAD_END"),
     (_SEND, "HTTP_SEND_START", "HTTP_SEND_END", "GRPC_SEND_START", "GRPC_SEND_END"),
 )
+# A stage's place among its job's observations (request; queue, then the compute spec; the parent spec).
+_OFFSET = {_REQUEST: 0, _QUEUE: 0, _C_IN: 1, _C_INFER: 2, _C_OUT: 3, _NET: 0, _SEND: 1}
 _COMPUTE_SPEC: _Spec = (
     (_C_IN, "COMPUTE_START", "COMPUTE_INPUT_END", "", ""),
     (_C_INFER, "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "", ""),
     (_C_OUT, "COMPUTE_OUTPUT_START", "COMPUTE_END", "", ""),
 )
-
-
-def _spec_secs(t: Mapping[str, int], spec: _Spec) -> Iterator[tuple[int, float]]:
-    """(stage, seconds) for each stage of ``spec`` whose two events ``t`` holds in order."""
-    for i, ea, eb, alt_a, alt_b in spec:
-        a = t.get(ea)
-        if a is None and alt_a:
-            a = t.get(alt_a)
-        b = t.get(eb)
-        if b is None and alt_b:
-            b = t.get(alt_b)
-        if a is not None and b is not None and b >= a:
-            yield i, (b - a) / 1e9
 
 
 def _queue_secs(m: Mapping[str, int], c: Mapping[str, int]) -> float | None:
@@ -105,7 +96,7 @@ def stage_seconds(m: Mapping[str, int], c: Mapping[str, int] | None, r: Mapping[
 
 
 def _spec_into(t: Mapping[str, int], spec: _Spec, secs: dict[int, float]) -> None:
-    """``_spec_secs`` written into ``secs`` (no generator: the request join runs it per request)."""
+    """(stage, seconds) for each stage of ``spec`` whose two events ``t`` holds in order, into ``secs``."""
     get = t.get
     for i, ea, eb, alt_a, alt_b in spec:
         a = get(ea)
@@ -132,12 +123,19 @@ class StageHistograms:
 
     ``prometheus_client.Histogram.labels(...).observe(v, exemplar=...)`` costs ~8 us (label lookup, lock,
     exemplar validation); a Triton request has seven stages, so at 100,000 spans/s that alone would take more
-    than a core. Here an observation is a bisect and three list writes under one lock per batch; the
+    than a core. Here the store's ``on_stored`` calls only pair spans while it takes a batch (``observing``),
+    and the batch's values are observed together when it is stored (``sidecar.processors.stage_batch``: one
+    bucket count per model, version and stage, a bisect per value for a few). Series and max_model_versions
+    slots are made in the order of each one's first value, as if every value had been observed on arrival. The
     exposition (buckets, ``_count``, ``_sum``, one exemplar per bucket, the most recent) is the same.
     """
 
     def __init__(self, registry: CollectorRegistry, *, buckets: Sequence[float], max_model_versions: int) -> None:
         self._bounds = [float(b) for b in buckets]
+        self._bounds_arr = np.array(self._bounds, dtype=np.float64)
+        # The batch being stored: its pairings by (model, version), numbered in arrival order.
+        self._pending: dict[tuple[str, str], Jobs] = {}
+        self._seq = 0
         self._les = [floatToGoString(b) for b in self._bounds] + ["+Inf"]
         # (model, version) -> the seven stages' series, and every series created with its labels, in order.
         self._by_mv: dict[tuple[str, str], list[_Series | None]] = {}
@@ -175,10 +173,55 @@ class StageHistograms:
 
     # ------------------------------------------------------------ observing
 
-    def observing(self, now: float) -> threading.Lock:
-        """The lock to hold while the store calls ``on_stored`` for one batch; ``now`` stamps its exemplars."""
-        self._now = now
-        return self._lock
+    @contextmanager
+    def observing(self, now: float) -> Iterator[None]:
+        """Hold the lock while the store calls ``on_stored`` for one batch, then observe the batch; ``now``
+        stamps its exemplars."""
+        with self._lock:
+            self._now = now
+            try:
+                yield
+            finally:
+                pending, self._pending = self._pending, {}
+                if pending:
+                    self._flush(pending)
+
+    def _flush(self, pending: dict[tuple[str, str], Jobs]) -> None:
+        plan: list[tuple[_Series, list[int] | np.ndarray, Sequence[TraceEntry]]] = []
+        new = []
+        by_mv = self._by_mv
+        for mv, jobs in pending.items():
+            series = by_mv.get(mv)
+            for i, ns, es, seq in _values(jobs):
+                if not len(ns):
+                    continue
+                s = series[i] if series is not None else None
+                if s is None:
+                    new.append((seq, _OFFSET[i], mv, i, ns, es))
+                else:
+                    plan.append((s, ns, es))
+        if new:
+            # Series (and max_model_versions slots) are made in the order of their first observation, as if
+            # each value had been observed on arrival; a refused model's values are counted, not kept.
+            new.sort(key=lambda c: (c[0], c[1]))
+            refused = 0
+            for _, _, mv, i, ns, es in new:
+                got = self._series_of(mv)
+                if got is None:
+                    refused += len(ns)
+                else:
+                    plan.append((got[i] or self._new_series(got, mv, i), ns, es))
+            if refused:
+                self._refused.inc(refused)
+        bounds, arr, now = self._bounds, self._bounds_arr, self._now
+        for s, ns, es in plan:
+            apply(s, ns, es, bounds, arr, now)
+
+    def _jobs(self, mv: tuple[str, str]) -> Jobs:
+        j = self._pending.get(mv)
+        if j is None:
+            j = self._pending[mv] = Jobs()
+        return j
 
     def _series_of(self, mv: tuple[str, str]) -> list[_Series | None] | None:
         series = self._by_mv.get(mv)
@@ -193,61 +236,9 @@ class StageHistograms:
         self._keys.append(((mv[0], mv[1], STAGES[i]), s))
         return s
 
-    def _put(self, mv: tuple[str, str], i: int, secs: float, trace_id: str) -> None:
-        series = self._series_of(mv)
-        if series is None:
-            self._refused.inc()
-            return
-        s = series[i] or self._new_series(series, mv, i)
-        j = bisect_left(self._bounds, secs)
-        s.counts[j] += 1
-        s.sum += secs
-        # Only the latest exemplar of a bucket is kept: that is all the OpenMetrics exposition shows.
-        s.exemplars[j] = (trace_id, secs, self._now)
-
-    def _gaps(self, mv: tuple[str, str], t: Mapping[str, int], spec: _Spec, tid: str) -> None:
-        """Observe each (stage, from event, to event) of ``spec`` that ``t`` holds both events of, in order.
-
-        ``_spec_secs`` with the observation written out, not a call per stage: a Triton request makes seven
-        observations, and a call each cost a tenth of the request's budget."""
-        series: list[_Series | None] | None = None
-        looked_up = False
-        bounds = self._bounds
-        now = self._now
-        for i, ea, eb, alt_a, alt_b in spec:
-            a = t.get(ea)
-            if a is None and alt_a:
-                a = t.get(alt_a)
-            if a is None:
-                continue
-            b = t.get(eb)
-            if b is None and alt_b:
-                b = t.get(alt_b)
-            if b is None or b < a:
-                continue
-            if not looked_up:
-                # Only on an observation: a model that is never observed takes no max_model_versions slot.
-                series = self._series_of(mv)
-                looked_up = True
-            if series is None:
-                self._refused.inc()
-                continue
-            secs = (b - a) / 1e9
-            s = series[i] or self._new_series(series, mv, i)
-            j = bisect_left(bounds, secs)
-            s.counts[j] += 1
-            s.sum += secs
-            s.exemplars[j] = (tid, secs, now)
-
-    def _compute_group(self, mv: tuple[str, str], m: Mapping[str, int], c: Mapping[str, int], tid: str) -> None:
-        q = _queue_secs(m, c)
-        if q is not None:
-            self._put(mv, _QUEUE, q, tid)
-        self._gaps(mv, c, _COMPUTE_SPEC, tid)
-
     def on_stored(self, e: TraceEntry, r: Record) -> None:
-        """Observe the stages that the just-stored record ``r`` completes (the store calls this, see
-        ``TraceStore.add``, with the lock from ``observing`` held).
+        """Pair the just-stored record ``r`` with its trace's stored spans, for the stages it completes (the
+        store calls this, see ``TraceStore.add``, inside ``observing``).
 
         Only Triton's spans take part: a model span (``triton.model_name``), its ``compute`` child and its
         parent (the request span). Each stage group is observed when the later of its spans is stored, whatever
@@ -255,19 +246,22 @@ class StageHistograms:
         compute stages; the first compute span of a model span counts), model + parent (network and send). The
         store never holds a span id twice, so a re-sent batch never counts a stage twice.
         """
-        tid = e.trace_id
         times: Mapping[str, int] | None = None
+        seq = self._seq
+        self._seq = seq + 3
         mv = r[MODEL]
         if mv is not None:
-            times = event_times(r)
-            self._gaps(mv, times, _REQUEST_SPEC, tid)
+            ev = r[EVENTS]
+            times = ev if type(ev) is dict else event_times(r)
+            jobs = self._jobs(mv)
+            jobs.request.append((seq, times, e))
             comp = e.stage_compute
             c = comp.get(r[SPAN]) if comp is not None else None
             if c is not None:
-                self._compute_group(mv, times, event_times(c), tid)
-            else:
+                jobs.compute.append((seq + 1, times, c, e))
+            elif type(ev) is not dict:
                 # Kept for the compute span (Triton's exporter sends it first, the bench and SDKs after):
-                # reading a span's events is the costliest step of stage derivation.
+                # reading a span's events is the costliest step of stage derivation (a dict is read as it is).
                 mt = e.stage_times
                 if mt is None:
                     e.stage_times = {r[SPAN]: times}
@@ -277,7 +271,7 @@ class StageHistograms:
             if parent is not None:
                 pr = e.by_id.get(parent)
                 if pr is not None:
-                    self._gaps(mv, event_times(pr), _PARENT_SPEC, tid)
+                    jobs.parent.append((seq + 2, event_times(pr), e))
                 else:
                     waiting = e.stage_waiting
                     if waiting is None:
@@ -292,13 +286,18 @@ class StageHistograms:
             if comp is None:
                 comp = e.stage_compute = {}
             if parent not in comp:
-                comp[parent] = r
+                ev = r[EVENTS]
+                times = ev if type(ev) is dict else event_times(r)
+                # The compute span's event times, not the record: a dict of names and ints is no work for the
+                # garbage collector.
+                comp[parent] = times
                 m = e.by_id.get(parent)
                 if m is not None and m[MODEL] is not None:
-                    times = event_times(r)
                     mt = e.stage_times
                     m_times = mt.pop(parent, None) if mt is not None else None
-                    self._compute_group(m[MODEL], event_times(m) if m_times is None else m_times, times, tid)
+                    if m_times is None:
+                        m_times = event_times(m)
+                    self._jobs(m[MODEL]).compute.append((seq, m_times, times, e))
         waiting = e.stage_waiting
         if waiting is not None:
             kids = waiting.pop(r[SPAN], None)
@@ -307,5 +306,31 @@ class StageHistograms:
             if kids:
                 if times is None:
                     times = event_times(r)
-                for k in kids:
-                    self._gaps(k[MODEL], times, _PARENT_SPEC, tid)
+                base = self._seq
+                self._seq = base + len(kids)
+                for k, kid in enumerate(kids):
+                    self._jobs(kid[MODEL]).parent.append((base + k, times, e))
+
+
+def _values(jobs: Jobs) -> Iterator[tuple[int, list[int] | np.ndarray, Sequence[TraceEntry], int]]:
+    """(stage, ns values, their traces, the arrival number of the first) of one model's jobs, stage by stage."""
+    if jobs.request:
+        cols = Cols([t for _, t, _ in jobs.request])
+        es = [e for _, _, e in jobs.request]
+        for i, ea, eb, alt_a, alt_b in _REQUEST_SPEC:
+            ns, kept, k = stage_values(cols, es, ea, eb, alt_a, alt_b)
+            yield i, ns, kept, jobs.request[k][0]
+    if jobs.compute:
+        es = [e for *_, e in jobs.compute]
+        cols = Cols([c for _, _, c, _ in jobs.compute])
+        ns, kept, k = queue_values(Cols([m for _, m, _, _ in jobs.compute]), cols, es)
+        yield _QUEUE, ns, kept, jobs.compute[k][0]
+        for i, ea, eb, alt_a, alt_b in _COMPUTE_SPEC:
+            ns, kept, k = stage_values(cols, es, ea, eb, alt_a, alt_b)
+            yield i, ns, kept, jobs.compute[k][0]
+    if jobs.parent:
+        cols = Cols([t for _, t, _ in jobs.parent])
+        es = [e for _, _, e in jobs.parent]
+        for i, ea, eb, alt_a, alt_b in _PARENT_SPEC:
+            ns, kept, k = stage_values(cols, es, ea, eb, alt_a, alt_b)
+            yield i, ns, kept, jobs.parent[k][0]

@@ -149,9 +149,9 @@ class TraceEntry:
         self.error = False
         # Set by the failure join (Triton's counters), never by Triton's spans, which carry no error status.
         self.failure_note = ""
-        # Stage derivation's pairing state (sidecar.processors.stages), None until it needs any: compute spans by
-        # parent span id, and model spans waiting for their parent by the parent's span id.
-        self.stage_compute: dict[bytes, Record] | None = None
+        # Stage derivation's pairing state (sidecar.processors.stages), None until it needs any: compute spans'
+        # event times by parent span id, and model spans waiting for their parent by the parent's span id.
+        self.stage_compute: dict[bytes, Mapping[str, int]] | None = None
         self.stage_waiting: dict[bytes, list[Record]] | None = None
         # Event times of model spans still waiting for their compute span, by span id.
         self.stage_times: dict[bytes, Mapping[str, int]] | None = None

@@ -120,16 +120,22 @@ class TraceStore:
         when ``max_model_versions`` runs out) does not depend on how a client interleaves traces in a body.
         """
         by_trace: dict[bytes, list[Record]] = {}
+        last: bytes | None = None
+        g: list[Record] = []
         for r in records:
-            g = by_trace.get(r[TRACE])
-            if g is None:
-                by_trace[r[TRACE]] = [r]
-            else:
+            key = r[TRACE]
+            if key == last:  # a trace's spans mostly come together (a trace file's request, an SDK's batch)
                 g.append(r)
-        if len(by_trace) > 1:
-            records = [r for g in by_trace.values() for r in g]
+                continue
+            found = by_trace.get(key)
+            if found is None:
+                g = by_trace[key] = [r]
+            else:
+                g = found
+                g.append(r)
+            last = key
         with self._lock:
-            stored, dups, full, too_big = self._add_locked(records, now, on_stored)
+            stored, dups, full, too_big = self._add_locked(by_trace, now, on_stored)
             evicted = self._evict_locked(now)
         self._count_drops(dups, full, too_big)
         self._count_evictions(evicted)
@@ -137,58 +143,63 @@ class TraceStore:
 
     def _add_locked(
         self,
-        records: Iterable[Record],
+        by_trace: dict[bytes, list[Record]],
         now: float,
         on_stored: Callable[[TraceEntry, Record], None] | None,
     ) -> tuple[int, int, int, int]:
         """(stored, duplicates, over the per-trace span limit, over the per-trace byte limit); the caller holds
-        the lock and counts the drops."""
+        the lock and counts the drops. One look-up per trace; the trace's figures are kept in locals while its
+        spans are taken and written back once."""
         stored = dups = full = too_big = 0
         added = 0
-        touched: dict[bytes, TraceEntry] = {}
         limit = self.max_spans_per_trace
         byte_limit = self.max_trace_bytes
         plain, kept = self._plain, self._kept
-        for r in records:
-            key = r[TRACE]
-            e = touched.get(key) or plain.get(key) or kept.get(key)
+        for key, group in by_trace.items():
+            e = plain.get(key) or kept.get(key)
             if e is None:
-                e = plain[key] = TraceEntry(key.hex(), now, key, start_ns=r[START], end_ns=r[END])
+                r0 = group[0]
+                e = plain[key] = TraceEntry(key.hex(), now, key, start_ns=r0[START], end_ns=r0[END])
                 added += ENTRY_BYTES
             by_id = e.by_id
-            sid = r[SPAN]
-            if sid in by_id:
-                dups += 1
-                continue
-            if len(by_id) >= limit:
-                full += 1
-                continue
-            size = record_bytes(r)
-            if e.nbytes + size > byte_limit:
-                too_big += 1
-                continue
-            e.nbytes += size
-            added += size
-            by_id[sid] = r
-            stored += 1
-            if r[START] < e.start_ns:
-                e.start_ns = r[START]
-            if r[END] > e.end_ns:
-                e.end_ns = r[END]
-            if r[STATUS] == 2:
-                e.error = True
-            if r[MODEL] is not None:
-                if not e.model:
-                    e.model, e.version = r[MODEL]
-                if on_stored is not None:
+            nbytes = before = e.nbytes
+            start, end = e.start_ns, e.end_ns
+            n = 0
+            for r in group:
+                sid = r[SPAN]
+                if sid in by_id:
+                    dups += 1
+                    continue
+                if len(by_id) >= limit:
+                    full += 1
+                    continue
+                size = record_bytes(r)
+                if nbytes + size > byte_limit:
+                    too_big += 1
+                    continue
+                nbytes += size
+                by_id[sid] = r
+                n += 1
+                if r[START] < start:
+                    start = r[START]
+                if r[END] > end:
+                    end = r[END]
+                if r[STATUS] == 2:
+                    e.error = True
+                if r[MODEL] is not None:
+                    if not e.model:
+                        e.model, e.version = r[MODEL]
+                    if on_stored is not None:
+                        on_stored(e, r)
+                elif on_stored is not None and (r[NAME] == "compute" or e.stage_waiting is not None):
                     on_stored(e, r)
-            elif on_stored is not None and (r[NAME] == "compute" or e.stage_waiting is not None):
-                on_stored(e, r)
-            touched[key] = e
-        for key, e in touched.items():
-            if key in plain and self._is_kept(e):
-                del plain[key]
-                kept[key] = e
+            if n:
+                e.nbytes, e.start_ns, e.end_ns = nbytes, start, end
+                added += nbytes - before
+                stored += n
+                if key in plain and self._is_kept(e):
+                    del plain[key]
+                    kept[key] = e
         self._bytes += added
         return stored, dups, full, too_big
 
