@@ -56,6 +56,10 @@ _PARENT_SPEC: _Spec = (
     (_NET, "HTTP_RECV_START", "HTTP_RECV_END", "GRPC_WAITREAD_START", "GRPC_WAITREAD_END"),
     (_SEND, "HTTP_SEND_START", "HTTP_SEND_END", "GRPC_SEND_START", "GRPC_SEND_END"),
 )
+# The events each kind of job reads (the GRPC alternatives only when an HTTP one is missing).
+_R_EVENTS = ("REQUEST_START", "REQUEST_END")
+_C_EVENTS = ("QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
+_P_EVENTS = ("HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END")
 # A stage's place among its job's observations (request; queue, then the compute spec; the parent spec).
 _OFFSET = {_REQUEST: 0, _QUEUE: 0, _C_IN: 1, _C_INFER: 2, _C_OUT: 3, _NET: 0, _SEND: 1}
 _COMPUTE_SPEC: _Spec = (
@@ -315,21 +319,21 @@ class StageHistograms:
 def _values(jobs: Jobs) -> Iterator[tuple[int, list[int] | np.ndarray, Sequence[TraceEntry], int]]:
     """(stage, ns values, their traces, the arrival number of the first) of one model's jobs, stage by stage."""
     if jobs.request:
-        cols = Cols([t for _, t, _ in jobs.request])
+        cols = Cols([t for _, t, _ in jobs.request]).prefetch(_R_EVENTS)
         es = [e for _, _, e in jobs.request]
         for i, ea, eb, alt_a, alt_b in _REQUEST_SPEC:
             ns, kept, k = stage_values(cols, es, ea, eb, alt_a, alt_b)
             yield i, ns, kept, jobs.request[k][0]
     if jobs.compute:
         es = [e for *_, e in jobs.compute]
-        cols = Cols([c for _, _, c, _ in jobs.compute])
+        cols = Cols([c for _, _, c, _ in jobs.compute]).prefetch(_C_EVENTS)
         ns, kept, k = queue_values(Cols([m for _, m, _, _ in jobs.compute]), cols, es)
         yield _QUEUE, ns, kept, jobs.compute[k][0]
         for i, ea, eb, alt_a, alt_b in _COMPUTE_SPEC:
             ns, kept, k = stage_values(cols, es, ea, eb, alt_a, alt_b)
             yield i, ns, kept, jobs.compute[k][0]
     if jobs.parent:
-        cols = Cols([t for _, t, _ in jobs.parent])
+        cols = Cols([t for _, t, _ in jobs.parent]).prefetch(_P_EVENTS)
         es = [e for _, _, e in jobs.parent]
         for i, ea, eb, alt_a, alt_b in _PARENT_SPEC:
             ns, kept, k = stage_values(cols, es, ea, eb, alt_a, alt_b)
