@@ -15,8 +15,10 @@ histograms) subscribed, as the service wires it, and counts process CPU time (on
 - ours: the source as it is.
 
 Each is shown for the reader alone (spans published to nobody) and with the trace hub. Prints the median us of
-CPU per traced request, before/ours and ours/floor, then "ours" with the trace hub once more with Python's
-garbage collector off, and with CPython's default collector (thresholds 700, 10, 10, nothing frozen). Every
+CPU per traced request, before/ours and ours/floor, then "ours" with the frozen trace hub of ae3dd55 (every span
+stored and observed one by one: tests/state/traces_before.py, stages_before.py), with Python's garbage collector
+off, and the floor, ours and ours with the frozen hub under CPython's default collector (thresholds 700, 10, 10,
+nothing frozen: the last is the path as it was before issue 31 item 2's GC and hub work). Every
 other row runs with the collector as the sidecar sets it at start-up: ``sidecar.runtime.tune_gc`` with the
 ``runtime`` section (``--gc-threshold`` sets ``runtime.gc_threshold``; default: the config's default), called
 after the input is built. ``--profile`` prints cProfile's top functions of one "ours" run. Each timed run starts
@@ -46,8 +48,11 @@ from prometheus_client import CollectorRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+sys.path.insert(0, str(ROOT / "tests" / "state"))
 
+from stages_before import StageHistograms as StagesBefore  # noqa: E402
 from trace_files_before import AssemblerBefore, records_before, replicated, scan_before, templates_of  # noqa: E402
+from traces_before import TraceStore as StoreBefore  # noqa: E402
 
 import sidecar.sources.trace_files.source as source_mod  # noqa: E402
 from sidecar.clock import FakeClock  # noqa: E402
@@ -73,7 +78,32 @@ class _Clock(FakeClock):
         return super().monotonic() + self._base
 
 
-def run(folder: Path, data: bytes, mono_s: float, *, before: bool, hub: bool) -> tuple[float, int]:
+def _frozen_hub(reg: CollectorRegistry, clock: _Clock) -> Any:
+    """The trace hub's ingest as it was at ae3dd55 (tests/state/traces_before.py, stages_before.py): every span
+    stored and every stage observed one by one."""
+    cfg = parse_config({"traces": {"enabled": True, "max_traces": 100_000}}).traces
+    store = StoreBefore(
+        reg,
+        max_traces=cfg.max_traces,
+        max_age_secs=cfg.max_age_secs,
+        max_spans_per_trace=cfg.max_spans_per_trace,
+        slow_threshold_ns=int(cfg.slow_threshold_ms * 1e6),
+        max_bytes=cfg.store.max_bytes,
+        max_trace_bytes=cfg.store.max_trace_bytes,
+    )
+    stages = StagesBefore(reg, buckets=cfg.stage_buckets_secs, max_model_versions=cfg.max_model_versions)
+
+    def on_spans(b: Any) -> None:
+        now = clock.now()
+        with stages.observing(now):
+            store.add(b.items, now, stages.on_stored)
+
+    return on_spans
+
+
+def run(
+    folder: Path, data: bytes, mono_s: float, *, before: bool, hub: bool, frozen: bool = False
+) -> tuple[float, int]:
     """CPU seconds to read ``data`` as a trace file, and the spans published."""
     patches: list[Any] = []
     if before:
@@ -94,7 +124,9 @@ def run(folder: Path, data: bytes, mono_s: float, *, before: bool, hub: bool) ->
         bus = Bus(reg)
         n = [0]
         bus.subscribe("spans", "count", lambda b: n.__setitem__(0, n[0] + len(b.items)))
-        if hub:
+        if hub and frozen:
+            bus.subscribe("spans", "traces", _frozen_hub(reg, clock))
+        elif hub:
             h = TraceHub(
                 parse_config({"traces": {"enabled": True, "max_traces": 100_000}}).traces, registry=reg, clock=clock
             )
@@ -160,13 +192,20 @@ def main() -> None:
         print(f"{'ours, reader + trace hub':48s} {us:7.2f} us/request; RSS {base:.0f} MiB before, peak {peak:.0f} MiB")
         return
 
-    floor = []
-    for _ in range(args.repeat):
-        gc.collect()
-        t0 = time.process_time()
-        orjson.loads(data)
-        floor.append(time.process_time() - t0)
-    f_us = statistics.median(floor) / n * 1e6
+    def floor_us() -> float:
+        floor = []
+        for _ in range(args.repeat):
+            gc.collect()
+            t0 = time.process_time()
+            orjson.loads(data)
+            floor.append(time.process_time() - t0)
+        return statistics.median(floor) / n * 1e6
+
+    def hub_us(frozen: bool) -> float:
+        ts = [run(folder, data, mono_s, before=False, hub=True, frozen=frozen)[0] for _ in range(args.repeat)]
+        return statistics.median(ts) / n * 1e6
+
+    f_us = floor_us()
     print(f"{'floor: orjson.loads of the file alone':48s} {f_us:7.2f} us/request")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "traces"
@@ -182,19 +221,33 @@ def main() -> None:
                 where = "reader + trace hub (store, stage histograms)" if hub else "reader alone"
                 print(f"{what + ', ' + where:48s} {res[before]:7.2f} us/request  ({spans} spans)")
             print(f"{'':48s} before/ours {res[True] / res[False]:5.2f}x  ours/floor {res[False] / f_us:5.1f}x")
+        ours = res[False]
+        frozen = hub_us(True)
+        print(
+            f"{'ours, reader + frozen hub (ae3dd55, one by one)':48s} {frozen:7.2f} us/request  "
+            f"({frozen / ours:.2f}x ours)"
+        )
         gc.disable()
         try:
-            off = statistics.median(run(folder, data, mono_s, before=False, hub=True)[0] for _ in range(args.repeat))
+            off = hub_us(False)
         finally:
             gc.enable()
-        print(f"{'ours, reader + trace hub, collector off':48s} {off / n * 1e6:7.2f} us/request")
+        print(f"{'ours, reader + trace hub, collector off':48s} {off:7.2f} us/request")
         gc.unfreeze()
         gc.set_threshold(700, 10, 10)
         try:
-            dflt = statistics.median(run(folder, data, mono_s, before=False, hub=True)[0] for _ in range(args.repeat))
+            d_floor, d_ours, d_frozen = floor_us(), hub_us(False), hub_us(True)
         finally:
             tune_gc(runtime_cfg)
-        print(f"{'ours, reader + trace hub, CPython default collector':48s} {dflt / n * 1e6:7.2f} us/request")
+        print("CPython's default collector (700, 10, 10, nothing frozen):")
+        print(f"{'  floor: orjson.loads of the file alone':48s} {d_floor:7.2f} us/request")
+        print(
+            f"{'  ours, reader + trace hub':48s} {d_ours:7.2f} us/request  ({d_ours / ours:.2f}x the tuned collector)"
+        )
+        print(
+            f"{'  ours, reader + frozen hub (start of the day)':48s} {d_frozen:7.2f} us/request  "
+            f"({d_frozen / ours:.2f}x now)"
+        )
         if args.profile:
             prof = cProfile.Profile()
             prof.enable()
