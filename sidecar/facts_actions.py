@@ -17,7 +17,8 @@ __all__ = ["ActionFacts", "ProbeFacts"]
 class ProbeFacts(Facts):
     """A model probe's state: ``consecutive`` failures in a row (``failures_to_fire`` make the finding active),
     the last probe's result (``reason`` a token: ok | timeout | unavailable | server_error | missing_output |
-    shape | dtype | non_finite | out_of_range), its ``detail`` (short), latency and request id."""
+    shape | dtype | non_finite | out_of_range), its ``detail`` (short), latency and request id; ``held_by`` when a
+    revert's hold keeps this version from being probed."""
 
     consecutive: int
     failures_to_fire: int
@@ -31,6 +32,7 @@ class ProbeFacts(Facts):
     last_ok_at: float | None = None
     request_id: str = ""
     protocol: str = "http"
+    held_by: str = ""  # not probed: the id of the actions layer's revert that unloaded this version and holds
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ import asyncio
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from sidecar.actions.api import actions_router
 from sidecar.actions.config import ActionsConfig, ModelActionsConfig
 from sidecar.actions.control import ActionError, ModelControl, Webhook, nvml_snapshot
+from sidecar.actions.holds import Hold, decode_hold, encode_hold
 from sidecar.actions.plan import Plan, Trigger, plan_id, plan_text, trigger_of
 from sidecar.actions.report import ALERTNAMES, ActionRecord, findings_of
 from sidecar.alerting.render.action import words
@@ -78,7 +79,9 @@ class ActionLayer(Polled):
         self.gpu, self.webhook, self.guard = gpu, webhook, guard
         self._lock = threading.Lock()
         self.paused = False
-        self.holds: dict[str, str] = {}
+        self.holds: dict[str, str] = {}  # model -> the version its revert holds
+        self._hold_ids: dict[str, str] = {}  # model -> the revert that made the hold
+        self._hold_said: set[str] = set()  # models whose hold ActionHeld has said (once per hold)
         self._last: dict[str, float] = {}  # model -> when its last step was planned
         self._step: dict[str, int] = {}  # model -> the probe ladder's next step
         # (kind, model, version) -> active since; configured models only, versions bounded by the probes' and the
@@ -112,7 +115,13 @@ class ActionLayer(Polled):
             self.paused = store.get(_NS, "paused") == "1"
             for key in store.keys(_NS):
                 if key.startswith("hold:") and key[5:] in cfg.models:
-                    self.holds[key[5:]] = str(store.get(_NS, key))
+                    hold = decode_hold(store.get(_NS, key))
+                    if hold is None:
+                        self.log.error("actions: the stored %s is not a hold; it is left as it is", key)
+                        continue
+                    self.holds[key[5:]], self._hold_ids[key[5:]] = hold.version, hold.action_id
+                    if hold.said:
+                        self._hold_said.add(key[5:])
         self._paused.set(1.0 if self.paused else 0.0)
         self._held.set(len(self.holds))
 
@@ -191,13 +200,19 @@ class ActionLayer(Polled):
         self._refused.labels(reason).inc()
         if reason in _PACING:
             return
-        key = (trig.model, reason)
-        said = self._said.get(key)
-        if said is not None and (reason == "held" or now - said < max(self.cfg.cooldown_secs, self.cfg.alert_secs)):
-            return  # a hold is said once per hold (clear() forgets it)
-        if len(self._said) >= 4 * len(self.cfg.models) + 16:
-            self._said.clear()
-        self._said[key] = now
+        if reason == "held":  # said once per hold, kept with the hold in the store (clear() forgets it)
+            if trig.model in self._hold_said:
+                return
+            self._hold_said.add(trig.model)
+            hold = Hold(self.holds.get(trig.model, ""), self._hold_ids.get(trig.model, ""), said=True)
+            self._persist(f"hold:{trig.model}", encode_hold(hold))
+        else:  # any other refusal: once per model and reason per cool-down
+            said = self._said.get((trig.model, reason))
+            if said is not None and now - said < max(self.cfg.cooldown_secs, self.cfg.alert_secs):
+                return
+            if len(self._said) >= 4 * len(self.cfg.models) + 16:
+                self._said.clear()
+            self._said[(trig.model, reason)] = now
         self.log.warning("no %s of %s: %s", action, trig.model, _WHY[reason])
         self._keep(self._refusal(trig, action, reason, now))
 
@@ -237,7 +252,8 @@ class ActionLayer(Polled):
                 await self.control.load(plan.model, config)
                 if plan.action == "revert":
                     with self._lock:
-                        self.holds[plan.model] = plan.version
+                        self.holds[plan.model], self._hold_ids[plan.model] = plan.version, plan.id
+                        self._hold_said.discard(plan.model)
                         self._held.set(len(self.holds))
             else:
                 await self.control.load(plan.target)
@@ -247,7 +263,7 @@ class ActionLayer(Polled):
         except Exception as exc:  # a bug in a client: still recorded, never silent
             outcome, error = "failed", f"{type(exc).__name__}: {exc}"[:500]
         if outcome == "done" and plan.action == "revert":
-            self._persist(f"hold:{plan.model}", plan.trigger.baseline or "")
+            self._persist(f"hold:{plan.model}", encode_hold(Hold(plan.version or "", plan.id)))
         if "gpu_snapshot" in plan.also:
             gpu = await asyncio.to_thread(self.gpu)
         rec = self._record(plan, outcome, self.clock.now(), error=error, gpu=gpu)
@@ -318,12 +334,19 @@ class ActionLayer(Polled):
         """Clear a revert's hold on ``model`` (and its ladder); False when it held nothing."""
         with self._lock:
             held = self.holds.pop(model, None) is not None
+            self._hold_ids.pop(model, None)
+            self._hold_said.discard(model)
             self._step.pop(model, None)
-            self._said.pop((model, "held"), None)
             self._held.set(len(self.holds))
         if held:
             self._persist(f"hold:{model}", None)
         return held
+
+    def held_versions(self) -> Mapping[str, tuple[str, str]]:
+        """The read-only view of the holds: model -> (the version held, the revert's action id). Every other
+        version of a held model was unloaded by the revert (the model probe leaves them alone meanwhile)."""
+        with self._lock:
+            return {m: (v, self._hold_ids.get(m, "")) for m, v in self.holds.items()}
 
     def _persist(self, key: str, value: str | None) -> None:
         """Keep an operator's decision (or a hold) in the store; a failure is logged, the state in memory holds."""

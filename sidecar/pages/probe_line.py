@@ -13,6 +13,7 @@ __all__ = ["probe_line"]
 _FAMILIES = {
     "sidecar_probe_success",
     "sidecar_probe_consecutive_failures",
+    "sidecar_probe_held",
     "sidecar_actions_paused",
     "sidecar_actions_dry_run",
 }
@@ -23,6 +24,7 @@ def probe_line(registry: CollectorRegistry) -> str | None:
     """None when neither probes nor actions are configured."""
     ok: dict[tuple[str, str], bool] = {}
     failing: dict[tuple[str, str], int] = {}
+    held: dict[tuple[str, str], str] = {}  # not probed while a revert holds: the revert's action id
     actions: list[str] = []  # mode tokens: dry_run | acting | paused
     seen = probed = False
     for family in registry.collect():
@@ -36,10 +38,13 @@ def probe_line(registry: CollectorRegistry) -> str | None:
                 ok[key] = s.value == 1
             elif family.name == "sidecar_probe_consecutive_failures":
                 failing[key] = int(s.value)
+            elif family.name == "sidecar_probe_held":
+                if s.value == 1:
+                    held[key] = s.labels.get("action_id", "")
             elif family.name == "sidecar_actions_dry_run":
                 actions.append("dry_run" if s.value == 1 else "acting")
             elif s.value == 1:
                 actions.append("paused")
     if not seen:
         return None
-    return line_text(ok, failing, actions, probed, _MAX_MODELS)
+    return line_text(ok, failing, actions, probed, _MAX_MODELS, held)

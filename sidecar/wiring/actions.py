@@ -39,9 +39,28 @@ def factories() -> tuple[Factory, Factory]:
 
 
 def build(ctx: Context, ledger: ProbeLedger | None = None) -> list[Any]:
-    out: list[Any] = []
-    probes = ctx.config.probes
+    """The probe, then the layer (in that order: the probe's findings reach the layer in the same round). The
+    layer is made first so the probe can take its read-only view of the holds: a version a revert unloaded is
+    not probed while the hold lasts."""
+    probes, actions = ctx.config.probes, ctx.config.actions
     triton_url = ctx.config.triton.http_url
+    layer: ActionLayer | None = None
+    if actions.enabled:
+        control_url = actions.triton_url or triton_url
+        if control_url is None:
+            ctx.logger.warning("actions: no Triton URL (actions.triton_url or triton.http_url): every action fails")
+        layer = ActionLayer(
+            actions,
+            control=TritonModelControl(control_url, timeout_secs=actions.timeout_secs) if control_url else None,
+            bus=ctx.bus,
+            registry=ctx.registry,
+            clock=ctx.clock,
+            logger=ctx.logger.getChild("actions"),
+            webhook=post_webhook(ctx.http),
+            guard=ctx.guard,
+            store=ctx.store,
+        )
+    out: list[Any] = []
     if probes.enabled:
         url = probes.url or (triton_url if probes.protocol == "http" else None)
         if url is None:
@@ -56,24 +75,9 @@ def build(ctx: Context, ledger: ProbeLedger | None = None) -> list[Any]:
                     clock=ctx.clock,
                     logger=ctx.logger.getChild("probe"),
                     ledger=ledger,
+                    holds=layer,
                 )
             )
-    actions = ctx.config.actions
-    if actions.enabled:
-        control_url = actions.triton_url or triton_url
-        if control_url is None:
-            ctx.logger.warning("actions: no Triton URL (actions.triton_url or triton.http_url): every action fails")
-        out.append(
-            ActionLayer(
-                actions,
-                control=TritonModelControl(control_url, timeout_secs=actions.timeout_secs) if control_url else None,
-                bus=ctx.bus,
-                registry=ctx.registry,
-                clock=ctx.clock,
-                logger=ctx.logger.getChild("actions"),
-                webhook=post_webhook(ctx.http),
-                guard=ctx.guard,
-                store=ctx.store,
-            )
-        )
+    if layer is not None:
+        out.append(layer)
     return out

@@ -49,6 +49,7 @@ def test_default_factories_build_the_probe_and_the_layer(tmp_path: Path) -> None
     layer = svc.component("actions")
     assert isinstance(layer, ActionLayer) and layer.cfg.dry_run
     assert svc.checks() == [svc.component("probe"), layer]
+    assert svc.component("probe").holds is layer  # type: ignore[attr-defined]  # a reverted version: not probed
     svc.store.close()
 
 

@@ -1,6 +1,7 @@
 """The words of a model probe finding, from its ``facts`` (see ``sidecar/checks/probe/check.py``).
 
-``ctr probe failing: 3 in a row (non_finite: score: 1 of 1 values are NaN or inf)``.
+``ctr probe failing: 3 in a row (non_finite: score: 1 of 1 values are NaN or inf)``; a version a revert of the
+actions layer unloaded: ``fraud v2 not probed: reverted by action fraud-revert-1a2b, held``.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from sidecar.alerting.render.text import FindingText
 from sidecar.model import Finding
 
-__all__ = ["line_text", "render", "who"]
+__all__ = ["held_text", "line_text", "render", "who"]
 
 _WHAT = {
     "timeout": "no answer in time",
@@ -27,9 +28,21 @@ def who(model: str, version: str) -> str:
     return f"{model} v{version}" if version else model
 
 
+def held_text(name: str, action_id: str) -> str:
+    """``fraud v2 not probed: reverted by action <id>, held``: the probe's finding and ``/`` say it alike."""
+    return f"{name} not probed: reverted by action {action_id or '?'}, held"
+
+
 def render(f: Finding) -> FindingText:
     facts = f.facts
-    name = who(f.labels.get("model", ""), f.labels.get("version", ""))
+    model = f.labels.get("model", "")
+    name = who(model, f.labels.get("version", ""))
+    held_by = str(facts.get("held_by", "") or "")
+    if held_by:
+        return held_text(name, held_by), (
+            f"{name}: not probed while the revert {held_by} holds {model} at another version (the revert unloaded "
+            f"this one); probing resumes once an operator clears the hold (POST /admin/actions/clear?model={model})."
+        )
     n, need = facts.get("consecutive", 0), facts.get("failures_to_fire", 0)
     reason = str(facts.get("reason", ""))
     detail = str(facts.get("detail", "") or "")
@@ -62,12 +75,20 @@ def line_text(
     actions: list[str],
     probed: bool,
     max_models: int,
+    held: dict[tuple[str, str], str] | None = None,
 ) -> str:
     """The line on ``/``: each probed (model, version)'s last result (``ctr v1 failing (3 in a row)``, as its alert
-    counts them) and the actions layer's mode (``actions: dry run (plans only)``)."""
-    keys = sorted(ok)
+    counts them), or that a revert's hold keeps it from being probed (``held``: the revert's action id), and the
+    actions layer's mode (``actions: dry run (plans only)``)."""
+    held = held or {}
+    keys = sorted(ok.keys() | held.keys())
     parts = [
-        f"{who(*k)} ok" if ok[k] else f"{who(*k)} failing ({failing.get(k, 0)} in a row)" for k in keys[:max_models]
+        held_text(who(*k), held[k])
+        if k in held
+        else f"{who(*k)} ok"
+        if ok[k]
+        else f"{who(*k)} failing ({failing.get(k, 0)} in a row)"
+        for k in keys[:max_models]
     ]
     if len(keys) > max_models:
         parts.append(f"{len(keys) - max_models} more on /metrics")

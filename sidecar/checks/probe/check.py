@@ -7,16 +7,24 @@ Probe traffic is marked so the SLI, drift and business paths leave it out: its r
 ``sidecar-probe-`` and its W3C ``traceparent`` trace id with ``PROBE_TRACE_PREFIX`` (Triton propagates it onto
 its spans). The rate is bounded by a token bucket (``max_per_sec``, all models together); a probe that finds
 no token waits for the next tick, counted in ``sidecar_probe_deferred_total``.
+
+A version the actions layer reverted away from is not probed while the revert's hold lasts (``holds``, the layer's
+read-only view): the revert unloaded it, so probing it would only fail. Its finding is inactive (an open
+ModelProbeFailing resolves) and says so, ``sidecar_probe_held{model,version,action_id}`` is 1 and its
+``sidecar_probe_success`` and ``_consecutive_failures`` series are gone; once an operator clears the hold, it is
+probed again at the next tick.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -37,11 +45,25 @@ from sidecar.probe_marker import (
     is_probe_trace,
 )
 
-__all__ = ["ALERTNAME", "PROBE_HEADER", "PROBE_TRACE_PREFIX", "ModelProbe", "is_probe_request", "is_probe_trace"]
+__all__ = [
+    "ALERTNAME",
+    "PROBE_HEADER",
+    "PROBE_TRACE_PREFIX",
+    "HeldVersions",
+    "ModelProbe",
+    "is_probe_request",
+    "is_probe_trace",
+]
 
 ALERTNAME = "ModelProbeFailing"
 # Failures after which whether Triton counted the request is not known (it may still be running it).
 _NOT_KNOWN_TO_TRITON = frozenset({"timeout", "unavailable"})
+
+
+class HeldVersions(Protocol):
+    """The actions layer's holds, read only: model -> (the version a revert holds, the revert's action id)."""
+
+    def held_versions(self) -> Mapping[str, tuple[str, str]]: ...
 
 
 @dataclass
@@ -99,8 +121,11 @@ class ModelProbe(Polled):
         logger: logging.Logger | None = None,
         ticker: TickerFactory | None = None,
         ledger: ProbeLedger | None = None,
+        holds: HeldVersions | None = None,
     ) -> None:
         self.cfg = cfg
+        self.holds = holds
+        self._held: dict[tuple[str, str], str] = {}  # (model, version) not probed -> the revert's action id
         self.client = client
         self.ledger = ledger  # what Triton answered or failed of ours, for the SLI deriver to take out
         self.clock = clock
@@ -151,6 +176,34 @@ class ModelProbe(Polled):
             registry=registry,
         )
         self._deferred.labels("rate_limit")
+        self._held_gauge = Gauge(
+            "sidecar_probe_held",
+            "1 for a version not probed: a revert of the actions layer unloaded it and holds the model elsewhere.",
+            ["model", "version", "action_id"],
+            registry=registry,
+        )
+
+    def _sync_holds(self) -> dict[tuple[str, str], str]:
+        """The (model, version)s a hold keeps from being probed: every version of a held model but the one held
+        (and "", which Triton resolves to the held one). Entering a hold resets the failure count."""
+        holds = self.holds.held_versions() if self.holds is not None else {}
+        if not holds and not self._held:
+            return {}
+        now = {key: holds[key[0]][1] for key in self._state if key[0] in holds and key[1] not in ("", holds[key[0]][0])}
+        with self._lock:
+            before, self._held = self._held, now
+            for key, action_id in before.items():
+                if now.get(key) != action_id:
+                    self._held_gauge.remove(*key, action_id)
+            for key, action_id in now.items():
+                if before.get(key) == action_id:
+                    continue
+                self._state[key].consecutive = 0
+                self._held_gauge.labels(*key, action_id).set(1.0)
+                for gauge in (self._up, self._consecutive):
+                    with contextlib.suppress(KeyError):  # never probed: no series yet
+                        gauge.remove(*key)
+        return now
 
     # -- probing -------------------------------------------------------------------------------------------
     def _take_token(self) -> bool:
@@ -165,9 +218,10 @@ class ModelProbe(Polled):
 
     async def poll_once(self) -> None:
         mono = self.clock.monotonic()
+        held = self._sync_holds()
         due: list[tuple[str, str]] = []
         for (model, version), st in self._state.items():
-            if st.next_due > mono:
+            if st.next_due > mono or (model, version) in held:
                 continue
             if not self._take_token():
                 self._deferred.labels("rate_limit").inc()
@@ -224,8 +278,9 @@ class ModelProbe(Polled):
         ok = reason == "ok"
         with self._lock:
             st = self._state[key]
+            held = key in self._held  # sent before its hold began: counted, but it says nothing of the hold
             st.probes += 1
-            st.consecutive = 0 if ok else st.consecutive + 1
+            st.consecutive = 0 if ok or held else st.consecutive + 1
             st.failures += 0 if ok else 1
             st.reason, st.detail, st.latency_s, st.last_at, st.request_id = reason, detail, latency, now, request_id
             if ok:
@@ -238,13 +293,15 @@ class ModelProbe(Polled):
             self._failures.labels(*key, reason).inc()
             self.log.info("probe of %s v%s failed (%s): %s", *key, reason, detail)
         self._latency.labels(*key).observe(latency)
-        self._consecutive.labels(*key).set(consecutive)
-        self._up.labels(*key).set(1.0 if ok else 0.0)
+        if not held:
+            self._consecutive.labels(*key).set(consecutive)
+            self._up.labels(*key).set(1.0 if ok else 0.0)
 
     # -- evaluating ------------------------------------------------------------------------------------------
     def evaluate(self, now: float) -> Sequence[Finding]:
         n = self.cfg.failures_to_fire
         out = []
+        held = self._sync_holds()
         with self._lock:
             states = {m: _State(**vars(s)) for m, s in self._state.items()}
         for (model, version), st in states.items():
@@ -261,13 +318,14 @@ class ModelProbe(Polled):
                 last_ok_at=st.last_ok_at,
                 request_id=st.request_id,
                 protocol=self.cfg.protocol,
+                held_by=held.get((model, version), ""),
             )
             out.append(
                 Finding(
                     check=self.name,
                     kind="probe",
                     labels={"alertname": ALERTNAME, "model": model, "version": version},
-                    active=st.consecutive >= n,
+                    active=st.consecutive >= n and (model, version) not in held,
                     value=float(st.consecutive),
                     threshold=float(n),
                     severity=self.cfg.severity,
@@ -291,6 +349,7 @@ class ModelProbe(Polled):
                     "reason": s.reason,
                     "last_at": s.last_at,
                     "probes": s.probes,
+                    "held_by": self._held.get((m, v), ""),
                 }
                 for (m, v), s in self._state.items()
             }
