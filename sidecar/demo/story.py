@@ -154,19 +154,14 @@ _ACT_WHY = (
 
 # What --act adds or changes: the revert is done, not planned; the verdict still stands on v2's last values at the
 # next evaluation and the revert's hold stops a second one, which the actions layer says once (ActionHeld, info:
-# the guard rail working, not a failure); and the probe of v2, which the revert unloaded, fails three times in a
-# row (the hold keeps that from loading v2 again).
+# the guard rail working, not a failure). The probe leaves v2, which the revert unloaded, alone while the hold
+# lasts (``fraud v2 not probed: reverted by action <id>, held`` on /): no ModelProbeFailing is promised.
 _ACT: tuple[DemoAlert, ...] = (
     DemoAlert("actions", "fraud", None, "ActionTaken", CANARY_SECS, 270, 556, _ACT_WHY, seen_in=_REAL_ACT),
     DemoAlert(
         "actions", "fraud", None, "ActionHeld", CANARY_SECS, 270, 560,
         "the next evaluation still finds fraud v2 worse (its last values are in the window) and the revert's hold "
         "stops a second revert until an operator clears it (POST /admin/actions/clear): said once, not a failure",
-        seen_in=_REAL_ACT,
-    ),
-    DemoAlert(
-        "probe", "fraud", None, "ModelProbeFailing", CANARY_SECS, 330, 576,
-        "the probe still asks for fraud v2, which the revert unloaded: three failures in a row, 10 s apart",
         seen_in=_REAL_ACT,
     ),
 )  # fmt: skip
