@@ -80,7 +80,7 @@ class TraceHub:
         if not records:
             return
         now = self.clock.now()
-        with self.stages.observing(now):
+        with self.stages.observing(now, len(records)):
             self.store.add(records, now, self.stages.on_stored)
         self._taken(records, source, now)
 

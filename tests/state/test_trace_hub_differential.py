@@ -1,6 +1,7 @@
 """The trace hub (store and stage histograms, batched per chunk) against a frozen copy of how it stored spans and
 observed stages one record at a time (tests/state/traces_before.py and stages_before.py, the code at ae3dd55): on
-the recorded Triton trace files (replicated to 2,000 requests, so whole stages go through numpy), on recorded OTLP
+the recorded Triton trace files (replicated to 2,000 requests: chunks above BATCH_MIN spans are observed together
+and whole stages go through numpy, the last chunk span by span), on recorded OTLP
 JSON and protobuf exports in shuffled orders and batch sizes, re-sent, and with max_model_versions refusing
 models, every stage observation (buckets, sums, counts, exemplars, series order), every stored span, every
 trace's figures and class, and every counter are the same."""
@@ -58,7 +59,7 @@ def _file_batches(tmp: Path, data: bytes) -> list[list[Record]]:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
     (folder / "trace.json.0").write_bytes(data)
-    settings = TraceFileSettings(path=str(folder / "trace.json"), settle_secs=0.0, max_read_bytes=400_000)
+    settings = TraceFileSettings(path=str(folder / "trace.json"), settle_secs=0.0, max_read_bytes=1_000_000)
     src = TraceFileSource(settings, bus=bus, metrics=TraceFileMetrics(reg), clock=clock, store=Store(":memory:"))
     for _ in range(1000):
         if not src.poll_once():
@@ -133,7 +134,8 @@ def vectored(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_trace_file_chunks_observe_and_store_as_before(tmp_path, vectored):
     batches = _file_batches(tmp_path, replicated(templates_of(TIMESTAMPS, TENSORS), 2000))
-    assert len(batches) > 3 and sum(map(len, batches)) == 6000
+    assert len(batches) > 1 and sum(map(len, batches)) == 6000
+    assert max(map(len, batches)) >= stages_mod.BATCH_MIN > min(map(len, batches))  # both paths
     new, old = _both(batches)
     assert new == old
     assert any(n >= VECTOR_MIN for n in vectored), "whole stages must go through numpy"
