@@ -57,4 +57,7 @@ def test_pages_fit_the_window_and_the_why_wraps_on_one_line(url: str, width: int
     assert "ValueError: clicks_7d is NaN" in why["text"]
     assert why["right"] <= width and why["wrap"] == "anywhere" and why["ws"] == "normal"
     assert why["lines"] >= 2  # one line of text, wrapped by the cell
-    assert f"req-{FAILED}" in linked and trace_links == len(linked) == 2  # its request record and its finding
+    # Its request record, the finding it is evidence of, and the alert that finding fired (which carries the
+    # finding's trace id): each once, each linking back to the trace.
+    assert f"req-{FAILED}" in linked and trace_links == len(linked) == 3
+    assert sorted(i.split("-", 1)[0] for i in linked) == ["finding_crossed", "fired", "req"]
