@@ -14,6 +14,14 @@ wrong; a real Ray Serve 2.60.0 (tests/sources/servers/test_rayserve_live.py) sho
 counted for one good and one failed query. 2.60.0 exports through OpenTelemetry: every sample also carries
 ``Component``, ``NodeAddress``, ``SessionName``, ``Version``, ``WorkerId`` and ``otel_scope_*`` labels, and
 counters are written with ``_total``; the error counter has an ``exception_type`` label.
+
+``ray_serve_deployment_queued_queries`` (``python/ray/serve/_private/router.py`` in 2.60.0: "queries to this
+deployment waiting to be assigned to a replica", per handle, summed) is the waiting gauge, and the family that
+identifies Ray Serve before its first request: the replica's families are exported only once the metrics agent has
+its first report from the replica (``ray_serve_replica_processing_queries``, after ``serve.run`` returned in one run
+of two) or after the first request (the request and error counters, the latency histogram), while the router's
+gauge was exported before ``serve.run`` returned in both runs. Without it an exposition scraped in that window (129
+families, a fresh-clone CI run) matched no profile.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ PROFILE = Profile(
         Rule("ray_serve_deployment_error_counter", "counter", REQUESTS, outcome="failure"),
         Rule("ray_serve_deployment_processing_latency_ms", "histogram", DistName.COMPUTE_DURATION, scale=MS),
         Rule("ray_serve_replica_processing_queries", "gauge", Gauge.IN_FLIGHT),
+        Rule("ray_serve_deployment_queued_queries", "gauge", Gauge.WAITING),
     ),
     model_label="deployment",
     version_label=None,

@@ -5,7 +5,10 @@ The model is a nearest-centroid classifier: the centroids of six rows, computed 
 deployment. The client sends good rows, rows of the wrong width (the deployment raises: 500) and a request to a
 route no application serves (404, answered by the proxy: no replica sees it). Ray's replicas report their metrics
 to the node's metrics agent on an interval (0.5 s here, ``metrics_report_interval_ms``), so the test waits, by
-polling the exposition, until the counts settle before the sidecar's second scrape.
+polling the exposition, until the counts settle before the sidecar's second scrape. For the same reason the
+replica's families are not exported yet when ``serve.run`` returns (in one of two probe runs the replica's gauge came
+0.4 s after, the request counter and latency histogram only after the first request): the server is ready when the
+exposition holds the replica's ``ray_serve_replica_processing_queries``.
 
 This is the slowest module of the real servers: a Ray cluster and Serve's actors take about 30 s to come up on a
 loaded 2-core host (docs/tested.md has the figures).
@@ -18,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from servers.live import (
@@ -134,6 +138,17 @@ def _counts(text: str) -> tuple[float, float, float]:
     return out[0], out[1], out[2]
 
 
+def _has(text: str, sample: str) -> bool:
+    """A sample of the deployment in the exposition (read with ``prometheus_client``'s parser)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return any(
+        s.name == sample and s.labels.get("deployment") == DEPLOYMENT
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    )
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     venv = server_venv("rayserve")
@@ -146,7 +161,16 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     server = ServerProcess(argv, cwd=work, log=work / "ray.log", env=env)
     try:
         base, metrics_url = f"http://127.0.0.1:{http}", f"http://127.0.0.1:{metrics}/metrics"
-        server.start_when(lambda: "serving" in server.log_tail(5), timeout_s=180, what="ray serve")
+
+        def reported() -> bool:
+            """``serve.run`` returned and the metrics agent exports the replica's first report: before that the
+            exposition may hold no family of the replica (a fresh-clone CI run scraped 129 families, none of them)."""
+            if "serving" not in server.log_tail(5):
+                return False
+            text = httpx.get(metrics_url, timeout=5).text
+            return _has(text, "ray_serve_replica_processing_queries")
+
+        server.start_when(reported, timeout_s=180, what="ray serve and its replica's metrics")
 
         def settled(text: str, got: tuple[Tally, Tally]) -> bool:
             return _counts(text) == (GOOD, WRONG_SHAPE, GOOD + WRONG_SHAPE)
@@ -163,6 +187,14 @@ def _sidecar(run: Run, name: str, **labels: str) -> float | None:
 
 def test_the_sidecar_detects_ray_serve(run: Run) -> None:
     assert run.seen.readiness.endswith("rayserve profile, 1 models")
+    # Before the first request: the router's and the replica's gauges, no request counter yet.
+    assert run.seen.ready_before.endswith("rayserve profile, 1 models")
+    assert "ray_serve_deployment_request_counter_total" not in run.seen.before
+
+
+def test_the_router_queue_is_the_waiting_gauge(run: Run) -> None:
+    assert "ray_serve_deployment_queued_queries" in run.seen.after
+    assert _sidecar(run, "sidecar_serving_requests_waiting") == 0
 
 
 def test_request_counts_equal_the_clients(run: Run) -> None:
