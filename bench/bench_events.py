@@ -44,12 +44,14 @@ from starlette.requests import Request  # noqa: E402
 
 from sidecar.clock import FakeClock  # noqa: E402
 from sidecar.config import parse_config  # noqa: E402
+from sidecar.runtime import tune_gc  # noqa: E402
 from sidecar.service import Service  # noqa: E402
 from sidecar.sources.events.http import EventsEndpoint  # noqa: E402
 
 NOW = 1_800_000_000.0
 BATCH = 500
 PINNED = 5000  # the example config's pinned_events
+DEFAULT_GC = False  # --default-gc
 MEDIA = {"json": b"application/json", "ndjson": b"application/x-ndjson", "jsonl": b"application/jsonl"}
 
 
@@ -82,8 +84,13 @@ def _service(workdir: Path, jsonl: Path | None = None) -> tuple[Service, EventsE
         "threshold": 0.15,
     }
     raw["checks"]["drift"]["reference"]["pinned_events"] = PINNED
-    svc = Service(parse_config(raw), clock=FakeClock(NOW), registry=CollectorRegistry())
+    cfg = parse_config(raw)
+    svc = Service(cfg, clock=FakeClock(NOW), registry=CollectorRegistry())
     ep = next(c for c in svc.components if isinstance(c, EventsEndpoint))
+    # What `sidecar run` does at the end of start-up (runtime.gc_threshold, gc.freeze), unless --default-gc asks
+    # for CPython's own collector settings; the baselines in this process run under the same setting.
+    if not DEFAULT_GC:
+        tune_gc(cfg.runtime)
     return svc, ep
 
 
@@ -304,12 +311,17 @@ def main() -> None:
     ap.add_argument("--features", type=int, nargs="*", default=[20, 200])
     ap.add_argument("--formats", nargs="*", default=["json", "ndjson", "jsonl", "file"])
     ap.add_argument(
+        "--default-gc", action="store_true", help="CPython's collector settings, not the ones `sidecar run` sets"
+    )
+    ap.add_argument(
         "--profile",
         action="store_true",
         help="cProfile the steady state (20 features, JSON) instead, then its CPU time by stage",
     )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global DEFAULT_GC
+    DEFAULT_GC = args.default_gc
     if args.profile:
         _profile()
         return
@@ -325,7 +337,8 @@ def main() -> None:
     )
     for nf in args.features:  # one process per feature count: each prints its own peak RSS
         cmd = [sys.executable, __file__, "--child", "--features", str(nf), "--formats", *args.formats]
-        subprocess.run(cmd + (["--quick"] if args.quick else []), check=True)
+        cmd += ["--quick"] if args.quick else []
+        subprocess.run(cmd + (["--default-gc"] if args.default_gc else []), check=True)
 
 
 if __name__ == "__main__":
