@@ -17,7 +17,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from fastapi import APIRouter
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -30,7 +29,7 @@ from sidecar.checks.fleet.bins import FrozenBins, freeze
 from sidecar.checks.fleet.check import CLASS, SCORE, ReferenceSource
 from sidecar.checks.fleet.config import FleetConfig
 from sidecar.clock import Clock
-from sidecar.component import Readiness, Role
+from sidecar.component import Passive, Role
 from sidecar.model import Batch, EventColumns, Finding
 
 __all__ = ["FleetBusiness", "reference_feature"]
@@ -65,7 +64,7 @@ class _Series:
     counts: np.ndarray | None = None  # quantile checks: int64 per bin
 
 
-class FleetBusiness:
+class FleetBusiness(Passive):
     name = "fleet_business"
     role = Role.CHECK
 
@@ -107,19 +106,6 @@ class FleetBusiness:
         self.g_series = Gauge("sidecar_fleet_business_series", "Check/model/version series counted.", registry=registry)
         registry.register(_Collector(self))
         self.refresh()
-
-    # ---- lifecycle -------------------------------------------------------------------------------
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> APIRouter | None:
-        return None
 
     # ---- references (worker thread) --------------------------------------------------------------
     def evaluate(self, now: float) -> list[Finding]:

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-from fastapi import APIRouter
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -28,7 +27,7 @@ from sidecar.checks.drift.references import Reference
 from sidecar.checks.fleet.bins import FrozenBins, freeze
 from sidecar.checks.fleet.config import FleetConfig
 from sidecar.clock import Clock
-from sidecar.component import Readiness, Role
+from sidecar.component import Passive, Role
 from sidecar.model import Batch, Event, EventColumns, Finding
 
 __all__ = ["FleetBins", "ReferenceSource"]
@@ -56,7 +55,7 @@ class _Series:
     pending: list[np.ndarray] = field(default_factory=list)  # finite numeric columns not binned yet
 
 
-class FleetBins:
+class FleetBins(Passive):
     name = "fleet"
     role = Role.CHECK
 
@@ -95,19 +94,6 @@ class FleetBins:
         self.g_series = Gauge("sidecar_fleet_series", "Model/version/feature series binned.", registry=registry)
         registry.register(_Collector(self))
         self.refresh()
-
-    # ---- lifecycle -------------------------------------------------------------------------------
-    async def start(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    def readiness(self) -> Readiness | None:
-        return None
-
-    def routes(self) -> APIRouter | None:
-        return None
 
     # ---- references (worker thread) --------------------------------------------------------------
     def evaluate(self, now: float) -> list[Finding]:
