@@ -18,8 +18,25 @@ __all__ = ["as_events", "subscribe_events"]
 Observe = Callable[[Batch], None]
 
 
+# The bus hands one batch to its subscribers in turn: the last conversion is kept (with the batch it came from,
+# so that batch's id cannot be reused meanwhile), and every reader without a columnar path after the first shares
+# its Events, as readers of an ``events`` batch share its items, instead of building them again each.
+_last: tuple[Batch, Batch] | None = None
+
+
 def as_events(batch: Batch) -> Batch:
-    """An ``event_columns`` batch as the ``events`` batch of the same events, in the same order."""
+    """An ``event_columns`` batch as the ``events`` batch of the same events, in the same order (built once per
+    batch however many readers ask)."""
+    global _last
+    last = _last
+    if last is not None and last[0] is batch:
+        return last[1]
+    out = _as_events(batch)
+    _last = (batch, out)
+    return out
+
+
+def _as_events(batch: Batch) -> Batch:
     blocks = batch.items
     items = tuple(chain.from_iterable(c.events() for c in blocks))
     if len(blocks) > 1:  # several model/versions: back to the order the source received them in

@@ -162,3 +162,29 @@ def test_whatever_it_accepts_is_what_the_per_event_door_accepts(docs: list[dict[
         else:
             doc[key] = value
     _same_as_per_event(docs)
+
+
+def test_readers_without_a_columnar_path_share_one_conversion_per_batch() -> None:
+    """Every reader of a columnar batch that takes Events gets the same Events, built once for that batch; the
+    next batch gets its own."""
+    from prometheus_client import CollectorRegistry
+
+    from sidecar.component import Bus
+    from sidecar.wiring.event_subs import subscribe_events
+
+    bus = Bus(CollectorRegistry())
+    seen: dict[str, list[Batch]] = {"a": [], "b": []}
+    subscribe_events(bus, "a", seen["a"].append)
+    subscribe_events(bus, "b", seen["b"].append)
+    rnd = random.Random(7)
+    batches = []
+    for _ in range(2):
+        blocks = parse_columns([_doc(rnd, ["x", "y"]) for _ in range(5)], CFG, NOW)
+        assert blocks is not None
+        batches.append(Batch(kind="event_columns", source="t", items=tuple(blocks)))
+        bus.publish(batches[-1])
+    a, b = seen["a"], seen["b"]
+    assert [x.kind for x in a] == ["events", "events"] and len(a[0].items) == 5
+    assert a[0] is b[0] and a[1] is b[1]  # one conversion per batch, shared
+    assert a[0].items != a[1].items  # not the previous batch's events
+    assert list(a[1].items) == _events_of(list(batches[1].items))
