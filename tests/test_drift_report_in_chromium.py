@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import argparse
 import io
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from sidecar.drift_report import main as drift_main
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))  # run as a script (--shots)
+from chromium import chromium
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+from sidecar.drift_report import main as drift_main
 
 
 def write_report(tmp: Path) -> Path:
@@ -57,23 +59,17 @@ def write_report(tmp: Path) -> Path:
 @pytest.mark.chromium
 @pytest.mark.parametrize("width", [1400, 390])
 def test_the_report_fits_the_window_and_fetches_nothing(tmp_path: Path, width: int) -> None:
-    from playwright.sync_api import sync_playwright
-
     report = write_report(tmp_path)
     box = "els => els.map(e => { const b = e.getBoundingClientRect(); return [b.left, b.right, b.height]; })"
     requests: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(report.as_uri(), wait_until="load")
-            over = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
-            svgs = page.eval_on_selector_all("svg.drift-plot", box)
-            stroke = page.eval_on_selector("section.feature svg polyline.cur", "e => getComputedStyle(e).stroke")
-            table = page.eval_on_selector("#summary", "e => e.getBoundingClientRect().width")
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(report.as_uri(), wait_until="load")
+        over = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        svgs = page.eval_on_selector_all("svg.drift-plot", box)
+        stroke = page.eval_on_selector("section.feature svg polyline.cur", "e => getComputedStyle(e).stroke")
+        table = page.eval_on_selector("#summary", "e => e.getBoundingClientRect().width")
     assert requests == [report.as_uri()]  # the file itself, nothing else
     assert over == 0
     assert len(svgs) == 5 and all(left >= 0 and right <= width and h > 40 for left, right, h in svgs)
@@ -87,19 +83,13 @@ def main() -> None:
     args = ap.parse_args()
     import tempfile
 
-    from playwright.sync_api import sync_playwright
-
     with tempfile.TemporaryDirectory() as tmp:
         report = write_report(Path(tmp))
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-            try:
-                for name, width, height in (("drift-report", 1400, 1500), ("drift-report-390", 390, 1600)):
-                    page = browser.new_page(viewport={"width": width, "height": height})
-                    page.goto(report.as_uri(), wait_until="load")
-                    page.screenshot(path=str(args.shots / f"{name}.png"))
-            finally:
-                browser.close()
+        with chromium() as browser:
+            for name, width, height in (("drift-report", 1400, 1500), ("drift-report-390", 390, 1600)):
+                page = browser.new_page(viewport={"width": width, "height": height})
+                page.goto(report.as_uri(), wait_until="load")
+                page.screenshot(path=str(args.shots / f"{name}.png"))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ import uvicorn
 from prometheus_client import CollectorRegistry, Gauge
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
+from chromium import chromium
 from test_status_pages import AM, TRITON, Upstreams
 from test_trace_views import MODEL, _ev
 
@@ -338,22 +340,14 @@ OVER = "document.documentElement.scrollWidth - document.documentElement.clientWi
 
 def shoot(base: str, shots: list[tuple[str, str, int]], out: Path) -> dict[str, int]:
     """Full-page screenshots in headless Chromium; returns how far each page is wider than its window."""
-    from playwright.sync_api import sync_playwright
-
     over: dict[str, int] = {}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
-        try:
-            for name, path, width in shots:
-                page = browser.new_page(viewport={"width": width, "height": 900})
-                page.goto(base + path, wait_until="networkidle")
-                over[f"{name} at {width} px"] = page.evaluate(OVER)
-                page.screenshot(path=str(out / f"{name}.png"), full_page=True)
-                page.close()
-        finally:
-            browser.close()
+    with chromium() as browser:
+        for name, path, width in shots:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            page.goto(base + path, wait_until="networkidle")
+            over[f"{name} at {width} px"] = page.evaluate(OVER)
+            page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+            page.close()
     return over
 
 

@@ -20,9 +20,11 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app_server import AppServer
+from chromium import chromium
 
 from sidecar.app import create_app
 from sidecar.checks.business.examples import EXAMPLE_BUSINESS_CHECKS
@@ -38,7 +40,6 @@ from sidecar.wiring.pages import build as pages
 RUNBOOK = "/runbooks/ctr-mean-down.md"
 SHOTS = (("api-docs", "/docs"), ("runbook", RUNBOOK))
 WIDTHS = (1400, 390)
-_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 # Everything a page loads must come from the sidecar itself (the test's browser has no route anywhere else).
 _OVER = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
@@ -92,22 +93,16 @@ def _offline_page(browser: Any, base: str, width: int, asked: list[str]) -> Any:
 
 @pytest.mark.chromium
 def test_docs_render_the_operations_offline(url: str) -> None:
-    from playwright.sync_api import sync_playwright
-
     asked: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=_ARGS)
-        try:
-            page = _offline_page(browser, url, 1400, asked)
-            page.goto(f"{url}/docs", wait_until="load")
-            events = page.locator(".opblock", has=page.locator(".opblock-summary-path", has_text="/v1/events"))
-            events.first.wait_for(state="visible", timeout=20_000)
-            title = page.locator(".info .title").first.inner_text()
-            paths = page.eval_on_selector_all(".opblock-summary-path", "els => els.map(e => e.textContent)")
-            errors = page.locator(".errors-wrapper, .loading-container .errors").count()
-            unrenderable = page.get_by_text("Unable to render this definition").count()
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = _offline_page(browser, url, 1400, asked)
+        page.goto(f"{url}/docs", wait_until="load")
+        events = page.locator(".opblock", has=page.locator(".opblock-summary-path", has_text="/v1/events"))
+        events.first.wait_for(state="visible", timeout=20_000)
+        title = page.locator(".info .title").first.inner_text()
+        paths = page.eval_on_selector_all(".opblock-summary-path", "els => els.map(e => e.textContent)")
+        errors = page.locator(".errors-wrapper, .loading-container .errors").count()
+        unrenderable = page.get_by_text("Unable to render this definition").count()
     assert asked == []  # no CDN, no font service: nothing but the sidecar
     assert unrenderable == 0 and errors == 0
     assert "OAS 3.1" in title, title  # the version FastAPI writes, read by this Swagger UI
@@ -116,27 +111,21 @@ def test_docs_render_the_operations_offline(url: str) -> None:
 
 @pytest.mark.chromium
 def test_a_runbook_page_fits_a_phone_and_a_wide_window(url: str) -> None:
-    from playwright.sync_api import sync_playwright
-
     asked: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=_ARGS)
-        try:
-            seen = {}
-            for width in WIDTHS:
-                page = _offline_page(browser, url, width, asked)
-                page.goto(url + RUNBOOK, wait_until="load")
-                tables = "els => Math.max(0, ...els.map(e => e.scrollWidth - e.clientWidth))"
-                seen[width] = (
-                    max(page.evaluate(_OVER), page.eval_on_selector_all("#params .scroll", tables)),
-                    page.eval_on_selector("header.top", "e => getComputedStyle(e).backgroundColor"),
-                    page.locator('tr[data-path="checks.business.checks.ctr_mean_down.window_secs"] td.value')
-                    .inner_text()
-                    .strip(),
-                )
-                page.close()
-        finally:
-            browser.close()
+    with chromium() as browser:
+        seen = {}
+        for width in WIDTHS:
+            page = _offline_page(browser, url, width, asked)
+            page.goto(url + RUNBOOK, wait_until="load")
+            tables = "els => Math.max(0, ...els.map(e => e.scrollWidth - e.clientWidth))"
+            seen[width] = (
+                max(page.evaluate(_OVER), page.eval_on_selector_all("#params .scroll", tables)),
+                page.eval_on_selector("header.top", "e => getComputedStyle(e).backgroundColor"),
+                page.locator('tr[data-path="checks.business.checks.ctr_mean_down.window_secs"] td.value')
+                .inner_text()
+                .strip(),
+            )
+            page.close()
     assert asked == []
     for width, (over, header_bg, window) in seen.items():
         assert over <= 0, (width, over)  # no sideways scrolling, of the page or of a settings table
@@ -145,8 +134,6 @@ def test_a_runbook_page_fits_a_phone_and_a_wide_window(url: str) -> None:
 
 
 def main() -> None:
-    from playwright.sync_api import sync_playwright
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--shots", type=Path, help="write screenshots here and exit")
     args = ap.parse_args()
@@ -156,8 +143,7 @@ def main() -> None:
             while True:
                 time.sleep(3600)
         args.shots.mkdir(parents=True, exist_ok=True)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=_ARGS)
+        with chromium() as browser:
             for name, path in SHOTS:
                 for width in WIDTHS:
                     page = browser.new_page(viewport={"width": width, "height": 900})
@@ -168,7 +154,6 @@ def main() -> None:
                     full = path == RUNBOOK and width == WIDTHS[0]  # the whole runbook once; the rest as seen
                     page.screenshot(path=str(args.shots / f"{name}{suffix}.png"), full_page=full)
                     page.close()
-            browser.close()
 
 
 if __name__ == "__main__":

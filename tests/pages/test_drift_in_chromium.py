@@ -22,9 +22,11 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app_server import AppServer
+from chromium import chromium
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
@@ -133,32 +135,24 @@ class serve:
 
 @pytest.mark.chromium
 def test_drift_pages_lay_out_inside_the_window(url: str) -> None:
-    from playwright.sync_api import sync_playwright
-
     over = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
     box = "e => { const b = e.getBoundingClientRect(); return [b.x, b.y, b.right, b.bottom]; }"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{url}/drift", wait_until="load")
+        list_over = page.evaluate(over)
+        states = page.eval_on_selector_all(
+            "#drift tr.feature td.state > span.badge", "els => els.map(e => e.textContent)"
         )
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{url}/drift", wait_until="load")
-            list_over = page.evaluate(over)
-            states = page.eval_on_selector_all(
-                "#drift tr.feature td.state > span.badge", "els => els.map(e => e.textContent)"
-            )
-            page.goto(f"{url}/drift/ctr/2/clicks_7d", wait_until="load")
-            num_over = page.evaluate(over)
-            svg = page.eval_on_selector("#ecdf", box)
-            dline = page.eval_on_selector("#d-line", box)
-            stroke = page.eval_on_selector("#cur-curve", "e => getComputedStyle(e).stroke")
-            page.goto(f"{url}/drift/ctr/2/country", wait_until="load")
-            cat_over = page.evaluate(over)
-            bars = page.eval_on_selector("#bars", box)
-            new_fill = page.eval_on_selector("#bars g.cat.new text.catlabel", "e => getComputedStyle(e).fill")
-        finally:
-            browser.close()
+        page.goto(f"{url}/drift/ctr/2/clicks_7d", wait_until="load")
+        num_over = page.evaluate(over)
+        svg = page.eval_on_selector("#ecdf", box)
+        dline = page.eval_on_selector("#d-line", box)
+        stroke = page.eval_on_selector("#cur-curve", "e => getComputedStyle(e).stroke")
+        page.goto(f"{url}/drift/ctr/2/country", wait_until="load")
+        cat_over = page.evaluate(over)
+        bars = page.eval_on_selector("#bars", box)
+        new_fill = page.eval_on_selector("#bars g.cat.new text.catlabel", "e => getComputedStyle(e).fill")
     assert (list_over, num_over, cat_over) == (0, 0, 0)
     rank = {"drifting": 0, "condition holds": 1, "insufficient data": 2, "ok": 3}
     assert states[0] == "drifting" and "insufficient data" in states and states[-1] == "ok"

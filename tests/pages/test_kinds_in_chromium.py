@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "alerting"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
 from app_server import AppServer
+from chromium import chromium
 from story_cases import CASES, edge_gauges, goodput_gauges, probe_gauges, tokens_gauges
 
 from sidecar.alerting.render import finding_text
@@ -119,40 +120,32 @@ def url() -> Iterator[str]:
 
 
 def _look(base: str, shots: Path | None = None) -> dict[tuple[str, int], dict[str, Any]]:
-    from playwright.sync_api import sync_playwright
-
     out: dict[tuple[str, int], dict[str, Any]] = {}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
-        try:
-            for width in WIDTHS:
-                ctx = browser.new_context(
-                    viewport={"width": width, "height": 900}, extra_http_headers={"Authorization": f"Bearer {READ}"}
-                )
-                page = ctx.new_page()
-                for name, path in PAGES:
-                    resp = page.goto(base + path, wait_until="load")
-                    out[(name, width)] = {
-                        "status": resp.status if resp is not None else 0,
-                        "over": page.evaluate(
-                            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-                        ),
-                        "text": page.inner_text("main"),
-                        # Sections (h2) followed by nothing at all before the next one: an empty section.
-                        "empty": page.evaluate(
-                            """() => [...document.querySelectorAll('main h2')].filter(h => {
-                                let n = h.nextElementSibling;
-                                return !n || n.tagName === 'H2' || !n.innerText.trim();
-                            }).map(h => h.innerText)"""
-                        ),
-                    }
-                    if shots is not None:
-                        page.screenshot(path=str(shots / f"kinds-{name}-{width}.png"), full_page=True)
-                ctx.close()
-        finally:
-            browser.close()
+    with chromium() as browser:
+        for width in WIDTHS:
+            ctx = browser.new_context(
+                viewport={"width": width, "height": 900}, extra_http_headers={"Authorization": f"Bearer {READ}"}
+            )
+            page = ctx.new_page()
+            for name, path in PAGES:
+                resp = page.goto(base + path, wait_until="load")
+                out[(name, width)] = {
+                    "status": resp.status if resp is not None else 0,
+                    "over": page.evaluate(
+                        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+                    ),
+                    "text": page.inner_text("main"),
+                    # Sections (h2) followed by nothing at all before the next one: an empty section.
+                    "empty": page.evaluate(
+                        """() => [...document.querySelectorAll('main h2')].filter(h => {
+                            let n = h.nextElementSibling;
+                            return !n || n.tagName === 'H2' || !n.innerText.trim();
+                        }).map(h => h.innerText)"""
+                    ),
+                }
+                if shots is not None:
+                    page.screenshot(path=str(shots / f"kinds-{name}-{width}.png"), full_page=True)
+            ctx.close()
     return out
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from app_server import AppServer
+from chromium import chromium
 from showcase import EVERY, FAILED, OVER, build
 
 from sidecar.app import create_app
@@ -22,34 +23,26 @@ def url() -> Iterator[str]:
 
 @pytest.mark.chromium
 def test_pages_lay_out_without_overlap_or_overflow(url: str) -> None:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{url}/", wait_until="load")
+        header_bg = page.eval_on_selector("header.top", "e => getComputedStyle(e).backgroundColor")
+        cards = page.eval_on_selector_all(
+            ".card",
+            """els => els.map(e => { const b = e.getBoundingClientRect();
+            return {id: e.id, x: b.x, y: b.y, r: b.right, b: b.bottom, over: e.scrollWidth - e.clientWidth}; })""",
         )
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{url}/", wait_until="load")
-            header_bg = page.eval_on_selector("header.top", "e => getComputedStyle(e).backgroundColor")
-            cards = page.eval_on_selector_all(
-                ".card",
-                """els => els.map(e => { const b = e.getBoundingClientRect();
-                return {id: e.id, x: b.x, y: b.y, r: b.right, b: b.bottom, over: e.scrollWidth - e.clientWidth}; })""",
-            )
-            over = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-            page.goto(f"{url}/alerts", wait_until="load")
-            alerts_over = page.evaluate(over)
-            page.goto(f"{url}/changes", wait_until="load")
-            changes_over = page.evaluate(over)
-            page.goto(f"{url}/drift", wait_until="load")
-            drift_over = page.evaluate(over)
-            page.goto(f"{url}/traces/{FAILED}", wait_until="load")
-            span = "e => { const b = e.getBoundingClientRect(); return [b.x, b.right]; }"
-            svg = page.eval_on_selector("#waterfall", span)
-            msg = page.eval_on_selector("text.errmsg", span)
-        finally:
-            browser.close()
+        over = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        page.goto(f"{url}/alerts", wait_until="load")
+        alerts_over = page.evaluate(over)
+        page.goto(f"{url}/changes", wait_until="load")
+        changes_over = page.evaluate(over)
+        page.goto(f"{url}/drift", wait_until="load")
+        drift_over = page.evaluate(over)
+        page.goto(f"{url}/traces/{FAILED}", wait_until="load")
+        span = "e => { const b = e.getBoundingClientRect(); return [b.x, b.right]; }"
+        svg = page.eval_on_selector("#waterfall", span)
+        msg = page.eval_on_selector("text.errmsg", span)
     assert header_bg == "rgb(29, 43, 58)"  # /static/pages/pages.css was served and applied
     assert {c["id"] for c in cards} == {
         "triton",
@@ -74,32 +67,22 @@ def test_pages_lay_out_without_overlap_or_overflow(url: str) -> None:
 @pytest.mark.chromium
 @pytest.mark.parametrize("width", [1400, 390])
 def test_every_page_fits_the_window_during_a_drift(url: str, width: int) -> None:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
-        try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
-            over, text = {}, {}
-            for name, path in EVERY:
-                page.goto(url + path, wait_until="load")
-                over[name] = page.evaluate(OVER)
-                text[name] = page.inner_text("body")
-                if name == "status":  # the changes card: every change shown (none hidden as a header row)
-                    cards = page.eval_on_selector_all(
-                        ".card", "els => els.map(e => [e.id, e.scrollWidth - e.clientWidth])"
-                    )
-                    shown = page.eval_on_selector_all(
-                        "section#changes tr", "rs => rs.filter(r => r.getClientRects().length > 0).length"
-                    )
-                if name == "drift":
-                    label = page.eval_on_selector(
-                        "#drift td[data-l='statistic now']", "e => getComputedStyle(e, '::before').content"
-                    )
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        over, text = {}, {}
+        for name, path in EVERY:
+            page.goto(url + path, wait_until="load")
+            over[name] = page.evaluate(OVER)
+            text[name] = page.inner_text("body")
+            if name == "status":  # the changes card: every change shown (none hidden as a header row)
+                cards = page.eval_on_selector_all(".card", "els => els.map(e => [e.id, e.scrollWidth - e.clientWidth])")
+                shown = page.eval_on_selector_all(
+                    "section#changes tr", "rs => rs.filter(r => r.getClientRects().length > 0).length"
+                )
+            if name == "drift":
+                label = page.eval_on_selector(
+                    "#drift td[data-l='statistic now']", "e => getComputedStyle(e, '::before').content"
+                )
     assert over == dict.fromkeys(over, 0), over  # no page is wider than the window
     # The drift the showcase tells is on every screen that shows drift: the alert, the list, the detail.
     for name in ("status", "alerts", "drift", "drift-detail"):

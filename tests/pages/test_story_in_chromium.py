@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app_server import AppServer
+from chromium import chromium
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
@@ -115,30 +116,22 @@ def url() -> Iterator[str]:
 
 def _look(base: str, shots: Path | None = None) -> dict[tuple[str, int], dict[str, Any]]:
     """Per page and width: how far the page is wider than the window, and the texts the checks need."""
-    from playwright.sync_api import sync_playwright
-
     out: dict[tuple[str, int], dict[str, Any]] = {}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
-        try:
-            for width in WIDTHS:
-                page = browser.new_page(viewport={"width": width, "height": 900})
-                for name, path in PAGES:
-                    page.goto(base + path, wait_until="load")
-                    out[(name, width)] = {
-                        "over": page.evaluate(
-                            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-                        ),
-                        "text": page.inner_text("main"),
-                    }
-                    if shots is not None:
-                        suffix = "" if width == WIDTHS[0] else f"-{width}"
-                        page.screenshot(path=str(shots / f"story-{name}{suffix}.png"), full_page=True)
-                page.close()
-        finally:
-            browser.close()
+    with chromium() as browser:
+        for width in WIDTHS:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            for name, path in PAGES:
+                page.goto(base + path, wait_until="load")
+                out[(name, width)] = {
+                    "over": page.evaluate(
+                        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+                    ),
+                    "text": page.inner_text("main"),
+                }
+                if shots is not None:
+                    suffix = "" if width == WIDTHS[0] else f"-{width}"
+                    page.screenshot(path=str(shots / f"story-{name}{suffix}.png"), full_page=True)
+            page.close()
     return out
 
 

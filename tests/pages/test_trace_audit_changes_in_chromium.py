@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from app_server import AppServer
+from chromium import chromium
 from showcase import FAILED, PY_ERROR, build
 
 from sidecar.app import create_app
@@ -26,32 +27,24 @@ def url() -> Iterator[str]:
 @pytest.mark.chromium
 @pytest.mark.parametrize("width", [1400, 390])
 def test_pages_fit_the_window_and_the_why_wraps_on_one_line(url: str, width: int) -> None:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        over = {}
+        for path in PAGES:
+            page.goto(url + path, wait_until="load")
+            over[path] = page.evaluate(OVER)
+        page.goto(f"{url}/traces", wait_until="load")
+        why = page.eval_on_selector(
+            f"tr[data-trace-id='{PY_ERROR}'] td.why",
+            """e => { const b = e.getBoundingClientRect(); const s = getComputedStyle(e);
+            return {text: e.innerText, right: b.right, wrap: s.overflowWrap, ws: s.whiteSpace,
+                    lines: Math.round(b.height / parseFloat(s.lineHeight))}; }""",
         )
-        try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
-            over = {}
-            for path in PAGES:
-                page.goto(url + path, wait_until="load")
-                over[path] = page.evaluate(OVER)
-            page.goto(f"{url}/traces", wait_until="load")
-            why = page.eval_on_selector(
-                f"tr[data-trace-id='{PY_ERROR}'] td.why",
-                """e => { const b = e.getBoundingClientRect(); const s = getComputedStyle(e);
-                return {text: e.innerText, right: b.right, wrap: s.overflowWrap, ws: s.whiteSpace,
-                        lines: Math.round(b.height / parseFloat(s.lineHeight))}; }""",
-            )
-            page.goto(f"{url}/traces/{FAILED}", wait_until="load")
-            page.click("#audit-link")
-            page.wait_for_load_state("load")
-            linked = page.eval_on_selector_all("#audit tr.audit-event", "rs => rs.map(r => r.dataset.id)")
-            trace_links = page.eval_on_selector_all(f"#audit a[href='/traces/{FAILED}']", "as => as.length")
-        finally:
-            browser.close()
+        page.goto(f"{url}/traces/{FAILED}", wait_until="load")
+        page.click("#audit-link")
+        page.wait_for_load_state("load")
+        linked = page.eval_on_selector_all("#audit tr.audit-event", "rs => rs.map(r => r.dataset.id)")
+        trace_links = page.eval_on_selector_all(f"#audit a[href='/traces/{FAILED}']", "as => as.length")
     assert over == dict.fromkeys(PAGES, 0)  # no page is wider than the window
     assert "\n" not in why["text"] and "\\n" not in why["text"] and "/models/" not in why["text"]
     assert "ValueError: clicks_7d is NaN" in why["text"]

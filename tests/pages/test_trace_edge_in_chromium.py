@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from app_server import AppServer
+from chromium import chromium
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 from test_trace_edge_hop import JSON, NOW, TID, TID_NONE, _edge, _otlp
@@ -50,27 +51,19 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.mark.chromium
 @pytest.mark.parametrize("width", [1400, 390])
 def test_the_edge_row_is_drawn_first_and_the_page_fits(url: str, width: int, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
-        try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
-            page.goto(f"{url}/traces/{TID}", wait_until="load")
-            over = page.evaluate(OVER)
-            edge = page.eval_on_selector("#edge-bar", BOX)
-            origin = page.eval_on_selector("#origin-bar", BOX)
-            span = page.eval_on_selector("rect.bar[data-span-id]", BOX)
-            label = page.text_content("#edge-label")
-            page.click("#edge-bar")
-            hash = page.evaluate("location.hash")
-            page.click("#edge-hop summary")  # opens the panel
-            panel = page.inner_text("#edge-hop")
-            page.screenshot(path=str(tmp_path / f"trace-edge-{width}.png"), full_page=True)
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto(f"{url}/traces/{TID}", wait_until="load")
+        over = page.evaluate(OVER)
+        edge = page.eval_on_selector("#edge-bar", BOX)
+        origin = page.eval_on_selector("#origin-bar", BOX)
+        span = page.eval_on_selector("rect.bar[data-span-id]", BOX)
+        label = page.text_content("#edge-label")
+        page.click("#edge-bar")
+        hash = page.evaluate("location.hash")
+        page.click("#edge-hop summary")  # opens the panel
+        panel = page.inner_text("#edge-hop")
+        page.screenshot(path=str(tmp_path / f"trace-edge-{width}.png"), full_page=True)
     assert over == 0
     assert edge["y"] < span["y"]  # the edge row above the model's span
     assert edge["x"] < span["x"] and span["x"] + span["w"] < edge["x"] + edge["w"]
@@ -84,27 +77,19 @@ def test_the_edge_row_is_drawn_first_and_the_page_fits(url: str, width: int, tmp
 @pytest.mark.chromium
 @pytest.mark.parametrize("width", [1400, 390])
 def test_the_trace_list_marks_the_trace_with_an_edge_hop(url: str, width: int, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
-        try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
-            page.goto(f"{url}/traces?all=1", wait_until="load")
-            over = page.evaluate(OVER)
-            marks = page.eval_on_selector_all("a.edge-mark", "els => els.map(e => e.closest('tr').dataset.traceId)")
-            mark = page.eval_on_selector("a.edge-mark", BOX)
-            shown = page.eval_on_selector("a.edge-mark", "e => getComputedStyle(e).visibility")
-            text = page.inner_text(f'tr[data-trace-id="{TID}"] td.edge-hop')
-            before = page.eval_on_selector("a.edge-mark", "e => getComputedStyle(e, '::before').content")
-            page.screenshot(path=str(tmp_path / f"trace-list-edge-{width}.png"), full_page=True)
-            page.click("a.edge-mark")
-            page.wait_for_load_state("load")
-            landed = page.evaluate("location.pathname + location.hash")
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto(f"{url}/traces?all=1", wait_until="load")
+        over = page.evaluate(OVER)
+        marks = page.eval_on_selector_all("a.edge-mark", "els => els.map(e => e.closest('tr').dataset.traceId)")
+        mark = page.eval_on_selector("a.edge-mark", BOX)
+        shown = page.eval_on_selector("a.edge-mark", "e => getComputedStyle(e).visibility")
+        text = page.inner_text(f'tr[data-trace-id="{TID}"] td.edge-hop')
+        before = page.eval_on_selector("a.edge-mark", "e => getComputedStyle(e, '::before').content")
+        page.screenshot(path=str(tmp_path / f"trace-list-edge-{width}.png"), full_page=True)
+        page.click("a.edge-mark")
+        page.wait_for_load_state("load")
+        landed = page.evaluate("location.pathname + location.hash")
     assert over == 0
     assert marks == [TID]  # the joined trace only
     assert shown == "visible" and mark["w"] > 0 and mark["x"] >= 0 and mark["x"] + mark["w"] <= width

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+from chromium import chromium
 from prometheus_client import CollectorRegistry
 from traces_helpers import live_sidecar
 
@@ -155,55 +156,38 @@ def _hex(c: str) -> tuple[int, int, int]:
 
 @pytest.mark.chromium
 def test_waterfall_in_headless_chromium(tmp_path: Path):
-    from playwright.sync_api import sync_playwright
-
     with live_sidecar({"slow_threshold_ms": 50}) as (url, _svc):
         r = httpx.post(f"{url}/v1/traces", content=_otlp(extra=196), headers={"content-type": "application/json"})
         assert r.status_code == 200
-        with sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path="/usr/bin/chromium",
-                args=[
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--no-first-run",
-                ],
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 1366, "height": 768})
+            t = time.monotonic()
+            page.goto(f"{url}/traces/{TID}", wait_until="load")
+            load_s = time.monotonic() - t
+            bars = page.eval_on_selector_all(
+                "rect.bar",
+                """els => els.map(e => {
+                const b = e.getBoundingClientRect();
+                return {id: e.dataset.spanId, x: b.x, y: b.y, w: b.width, h: b.height,
+                        fill: e.getAttribute('fill')}; })""",
             )
-            try:
-                page = browser.new_page(viewport={"width": 1366, "height": 768})
-                t = time.monotonic()
-                page.goto(f"{url}/traces/{TID}", wait_until="load")
-                load_s = time.monotonic() - t
-                bars = page.eval_on_selector_all(
-                    "rect.bar",
-                    """els => els.map(e => {
-                    const b = e.getBoundingClientRect();
-                    return {id: e.dataset.spanId, x: b.x, y: b.y, w: b.width, h: b.height,
-                            fill: e.getAttribute('fill')}; })""",
+            page.screenshot(path=str(tmp_path / "waterfall.png"), full_page=False)
+            clips = []
+            for b in [b for b in bars if b["id"].startswith("a")]:
+                png = page.screenshot(
+                    full_page=True,
+                    clip={
+                        "x": b["x"] + b["w"] / 2 - 1,
+                        "y": b["y"] + b["h"] / 2 - 1,
+                        "width": 2,
+                        "height": 2,
+                    },
                 )
-                page.screenshot(path=str(tmp_path / "waterfall.png"), full_page=False)
-                clips = []
-                for b in [b for b in bars if b["id"].startswith("a")]:
-                    png = page.screenshot(
-                        full_page=True,
-                        clip={
-                            "x": b["x"] + b["w"] / 2 - 1,
-                            "y": b["y"] + b["h"] / 2 - 1,
-                            "width": 2,
-                            "height": 2,
-                        },
-                    )
-                    clips.append(_png_pixels(png)[0][0])
-                page.goto(f"{url}/traces?model=ctr")
-                listed = page.eval_on_selector_all("td a", "els => els.map(e => e.getAttribute('href'))")
-                page.goto(f"{url}/traces?model=rank")
-                none_listed = page.eval_on_selector_all("td a", "els => els.length")
-            finally:
-                browser.close()
+                clips.append(_png_pixels(png)[0][0])
+            page.goto(f"{url}/traces?model=ctr")
+            listed = page.eval_on_selector_all("td a", "els => els.map(e => e.getAttribute('href'))")
+            page.goto(f"{url}/traces?model=rank")
+            none_listed = page.eval_on_selector_all("td a", "els => els.length")
     assert len(bars) == 200
     assert load_s < 5
     top4 = [b for b in bars if b["id"].startswith("a")]
