@@ -1,5 +1,6 @@
 """atheris target: the Triton trace-file reader takes any bytes without raising, and reading them in two pieces
-(cut where the input says) takes the same records as reading them whole, by either decoding path.
+(cut where the input says) takes the same records as reading them whole, by either decoding path, and the
+source's lean read (typed structs or one-timestamp tuples) folds to the same requests and refusals.
 
 Odd first bytes feed the bytes as they are; even ones build Triton-shaped records from them (ids, timestamps
 with any int, model records, tensors with any data and shape), so the fuzzer reaches the request, span and
@@ -101,6 +102,20 @@ def TestOneInput(data: bytes) -> None:
         slow.closed,
         slow.held,
     ), body
+    lean = scan(body, lean=True)  # typed records (typed.py) or one-timestamp tuples where they fit
+    assert (lean.consumed, lean.closed, lean.held, lean.damaged, lean.not_objects) == (
+        whole.consumed,
+        whole.closed,
+        whole.held,
+        whole.damaged,
+        whole.not_objects,
+    ), body
+    a, b = Assembler(max_pending=16, max_string=64), Assembler(max_pending=16, max_string=64)
+    ga: dict = {}
+    gb: dict = {}
+    a.add(whole.records, ga)
+    b.add(lean.records, gb)
+    assert (list(gb.items()), b.refused) == (list(ga.items()), a.refused), body
     first = scan(body[:cut])
     second = scan(body[first.consumed :], at_start=first.consumed == 0)
     if not whole.damaged and not first.damaged and not second.damaged:

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from sidecar.sources.trace_files.typed import decode_run
+
 __all__ = ["Scan", "parse_records", "scan"]
 
 
@@ -40,7 +42,7 @@ _NEAR_END = 32
 
 @dataclass
 class Scan:
-    records: list[Any] = field(default_factory=list)  # dicts; with ``lean``, also (id, name, ns) tuples
+    records: list[Any] = field(default_factory=list)  # dicts; with ``lean``, also typed.Rec structs or tuples
     consumed: int = 0  # bytes of the input taken, up to the end of the last complete record or separator
     closed: bool = False  # the last thing consumed was the array's closing ``]``
     held: int = 0  # bytes after ``consumed`` that look like a record still being written
@@ -130,8 +132,11 @@ def _fast(buf: bytes, at_start: bool, lean: bool = False) -> Scan | None:
     if end <= start:
         return None
     out = Scan(consumed=len(buf) if closed else end, closed=closed)
-    got = _lean(buf[start:end]) if lean else None
-    if got is not None:
+    typed = decode_run(buf[start:end]) if lean else None
+    got = _lean(buf[start:end]) if lean and typed is None else None
+    if typed is not None:
+        out.records = typed
+    elif got is not None:
         out.records, out.not_objects = got
     else:
         try:
@@ -157,8 +162,9 @@ def _fast(buf: bytes, at_start: bool, lean: bool = False) -> Scan | None:
 
 def scan(buf: bytes, at_start: bool = True, fast: bool = True, lean: bool = False) -> Scan:
     """The complete records in ``buf``, read from a record boundary of a trace file (``at_start``: from its
-    first byte, where the array's ``[`` opens it; anywhere else a ``[`` begins a value). ``lean``: records of
-    one timestamp may come as ``(trace id, name, ns)`` tuples (the source's reads; ``Assembler.add``)."""
+    first byte, where the array's ``[`` opens it; anywhere else a ``[`` begins a value). ``lean`` (the source's
+    reads; ``Assembler.add`` takes every form): a run of complete records comes as ``typed.Rec`` structs when
+    they all fit its types, else records of one timestamp may come as ``(trace id, name, ns)`` tuples."""
     if fast:
         got = _fast(buf, at_start, lean)
         if got is not None:

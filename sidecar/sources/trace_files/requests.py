@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sidecar.probe_marker import PROBE_REQUEST_PREFIX
+from sidecar.sources.trace_files.typed import MAX_NS, MAX_STAMP_NAME, UNSET, Rec
 
-__all__ = ["Assembler", "ProbeFilter", "Request", "complete", "probably_complete"]
+__all__ = ["MAX_NS", "MAX_STAMP_NAME", "Assembler", "ProbeFilter", "Request", "complete", "probably_complete"]
 
-MAX_NS = (1 << 63) - 1  # Triton's steady_clock ns is an int64
 MAX_STAMPS = 64  # distinct timestamp names kept per request (Triton writes 17 at most)
 MAX_TENSORS = 64  # tensors kept per request
-MAX_STAMP_NAME = 64
 MAX_REPEATS = 16384  # times kept per repeated timestamp name (a decoupled model's responses) per request
 
 
@@ -130,8 +129,32 @@ class Assembler:
         the common record, one timestamp, taken without a call.
         """
         pending = self.pending
-        last_tid, last_req = -1, _NOBODY  # the request of the previous tuple record
+        last_tid, last_req = -1, _NOBODY  # the request of the previous tuple or struct record
         for r in records:
+            if type(r) is Rec:  # a typed record (``scan(lean=True)``: typed.py), its values checked there
+                tid = r.id
+                if tid != last_tid:
+                    got = into.get(tid)
+                    if got is None:
+                        got = pending.pop(tid, None) or Request(tid)
+                        into[tid] = got
+                    last_tid, last_req = tid, got
+                stamps = r.timestamps
+                if stamps is not None:
+                    have = last_req.stamps
+                    for ts in stamps:
+                        sn, ns = ts.name, ts.ns
+                        prev = have.get(sn)
+                        if prev is not None:
+                            self._repeat(last_req, sn, prev, ns)
+                            have[sn] = ns
+                        elif len(have) < MAX_STAMPS:
+                            have[sn] = ns
+                        else:
+                            self._refuse("too_many_timestamps")
+                if r.model_name is not UNSET or r.tensor is not None:
+                    self._typed_rest(r, last_req)
+                continue
             if type(r) is tuple:  # (trace id, name, ns) of a one-timestamp record (``scan(lean=True)``)
                 tid, name, ns = r  # both within 0..MAX_NS, the name a short ASCII word: the scan's regex
                 if tid != last_tid:
@@ -196,6 +219,26 @@ class Assembler:
                     self._refuse("too_many_tensors")
                     continue
                 req.tensors[name] = {"data": tensor.get("data"), "shape": tensor.get("shape", "")}
+
+    def _typed_rest(self, r: Rec, req: Request) -> None:
+        """A typed record's model and tensor fields, as ``add`` takes a dict record's."""
+        if r.model_name is not UNSET:
+            v = r.model_version
+            model, version = self._text(r.model_name), self._text("" if v is None else v)
+            rid = self._text(r.request_id or "")
+            if model is not None and version is not None and rid is not None:
+                req.model, req.version, req.request_id, req.has_model = model, version, rid, True
+                if r.parent_id is not None:
+                    req.parent_id = r.parent_id
+        tensor = r.tensor
+        if tensor is not None:
+            name = self._text(tensor.name)
+            if name is None:
+                return
+            if name not in req.tensors and len(req.tensors) >= MAX_TENSORS:
+                self._refuse("too_many_tensors")
+                return
+            req.tensors[name] = {"data": tensor.data, "shape": tensor.shape}
 
     def _stamps(self, stamps: object, req: Request) -> None:
         if not isinstance(stamps, list):
