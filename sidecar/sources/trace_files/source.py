@@ -37,7 +37,7 @@ from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.records import scan
 from sidecar.sources.trace_files.requests import Assembler, ProbeFilter, Request
 from sidecar.sources.trace_files.settings import TraceFileSettings
-from sidecar.sources.trace_files.spans import plausible, span_records, stream_records
+from sidecar.sources.trace_files.spans import Bounds, plausible_of, span_records, stream_records
 from sidecar.sources.trace_files.tensors import events_from_requests
 from sidecar.store import Store
 
@@ -295,8 +295,8 @@ class TraceFileSource(Polled):
         if probes:
             self._probes_dropped(probes)
         ok: list[Request] = []
-        for group, offset in self._offsets(ready, mtime_ns):
-            fine = [q for q in group if plausible(q, offset)]
+        for group, offset, spans in self._offsets(ready, mtime_ns):
+            fine = plausible_of(group, offset, spans)
             ok += fine
             if len(fine) < len(group):
                 self.m.refused.labels("implausible_time").inc(len(group) - len(fine))
@@ -322,20 +322,25 @@ class TraceFileSource(Polled):
             if rows:
                 self.em.rejected.labels(EVENTS_SOURCE, "probe").inc(len(rows))
 
-    def _offsets(self, reqs: list[Request], mtime_ns: int) -> list[tuple[list[Request], int]]:
+    def _offsets(self, reqs: list[Request], mtime_ns: int) -> list[tuple[list[Request], int, list[Bounds]]]:
         """Requests grouped by the offset that maps their ``ns`` to Unix time: our monotonic clock's, or for
-        those that would end after this read (another host's clock), one anchoring their end at the mtime."""
+        those that would end after this read (another host's clock), one anchoring their end at the mtime;
+        with each request's (first, last) time (None: no timestamps)."""
         now_ns = int(self.clock.now() * 1e9)
         mono = now_ns - int(self.clock.monotonic() * 1e9)
-        ours: list[Request] = []
-        foreign: list[Request] = []
+        late = now_ns + 2_000_000_000 - mono
+        split: tuple[tuple[list[Request], list[Bounds]], ...] = (([], []), ([], []))  # ours, foreign
         for q in reqs:
-            last = max(q.stamps.values(), default=0)
-            (foreign if last + mono > now_ns + 2_000_000_000 and mtime_ns else ours).append(q)
-        out = [(ours, mono)]
+            v = q.stamps.values()
+            b = (min(v), max(v)) if v else None
+            qs, bs = split[bool(mtime_ns) and (b[1] if b else 0) > late]
+            qs.append(q)
+            bs.append(b)
+        (ours, ours_b), (foreign, foreign_b) = split
+        out = [(ours, mono, ours_b)]
         if foreign:
             self.m.fallback.inc()
-            out.append((foreign, mtime_ns - max(max(q.stamps.values()) for q in foreign)))
+            out.append((foreign, mtime_ns - max(b[1] if b else 0 for b in foreign_b), foreign_b))
         return out
 
     def publish(self, p: _Pass, gone: set[str]) -> int:

@@ -16,7 +16,7 @@ from sidecar.records import FMT_JSON, Record, to_span
 from sidecar.sources.trace_files.requests import MAX_NS, Request
 from sidecar.sources.trace_files.streams import SPAN_NAME, StreamFigures, stream_figures
 
-__all__ = ["SERVICE", "plausible", "records_to_spans", "span_records", "stream_records"]
+__all__ = ["SERVICE", "Bounds", "plausible", "plausible_of", "records_to_spans", "span_records", "stream_records"]
 
 _REQ_EVENTS = (
     "HTTP_RECV_START",
@@ -47,8 +47,27 @@ def plausible(q: Request, offset_ns: int) -> bool:
     return last - first <= MAX_REQUEST_NS and first + offset_ns >= 0 and last + offset_ns <= MAX_NS
 
 
+Bounds = tuple[int, int] | None  # a request's first and last time (None: no timestamps)
+
+
+def plausible_of(reqs: list[Request], offset_ns: int, bounds: list[Bounds]) -> list[Request]:
+    """The requests that are ``plausible``, from each one's (first, last) times already taken."""
+    lo, hi = -offset_ns, MAX_NS - offset_ns
+    return [
+        q
+        for q, b in zip(reqs, bounds, strict=True)
+        if b is None or (b[1] - b[0] <= MAX_REQUEST_NS and b[0] >= lo and b[1] <= hi)
+    ]
+
+
 def _digest(key: str, n: int) -> bytes:
     return _blake2b(key.encode(), digest_size=n).digest()
+
+
+# Fresh hash states to copy: a copy costs about half a new ``blake2b`` (its parameter block parsed and set up
+# once here), and a span id's state after the trace's hex id is shared by its three suffixes. Same digests.
+_B16 = _blake2b(digest_size=16)
+_B8 = _blake2b(digest_size=8)
 
 
 def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]:
@@ -64,6 +83,7 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
     out: list[Record] = []
     append = out.append
     group_of = _GROUP.get
+    new16, new8 = _B16.copy, _B8.copy
     for q in reqs:
         s = q.stamps
         if not s:
@@ -79,13 +99,21 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
             g = group_of(n)
             if g is not None:
                 groups[g][n] = t + offset_ns
-        trace = _digest(f"{path}|{q.tid}|{first}", 16)
-        hex_trace = trace.hex()
-        root = _digest(f"{hex_trace}|req", 8) if req_ev else None
-        model_id = _digest(f"{hex_trace}|model", 8)
-        if root is not None:
-            v = list(req_ev.values())
-            append((trace, root, None, "InferRequest", v[0], v[-1], 0, None, req_ev, SERVICE, FMT_JSON, _NO_ATTRS))
+        h = new16()
+        h.update(f"{path}|{q.tid}|{first}".encode())
+        trace = h.digest()
+        under = new8()  # the state after "<hex trace id>|", each span id's suffix added to a copy
+        under.update(trace.hex().encode() + b"|")
+        root: bytes | None = None
+        if req_ev:
+            h = under.copy()
+            h.update(b"req")
+            root = h.digest()
+            t0, t1 = next(iter(req_ev.values())), next(reversed(req_ev.values()))
+            append((trace, root, None, "InferRequest", t0, t1, 0, None, req_ev, SERVICE, FMT_JSON, _NO_ATTRS))
+        h = under.copy()
+        h.update(b"model")
+        model_id = h.digest()
         if model_ev:
             attrs: tuple[tuple[str, object], ...] = (
                 ("triton.model_name", q.model),
@@ -94,15 +122,15 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
             )
             if q.request_id:
                 attrs += (("triton.request_id", q.request_id),)
-            v = list(model_ev.values())
+            t0, t1 = next(iter(model_ev.values())), next(reversed(model_ev.values()))
             append(
                 (
                     trace,
                     model_id,
                     root,
                     q.model or "model",
-                    v[0],
-                    v[-1],
+                    t0,
+                    t1,
                     0,
                     (q.model, q.version),
                     model_ev,
@@ -112,10 +140,12 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
                 )
             )
         if comp_ev:
-            v = list(comp_ev.values())
+            t0, t1 = next(iter(comp_ev.values())), next(reversed(comp_ev.values()))
             parent = model_id if model_ev else root
-            cid = _digest(f"{hex_trace}|compute", 8)
-            append((trace, cid, parent, "compute", v[0], v[-1], 0, None, comp_ev, SERVICE, FMT_JSON, _NO_ATTRS))
+            h = under.copy()
+            h.update(b"compute")
+            cid = h.digest()
+            append((trace, cid, parent, "compute", t0, t1, 0, None, comp_ev, SERVICE, FMT_JSON, _NO_ATTRS))
     return out
 
 
