@@ -1,6 +1,7 @@
 """atheris target: the events decoder and parser refuse bad input only with ValueError / a rejection, and
 every event they accept holds usable values (finite numbers, a time in range); whatever batch the columnar door
-takes holds exactly the events the per-event door accepts."""
+takes holds exactly the events the per-event door accepts, and so does whatever body the typed door takes (it
+learned the feature name ``x``)."""
 
 import math
 import sys
@@ -17,6 +18,7 @@ with atheris.instrument_imports(include=["sidecar.sources.events", "sidecar.time
     from sidecar.sources.events.config import EventsConfig
     from sidecar.sources.events.http import EventsEndpoint
     from sidecar.sources.events.parse import parse_events
+    from sidecar.sources.events.typed import TypedDoor
     from sidecar.timerange import renderable
 
 NOW = 1_700_000_000.0
@@ -38,6 +40,8 @@ CFG = EventsConfig()
 TYPES = ("application/json", "application/x-ndjson", "application/json-seq")  # byte 0 % 4 == 3: structured
 ENDPOINT = EventsEndpoint.__new__(EventsEndpoint)  # only _decode is used: it needs the config alone
 ENDPOINT.cfg = CFG
+TYPED = TypedDoor(CFG)
+TYPED.learn(parse_columns([{"model": "m", "features": {"x": 1.0}}], CFG, NOW) or [])
 
 
 def _value(fdp: "atheris.FuzzedDataProvider", depth: int = 0) -> object:
@@ -78,15 +82,23 @@ def _structured(data: bytes) -> list[object]:
     return docs
 
 
+def _first(pair: tuple[int, object]) -> int:
+    return pair[0]
+
+
 def TestOneInput(data: bytes) -> None:
     if not data:
         return
+    typed = None
     if data[0] % 4 == 3:
         docs = _structured(data[1:])
     else:
+        typed = TYPED.body(data[1:], data[0] % 4 != 0, NOW)
         try:
             docs = ENDPOINT._decode(data[1:], TYPES[data[0] % 4])
         except ValueError:
+            if typed is not None:
+                raise AssertionError("the typed door took a body that is not JSON to the per-event door") from None
             return
     ok, bad = parse_events(docs, CFG, NOW)
     if len(ok) + len(bad) != len(docs):
@@ -102,6 +114,12 @@ def TestOneInput(data: bytes) -> None:
         got = sorted((int(r), e) for b in blocks for r, e in zip(b.rows(), b.events(), strict=True))
         if bad or [e for _, e in got] != ok:
             raise AssertionError("the columnar door took a batch the per-event door did not give the same")
+    if typed is not None:
+        got = sorted(
+            ((int(r), e) for b in typed for r, e in zip(b.rows(), b.events(), strict=True)), key=lambda p: p[0]
+        )
+        if bad or [e for _, e in got] != ok:
+            raise AssertionError("the typed door took a body the per-event door did not give the same")
 
 
 if __name__ == "__main__":

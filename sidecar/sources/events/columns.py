@@ -26,7 +26,7 @@ from sidecar.model import EventColumns
 from sidecar.sources.events.config import EventsConfig
 from sidecar.timerange import MAX_AT, MIN_AT
 
-__all__ = ["parse_columns"]
+__all__ = ["good_names", "parse_columns", "times_in_range"]
 
 _SHAPE = frozenset({"model", "version", "timestamp", "features", "score"})
 _NUM = {float, int}
@@ -34,10 +34,16 @@ _NUM_NONE = {float, int, type(None)}
 _VERSION_TYPES = {str, int, type(None)}
 
 
-def _good_names(names: Any, cfg: EventsConfig) -> bool:
+def good_names(names: Any, cfg: EventsConfig) -> bool:
     """Every name a non-empty string of at most ``max_name_length`` (checked once per distinct name)."""
     limit = cfg.max_name_length
     return all(type(n) is str and 0 < len(n) <= limit for n in names)
+
+
+def times_in_range(ts: np.ndarray, cfg: EventsConfig, now: float) -> bool:
+    """Every time (no NaN left) inside ``max_age_secs`` .. ``max_future_skew_secs`` and 2000..2100."""
+    lo, hi = max(now - cfg.max_age_secs, MIN_AT), min(now + cfg.max_future_skew_secs, MAX_AT)
+    return bool(ts.min() >= lo and ts.max() <= hi)
 
 
 def _floats(values: list[Any], *, none_ok: bool) -> np.ndarray | None:
@@ -62,7 +68,7 @@ def _floats(values: list[Any], *, none_ok: bool) -> np.ndarray | None:
 def _matrix(feats: list[dict[Any, Any]], names: list[Any], cfg: EventsConfig) -> np.ndarray | None:
     """The events' feature values as an (n, k) float64 matrix in ``names``' order; None unless every event has
     exactly these names in this order and every value is a finite number (not a bool)."""
-    if len(names) > cfg.max_features_per_event or not _good_names(names, cfg):
+    if len(names) > cfg.max_features_per_event or not good_names(names, cfg):
         return None
     if [*chain.from_iterable(feats)] != names * len(feats):  # one comparison of every event's names, in order
         return None
@@ -94,8 +100,7 @@ def _group(
         return None
     if np.isnan(ts).any():
         ts[np.isnan(ts)] = now  # no time: when received
-    lo, hi = max(now - cfg.max_age_secs, MIN_AT), min(now + cfg.max_future_skew_secs, MAX_AT)
-    if not (ts.min() >= lo and ts.max() <= hi):
+    if not times_in_range(ts, cfg, now):
         return None
     feats = [d.get("features", _EMPTY) for d in sel]
     if set(map(type, feats)) != {dict}:
@@ -138,7 +143,7 @@ def parse_columns(docs: list[Any], cfg: EventsConfig, now: float) -> list[EventC
     norm: dict[tuple[Any, Any], tuple[str, str]] = {}
     for m, v in distinct:
         version = cfg.default_version if v is None else str(v) if type(v) is int else v
-        if not _good_names((m, version), cfg):
+        if not good_names((m, version), cfg):
             return None
         norm[(m, v)] = (m, version)
     if len(set(norm.values())) == 1:

@@ -23,6 +23,7 @@ from sidecar.sources.events.columns import parse_columns
 from sidecar.sources.events.config import EventsConfig
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.events.parse import Rejection, parse_events
+from sidecar.sources.events.typed import TypedDoor
 from sidecar.sources.media import JSON, JSON_LINES, decode_documents, media_type
 
 __all__ = ["EventsEndpoint"]
@@ -50,11 +51,27 @@ class EventsEndpoint(Passive):
         self.bus = bus
         self.guard = guard
         self.clock = clock
+        self.typed = TypedDoor(cfg)
 
     def _decode(self, body: bytes, mtype: str) -> list[Any]:
         return decode_documents(
             body, mtype, wrapper="events", max_docs=self.cfg.max_events_per_batch, what="an event object"
         )
+
+    def _docs(self, body: bytes, mtype: str) -> list[Any]:
+        """The body's documents, or the counted 400 (not JSON) or 413 (too many events)."""
+        guard = self.guard
+        try:
+            docs = self._decode(body, mtype)
+        except ValueError as exc:
+            self.m.rejected.labels("http", "not_json").inc()
+            raise guard.refuse(ENDPOINT, "bad_request", 400, str(exc)) from None
+        if len(docs) > self.cfg.max_events_per_batch:
+            self.m.rejected.labels("http", "too_many").inc(len(docs))
+            raise guard.refuse(
+                ENDPOINT, "too_large", 413, f"more than {self.cfg.max_events_per_batch} events in one request"
+            )
+        return docs
 
     async def handle(self, request: Request) -> JSONResponse:
         guard = self.guard
@@ -62,21 +79,18 @@ class EventsEndpoint(Passive):
         mtype = media_type(request, JSON + JSON_LINES, guard, ENDPOINT)
         async with guard.admit(ENDPOINT):
             body = await guard.read_body(request, ENDPOINT)
-            try:
-                docs = self._decode(body, mtype)
-            except ValueError as exc:
-                self.m.rejected.labels("http", "not_json").inc()
-                raise guard.refuse(ENDPOINT, "bad_request", 400, str(exc)) from None
-            if len(docs) > self.cfg.max_events_per_batch:
-                self.m.rejected.labels("http", "too_many").inc(len(docs))
-                raise guard.refuse(
-                    ENDPOINT, "too_large", 413, f"more than {self.cfg.max_events_per_batch} events in one request"
-                )
             now = self.clock.now()
             rejected: list[Rejection] = []
-            columns = parse_columns(docs, self.cfg, now)  # the common shape, checked as arrays; else None
+            # The common shape with the feature names of the last columnar batch, decoded typed; else None.
+            columns = self.typed.body(body, mtype in JSON_LINES, now)
+            if columns is None:
+                docs = self._docs(body, mtype)
+                columns = parse_columns(docs, self.cfg, now)  # the common shape, checked as arrays; else None
+                if columns is not None:
+                    self.typed.learn(columns)
             if columns is not None:
-                batch, n_accepted = Batch("event_columns", "http", tuple(columns), now), len(docs)
+                n = sum(c.n for c in columns)
+                batch, n_accepted = Batch("event_columns", "http", tuple(columns), now), n
             else:
                 events, rejected = parse_events(docs, self.cfg, now)
                 events, probes = split_probe_events(events)  # the model probe's own traffic: not an SLI

@@ -25,6 +25,7 @@ from sidecar.sources.events.config import EventsConfig, JsonlFileConfig
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.events.parse import EventError, parse_event
 from sidecar.sources.events.polled import PolledEventSource
+from sidecar.sources.events.typed import TypedDoor
 from sidecar.store import Store
 
 __all__ = ["JsonlTailer"]
@@ -59,6 +60,7 @@ class JsonlTailer(PolledEventSource):
         )
         self.cfg = cfg
         self.events_cfg = events_cfg
+        self.typed = TypedDoor(events_cfg)
         self._fh: IO[bytes] | None = None
         self._inode: int | None = None
         self._pos = 0
@@ -164,6 +166,10 @@ class JsonlTailer(PolledEventSource):
             self._close()
             return []
         now = self.clock.now()
+        if lines and (cols := self.typed.lines(lines, now)) is not None:  # the common shape, decoded typed
+            self._line_no += len(lines)
+            self._save_pos()
+            return cols
         docs: list[tuple[int, object]] = []
         for line in lines:
             self._line_no += 1
@@ -175,7 +181,10 @@ class JsonlTailer(PolledEventSource):
                 self.m.rejected.labels(self.source, "not_json").inc()
         out: list[Event] | list[EventColumns] = []
         if docs:
-            out = parse_columns([d for _, d in docs], self.events_cfg, now) or self._one_by_one(docs, now)
+            cols = parse_columns([d for _, d in docs], self.events_cfg, now)
+            if cols is not None:
+                self.typed.learn(cols)
+            out = cols or self._one_by_one(docs, now)
         if lines:
             self._save_pos()
         return out

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -188,3 +190,114 @@ def test_readers_without_a_columnar_path_share_one_conversion_per_batch() -> Non
     assert a[0] is b[0] and a[1] is b[1]  # one conversion per batch, shared
     assert a[0].items != a[1].items  # not the previous batch's events
     assert list(a[1].items) == _events_of(list(batches[1].items))
+
+
+# ---- the typed door (typed.py): a body decoded by msgspec with the learned names, against parse_events -------
+# Bodies are written as text, so what a Python dict cannot hold is sent too: a name twice, an int beyond 64
+# bits, a number beyond float range (1e400), names reordered or missing, blank and CRLF lines.
+
+NAMES = ("a", "b", "c")
+_ODD_NUMBERS = ["true", "null", '"1.5"', "1e400", "-1e400", str(2**70), str(2**64), str(2**63 + 1), "1e-400"]
+text_number = (
+    st.floats(-1e6, 1e6).map(repr)
+    | st.integers(-(2**80), 2**80).map(str)
+    | st.sampled_from(["0", "-0", "1E+3", "9007199254740993", "2.5e-324"])
+)
+
+
+def _pick(draw: st.DrawFn, good: st.SearchStrategy[str], odd: st.SearchStrategy[str]) -> str:
+    """Mostly a good value; one in twenty-five an odd one (so a batch of several events is often all good)."""
+    return draw(odd if draw(st.integers(0, 24)) == 0 else good)
+
+
+@st.composite
+def text_event(draw: st.DrawFn) -> str:
+    names = list(NAMES)
+    if draw(st.integers(0, 9)) == 0:
+        names = draw(st.permutations(names))
+    if draw(st.integers(0, 24)) == 0:
+        names = names[:-1]  # a missing name
+    if draw(st.integers(0, 24)) == 0:
+        names.append(draw(st.sampled_from(["a", "d", "x" * 13])))  # a name twice, unknown, too long
+    feats = ",".join(f'"{n}":{_pick(draw, text_number, st.sampled_from(_ODD_NUMBERS))}' for n in names)
+    model = _pick(draw, st.sampled_from(['"m"', '"n"']), st.sampled_from(['""', '"' + "x" * 13 + '"', "1"]))
+    parts = [f'"model":{model}']
+    if draw(st.booleans()):
+        good = st.sampled_from(['"1"', "1", "null", "-3", str(2**63 - 1)])
+        v = _pick(draw, good, st.sampled_from(["true", str(2**63), str(2**64), str(2**70), '""', "1.5"]))
+        parts.append(f'"version":{v}')
+    if draw(st.booleans()):
+        good = st.floats(NOW - 40 * 86400, NOW + 600).map(repr) | st.integers(int(NOW) - 3600, int(NOW)).map(str)
+        t = _pick(draw, good | st.just("null"), st.sampled_from(['"2023-11-14T22:00:00Z"', "true", str(2**70)]))
+        parts.append(f'"timestamp":{t}')
+    parts.append(f'"features":{{{feats}}}')
+    if draw(st.booleans()):
+        score = _pick(draw, text_number | st.just("null"), st.sampled_from(["true", '"x"', "1e400"]))
+        parts.append(f'"score":{score}')
+    if draw(st.integers(0, 24)) == 0:
+        parts.append(draw(st.sampled_from(['"label":1', '"request_id":"r"', '"model":"n"'])))  # "model" twice
+    return "{" + ",".join(draw(st.permutations(parts))) + "}"
+
+
+def _typed_door() -> Any:
+    from sidecar.sources.events.typed import TypedDoor
+
+    door = TypedDoor(CFG)
+    learned = parse_columns([_doc(random.Random(1), list(NAMES))], CFG, NOW)
+    assert learned is not None
+    door.learn(learned)
+    return door
+
+
+def _same_as_parse_events(blocks: list[EventColumns] | None, docs: list[Any]) -> bool:
+    if blocks is None:
+        return False
+    events, rejected = parse_events(docs, CFG, NOW)
+    assert rejected == []
+    got = sorted(((int(r), e) for b in blocks for r, e in zip(b.rows(), b.events(), strict=True)), key=lambda p: p[0])
+    assert [e for _, e in got] == events
+    for _, e in got:
+        assert all(type(v) is float for v in e.features.values()) and type(e.timestamp) is float
+    return True
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(text_event(), min_size=1, max_size=8), st.sampled_from(["json", "list", "ndjson", "lines"]))
+def test_the_typed_door_takes_only_what_parse_events_accepts_and_gives_the_same_events(
+    events: list[str], form: str
+) -> None:
+    """Whatever body the typed door takes, ``orjson`` + ``parse_events`` accept every event of it, and the
+    events are equal (values, times, versions, scores); whatever it is not sure of, it leaves (None)."""
+    from sidecar.sources.media import decode_documents
+
+    door = _typed_door()
+    if form in ("json", "list"):
+        text = f'{{"events":[{",".join(events)}]}}' if form == "json" else f"[{','.join(events)}]"
+        body, mtype = text.encode(), "application/json"
+    else:
+        body, mtype = ("\r\n\n".join(events) + "\n").encode(), "application/x-ndjson"
+    try:
+        docs = decode_documents(body, mtype, wrapper="events", max_docs=CFG.max_events_per_batch, what="an event")
+    except ValueError:
+        docs = None
+    lines = form == "lines"
+    got = door.lines(body.split(b"\n"), NOW) if lines else door.body(body, mtype != "application/json", NOW)
+    if got is not None:
+        assert docs is not None
+        _same_as_parse_events(got, docs)
+
+
+def test_the_typed_door_takes_the_common_shape_and_leaves_the_rest() -> None:
+    door = _typed_door()
+    rnd = random.Random(3)
+    docs = [_doc(rnd, ["c", "a", "b"] if i == 4 else list(NAMES), version=rnd.choice(["1", 2])) for i in range(40)]
+    docs[7]["features"]["b"] = 2**60 + 1  # an integer is the float float() gives
+    body = orjson.dumps({"events": docs})
+    assert _same_as_parse_events(door.body(body, False, NOW), docs)
+    ndjson = b"\n".join(map(orjson.dumps, docs))
+    assert _same_as_parse_events(door.body(ndjson, True, NOW), docs)
+    for odd in ("true", "null", "1e400", '"1"', '1,"b":true', '1,"d":1', "1e400"):
+        text = re.sub(r'"b":[-0-9.eE+]+', '"b":' + odd, body.decode(), count=1)
+        assert door.body(text.encode(), False, NOW) is None, odd
+    assert door.body(b"\x1e" + ndjson, True, NOW) is None  # json-seq: the caller's path drops the RS
+    assert door.body(orjson.dumps({"events": docs * 300}), False, NOW) is None  # over max_events_per_batch

@@ -223,9 +223,9 @@ def test_checks_state_after_fixed_seed_batches_is_unchanged(
     assert digest == GOLDEN, digest + " " + orjson.dumps(state, option=orjson.OPT_INDENT_2).decode()[:4000]
 
 
-def _plain_event(rnd: random.Random, now: float, i: int) -> dict[str, Any]:
+def _plain_event(rnd: random.Random, now: float, i: int, one_model: bool = False) -> dict[str, Any]:
     """An event of the common shape (numbers only, the same names per model): the columnar door takes it."""
-    model = "ctr" if rnd.random() < 0.7 else "rank"
+    model = "ctr" if one_model or rnd.random() < 0.7 else "rank"
     feats = {"x": rnd.gauss(0.0, 1.0), "y": rnd.randint(0, 9)} if model == "ctr" else {"a": rnd.gauss(5.0, 2.0)}
     ev: dict[str, Any] = {"model": model, "version": rnd.choice(["1", 2]) if i % 3 else "1", "features": feats}
     r = rnd.random()
@@ -235,7 +235,9 @@ def _plain_event(rnd: random.Random, now: float, i: int) -> dict[str, Any]:
     return ev
 
 
-def _run_plain_batches(tmp_path: Any, columns: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], int]:
+def _run_plain_batches(
+    tmp_path: Any, columns: bool, monkeypatch: pytest.MonkeyPatch, one_model: bool = False
+) -> tuple[dict[str, Any], int]:
     from sidecar.app import create_app
     from sidecar.sources.events import http
     from sidecar.wiring.business import build as business
@@ -243,14 +245,20 @@ def _run_plain_batches(tmp_path: Any, columns: bool, monkeypatch: pytest.MonkeyP
     from sidecar.wiring.events import build as events
 
     taken = [0]
-    real = http.parse_columns
+    real, real_typed = http.parse_columns, http.TypedDoor.body
 
     def spy(docs: Any, cfg: Any, now: float) -> Any:
         got = real(docs, cfg, now) if columns else None
         taken[0] += 0 if got is None else sum(b.n for b in got)
         return got
 
+    def typed_spy(door: Any, body: bytes, json_lines: bool, now: float) -> Any:
+        got = real_typed(door, body, json_lines, now) if columns else None
+        taken[0] += 0 if got is None else sum(b.n for b in got)
+        return got
+
     monkeypatch.setattr(http, "parse_columns", spy)
+    monkeypatch.setattr(http.TypedDoor, "body", typed_spy)
     clock = FakeClock(NOW)
     svc = Service(
         parse_config(_config()),
@@ -263,7 +271,7 @@ def _run_plain_batches(tmp_path: Any, columns: bool, monkeypatch: pytest.MonkeyP
     sent = 0
     with TestClient(create_app(svc)) as client:
         for i in range(14):
-            evs = [_plain_event(rnd, clock.now(), i) for _ in range(rnd.randint(100, 400))]
+            evs = [_plain_event(rnd, clock.now(), i, one_model) for _ in range(rnd.randint(100, 400))]
             if i % 2:
                 body, ctype = b"\n".join(orjson.dumps(e) for e in evs), "application/x-ndjson"
             else:
@@ -290,4 +298,28 @@ def test_the_columnar_path_leaves_the_same_state_as_the_per_event_path(
     assert any(b[5] for w in ours["windows"] for b in w[1]), "some bucket must have folded into a sketch"
     assert ours["refs"], "a pinned reference must have filled"
     assert any(f[2] is not None for f in ours["business"])
+    assert ours == per_event
+
+
+def test_the_typed_door_leaves_the_same_state_as_the_per_event_path(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same with one model, so every batch after the first has the learned feature names and is decoded
+    by the typed door (typed.py): the same state as one by one."""
+    from sidecar.sources.events.typed import TypedDoor
+
+    typed = [0]
+    real = TypedDoor._columns
+
+    def count(door: Any, *args: Any) -> Any:
+        got = real(door, *args)
+        typed[0] += 0 if got is None else sum(b.n for b in got)
+        return got
+
+    monkeypatch.setattr(TypedDoor, "_columns", count)
+    ours, taken = _run_plain_batches(tmp_path, True, monkeypatch, one_model=True)
+    per_event, none = _run_plain_batches(tmp_path, False, monkeypatch, one_model=True)
+    assert none == 0 and typed[0] > 3000 and taken - typed[0] < 400, (taken, typed)
+    assert any(b[5] for w in ours["windows"] for b in w[1]), "some bucket must have folded into a sketch"
+    assert ours["refs"], "a pinned reference must have filled"
     assert ours == per_event

@@ -78,3 +78,31 @@ def test_jsonl_resumes_after_restart_and_counts_bad_lines(tmp_path: Path, clock:
         f.write(_line(2, clock.now()))
     t2, got2 = _tailer(tmp_path, clock, path, max_line_bytes=1000)
     assert t2.poll_once() == 1 and got2[0].features["i"] == 2.0  # nothing re-read, nothing skipped
+
+
+def test_lines_with_the_learned_names_go_through_the_typed_door(tmp_path: Path, clock: FakeClock) -> None:
+    """After a poll of the common shape, the next polls' lines are decoded typed (typed.py); a poll with one
+    line the typed door is not sure of goes the per-line way, refusal counted, the good lines kept."""
+    path = tmp_path / "events.jsonl"
+    t, got = _tailer(tmp_path, clock, path)
+    taken: list[int] = []
+    real = t.typed.lines
+
+    def spy(lines: list[bytes], now: float) -> Any:
+        out = real(lines, now)
+        taken.append(-1 if out is None else sum(b.n for b in out))
+        return out
+
+    t.typed.lines = spy  # type: ignore[method-assign]
+    path.write_bytes(_line(0, clock.now()) + _line(1, clock.now()))
+    assert t.poll_once() == 2 and taken == [-1]  # nothing learned yet: orjson, then columns.py
+    with path.open("ab") as f:
+        f.write(_line(2, clock.now()) + b"\n" + _line(3, clock.now()))
+    assert t.poll_once() == 2 and taken[-1] == 2
+    with path.open("ab") as f:
+        f.write(_line(4, clock.now()) + b'{"model": "m", "features": {"i": true}}\n' + _line(5, clock.now()))
+    assert t.poll_once() == 2 and taken[-1] == -1
+    assert [e.features["i"] for e in got] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    reg = t.m.registry
+    assert reg.get_sample_value("sidecar_events_rejected_total", {"source": "jsonl", "reason": "invalid"}) == 1
+    assert reg.get_sample_value("sidecar_events_received_total", {"source": "jsonl"}) == 6
