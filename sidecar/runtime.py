@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import gc
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
@@ -77,3 +78,8 @@ def tune_gc(cfg: RuntimeConfig | None = None) -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*cfg.gc_threshold)
+    # Frozen objects are never collected, not even by the collection at exit: the service's cycles would still
+    # hold its windows' KLL sketches when datasketches (nanobind) checks at shutdown, which then reports every
+    # one as leaked. Unfrozen at exit, the last collection frees them (registered once, however often this runs).
+    atexit.unregister(gc.unfreeze)
+    atexit.register(gc.unfreeze)
