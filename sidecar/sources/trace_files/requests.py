@@ -142,6 +142,14 @@ class Assembler:
                 stamps = r.timestamps
                 if stamps is not None:
                     have = last_req.stamps
+                    if len(stamps) == 1:  # Triton's commonest record
+                        ts = stamps[0]
+                        sn = ts.name
+                        if sn not in have and len(have) < MAX_STAMPS:
+                            have[sn] = ts.ns
+                            if r.model_name is not UNSET or r.tensor is not None:
+                                self._typed_rest(r, last_req)
+                            continue
                     for ts in stamps:
                         sn, ns = ts.name, ts.ns
                         prev = have.get(sn)
@@ -221,19 +229,29 @@ class Assembler:
                 req.tensors[name] = {"data": tensor.get("data"), "shape": tensor.get("shape", "")}
 
     def _typed_rest(self, r: Rec, req: Request) -> None:
-        """A typed record's model and tensor fields, as ``add`` takes a dict record's."""
-        if r.model_name is not UNSET:
+        """A typed record's model and tensor fields, as ``add`` takes a dict record's (``_text`` inlined:
+        the values are already str, or None, or an int version)."""
+        limit = self.max_string
+        model = r.model_name
+        if model is not UNSET:
             v = r.model_version
-            model, version = self._text(r.model_name), self._text("" if v is None else v)
-            rid = self._text(r.request_id or "")
-            if model is not None and version is not None and rid is not None:
+            model = model or ""
+            version = "" if v is None else v if type(v) is str else str(v)
+            rid = r.request_id or ""
+            ok = True
+            for text in (model, version, rid):
+                if len(text) > limit:
+                    self._refuse("string_too_long")
+                    ok = False
+            if ok:
                 req.model, req.version, req.request_id, req.has_model = model, version, rid, True
                 if r.parent_id is not None:
                     req.parent_id = r.parent_id
         tensor = r.tensor
         if tensor is not None:
-            name = self._text(tensor.name)
-            if name is None:
+            name = tensor.name
+            if len(name) > limit:
+                self._refuse("string_too_long")
                 return
             if name not in req.tensors and len(req.tensors) >= MAX_TENSORS:
                 self._refuse("too_many_tensors")
