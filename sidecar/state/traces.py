@@ -17,8 +17,31 @@ from collections.abc import Callable, Iterable, Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.model import Span
-from sidecar.records import END, MODEL, MODEL_ATTR, NAME, SPAN, START, STATUS, TRACE, VERSION_ATTR, Record
-from sidecar.state.trace_entry import ENTRY_BYTES, TraceEntry, TraceSummary, record_bytes, trace_key
+from sidecar.records import (
+    END,
+    EVENTS,
+    FMT,
+    FMT_JSON,
+    MODEL,
+    MODEL_ATTR,
+    NAME,
+    RAW,
+    SPAN,
+    START,
+    STATUS,
+    TRACE,
+    VERSION_ATTR,
+    Record,
+)
+from sidecar.state.trace_entry import (
+    ENTRY_BYTES,
+    EVENT_BYTES,
+    RECORD_BYTES,
+    TraceEntry,
+    TraceSummary,
+    record_bytes,
+    trace_key,
+)
 
 __all__ = ["MODEL_ATTR", "VERSION_ATTR", "TraceEntry", "TraceStore", "TraceSummary"]
 
@@ -99,9 +122,6 @@ class TraceStore:
     def __len__(self) -> int:
         return len(self._plain) + len(self._kept)
 
-    def _is_kept(self, e: TraceEntry) -> bool:
-        return e.error or bool(e.failure_note) or e.end_ns - e.start_ns >= self.slow_threshold_ns
-
     def add(
         self,
         records: Iterable[Record],
@@ -154,6 +174,7 @@ class TraceStore:
         added = 0
         limit = self.max_spans_per_trace
         byte_limit = self.max_trace_bytes
+        slow = self.slow_threshold_ns
         plain, kept = self._plain, self._kept
         for key, group in by_trace.items():
             e = plain.get(key) or kept.get(key)
@@ -173,7 +194,13 @@ class TraceStore:
                 if len(by_id) >= limit:
                     full += 1
                     continue
-                size = record_bytes(r)
+                ev, raw = r[EVENTS], r[RAW]
+                if r[FMT] == FMT_JSON and type(ev) is dict and not raw[0]:
+                    # ``record_bytes`` of the commonest record (Triton's spans from trace files: JSON, an
+                    # event dict, no attributes) without the call
+                    size = RECORD_BYTES + len(r[NAME]) + len(raw[1]) + EVENT_BYTES * len(ev)
+                else:
+                    size = record_bytes(r)
                 if nbytes + size > byte_limit:
                     too_big += 1
                     continue
@@ -197,7 +224,7 @@ class TraceStore:
                 e.nbytes, e.start_ns, e.end_ns = nbytes, start, end
                 added += nbytes - before
                 stored += n
-                if key in plain and self._is_kept(e):
+                if (e.error or e.failure_note or end - start >= slow) and key in plain:  # now a kept trace
                     del plain[key]
                     kept[key] = e
         self._bytes += added
