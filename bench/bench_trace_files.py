@@ -10,7 +10,8 @@ level=TIMESTAMPS, five at TIMESTAMPS+TENSORS), replicated with fresh trace ids, 
 Each run reads the whole file with a fresh ``TraceFileSource`` into a bus with the trace hub (store and stage
 histograms) subscribed, as the service wires it, and counts process CPU time (one thread). Rows:
 
-- floor: ``orjson.loads`` of the file alone (decoding, nothing else);
+- floor: ``orjson.loads`` of the file alone (decoding, nothing else), and ``msgspec``'s typed decode of it into
+  the reader's own record structs (sidecar/sources/trace_files/typed.py), the decode the reader does now;
 - before: the source with the frozen span building and record joining of tests/helpers/trace_files_before.py;
 - ours: the source as it is.
 
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import msgspec
 import orjson
 from prometheus_client import CollectorRegistry
 
@@ -61,6 +63,7 @@ from sidecar.config import parse_config  # noqa: E402
 from sidecar.runtime import tune_gc  # noqa: E402
 from sidecar.sources.trace_files.metrics import TraceFileMetrics  # noqa: E402
 from sidecar.sources.trace_files.settings import TraceFileSettings  # noqa: E402
+from sidecar.sources.trace_files.typed import Rec  # noqa: E402
 from sidecar.state.trace_hub import TraceHub  # noqa: E402
 from sidecar.store import Store  # noqa: E402
 
@@ -192,12 +195,14 @@ def main() -> None:
         print(f"{'ours, reader + trace hub':48s} {us:7.2f} us/request; RSS {base:.0f} MiB before, peak {peak:.0f} MiB")
         return
 
-    def floor_us() -> float:
+    typed = msgspec.json.Decoder(list[Rec])
+
+    def floor_us(decode: Any = orjson.loads) -> float:
         floor = []
         for _ in range(args.repeat):
             gc.collect()
             t0 = time.process_time()
-            orjson.loads(data)
+            decode(data)
             floor.append(time.process_time() - t0)
         return statistics.median(floor) / n * 1e6
 
@@ -207,6 +212,8 @@ def main() -> None:
 
     f_us = floor_us()
     print(f"{'floor: orjson.loads of the file alone':48s} {f_us:7.2f} us/request")
+    t_us = floor_us(typed.decode)
+    print(f"{'floor: msgspec typed decode (typed.Rec) alone':48s} {t_us:7.2f} us/request")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "traces"
         for hub in (False, True):
@@ -220,7 +227,10 @@ def main() -> None:
                 what = "before" if before else "ours"
                 where = "reader + trace hub (store, stage histograms)" if hub else "reader alone"
                 print(f"{what + ', ' + where:48s} {res[before]:7.2f} us/request  ({spans} spans)")
-            print(f"{'':48s} before/ours {res[True] / res[False]:5.2f}x  ours/floor {res[False] / f_us:5.1f}x")
+            print(
+                f"{'':48s} before/ours {res[True] / res[False]:5.2f}x  ours/floor {res[False] / f_us:5.1f}x"
+                f"  ours/typed floor {res[False] / t_us:5.1f}x"
+            )
         ours = res[False]
         frozen = hub_us(True)
         print(
