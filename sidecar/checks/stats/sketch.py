@@ -34,7 +34,10 @@ def new_kll(k: int) -> kll_floats_sketch:
 
 
 def kll_update(sketch: Any, values: np.ndarray) -> None:
-    sketch.update(np.asarray(values, dtype=np.float32))
+    """Folds ``values`` into the sketch, sorted first: its compactions sort each level they halve, and on sorted
+    runs they cost about two thirds (runs of 625 normal values at k=400: 37 -> 24 ns a value with the sort,
+    ``docs/events.md`` "Speed"). The KLL error bound holds for any order of the input, so it holds for this one."""
+    sketch.update(np.sort(np.asarray(values, dtype=np.float32)))
 
 
 def kll_error(k: int) -> float:
