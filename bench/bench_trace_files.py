@@ -15,16 +15,18 @@ histograms) subscribed, as the service wires it, and counts process CPU time (on
 - before: the source with the frozen span building and record joining of tests/helpers/trace_files_before.py;
 - ours: the source as it is.
 
-Each is shown for the reader alone (spans published to nobody) and with the trace hub. Prints the median us of
-CPU per traced request, before/ours and ours/floor, then "ours" with the frozen trace hub of ae3dd55 (every span
-stored and observed one by one: tests/state/traces_before.py, stages_before.py), with Python's garbage collector
-off, and the floor, ours and ours with the frozen hub under CPython's default collector (thresholds 700, 10, 10,
-nothing frozen: the last is the path as it was before issue 31 item 2's GC and hub work). Every
-other row runs with the collector as the sidecar sets it at start-up: ``sidecar.runtime.tune_gc`` with the
-``runtime`` section (``--gc-threshold`` sets ``runtime.gc_threshold``; default: the config's default), called
-after the input is built. ``--profile`` prints cProfile's top functions of one "ours" run. Each timed run starts
-after a ``gc.collect()``. ``--rss-only``: only "ours" with the hub, then the process's peak RSS (run once per
-threshold, in its own process, to compare their memory).
+Each is shown for the reader alone (spans published to nobody) and with the trace hub. The rows run round-robin, one
+run of each per round (``--repeat`` rounds), so a host that slows down mid-run (a shared core's sibling busy) moves
+every row alike. Prints the median (and min) us of CPU per traced request, before/ours and ours/floor (of the
+medians), ours + hub against the floor within each round, then "ours" with the frozen trace hub of ae3dd55 (every
+span stored and observed one by one: tests/state/traces_before.py, stages_before.py), with Python's garbage
+collector off, and the floor, ours and ours with the frozen hub under CPython's default collector (thresholds 700,
+10, 10, nothing frozen: the last is the path as it was before issue 31 item 2's GC and hub work). Every other row
+runs with the collector as the sidecar sets it at start-up: ``sidecar.runtime.tune_gc`` with the ``runtime`` section
+(``--gc-threshold`` sets ``runtime.gc_threshold``; default: the config's default), called after the input is built.
+``--profile`` prints cProfile's top functions of one "ours" run. Each timed run starts after a ``gc.collect()``.
+``--rss-only``: only "ours" with the hub, then the process's peak RSS (run once per threshold, in its own process,
+to compare their memory).
 """
 
 from __future__ import annotations
@@ -197,66 +199,80 @@ def main() -> None:
 
     typed = msgspec.json.Decoder(list[Rec])
 
-    def floor_us(decode: Any = orjson.loads) -> float:
-        floor = []
-        for _ in range(args.repeat):
-            gc.collect()
-            t0 = time.process_time()
-            decode(data)
-            floor.append(time.process_time() - t0)
-        return statistics.median(floor) / n * 1e6
+    def decode_s(decode: Any) -> float:
+        gc.collect()
+        t0 = time.process_time()
+        decode(data)
+        return time.process_time() - t0
 
-    def hub_us(frozen: bool) -> float:
-        ts = [run(folder, data, mono_s, before=False, hub=True, frozen=frozen)[0] for _ in range(args.repeat)]
-        return statistics.median(ts) / n * 1e6
+    spans: dict[str, int] = {}
 
-    f_us = floor_us()
-    print(f"{'floor: orjson.loads of the file alone':48s} {f_us:7.2f} us/request")
-    t_us = floor_us(typed.decode)
-    print(f"{'floor: msgspec typed decode (typed.Rec) alone':48s} {t_us:7.2f} us/request")
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "traces"
-        for hub in (False, True):
-            res: dict[bool, float] = {}
-            for before in (True, False):
-                times, spans = [], 0
-                for _ in range(args.repeat):
-                    t, spans = run(folder, data, mono_s, before=before, hub=hub)
-                    times.append(t)
-                res[before] = statistics.median(times) / n * 1e6
-                what = "before" if before else "ours"
-                where = "reader + trace hub (store, stage histograms)" if hub else "reader alone"
-                print(f"{what + ', ' + where:48s} {res[before]:7.2f} us/request  ({spans} spans)")
-            print(
-                f"{'':48s} before/ours {res[True] / res[False]:5.2f}x  ours/floor {res[False] / f_us:5.1f}x"
-                f"  ours/typed floor {res[False] / t_us:5.1f}x"
-            )
-        ours = res[False]
-        frozen = hub_us(True)
-        print(
-            f"{'ours, reader + frozen hub (ae3dd55, one by one)':48s} {frozen:7.2f} us/request  "
-            f"({frozen / ours:.2f}x ours)"
-        )
+    def reader_s(key: str, before: bool, hub: bool, frozen: bool = False) -> float:
+        t, spans[key] = run(folder, data, mono_s, before=before, hub=hub, frozen=frozen)
+        return t
+
+    def collector_off(f: Any) -> float:
         gc.disable()
         try:
-            off = hub_us(False)
+            return float(f())
         finally:
             gc.enable()
-        print(f"{'ours, reader + trace hub, collector off':48s} {off:7.2f} us/request")
-        gc.unfreeze()
-        gc.set_threshold(700, 10, 10)
-        try:
-            d_floor, d_ours, d_frozen = floor_us(), hub_us(False), hub_us(True)
-        finally:
-            tune_gc(runtime_cfg)
-        print("CPython's default collector (700, 10, 10, nothing frozen):")
-        print(f"{'  floor: orjson.loads of the file alone':48s} {d_floor:7.2f} us/request")
+
+    # Rows in the order printed: (key, label, what to time, under CPython's default collector). Every round runs
+    # each row once, so a host that slows down or speeds up mid-run moves every row alike.
+    rows: list[tuple[str, str, Any, bool]] = [
+        ("floor", "floor: orjson.loads of the file alone", lambda: decode_s(orjson.loads), False),
+        ("typed", "floor: msgspec typed decode (typed.Rec) alone", lambda: decode_s(typed.decode), False),
+        ("before", "before, reader alone", lambda: reader_s("before", True, False), False),
+        ("ours", "ours, reader alone", lambda: reader_s("ours", False, False), False),
+        (
+            "before_hub",
+            "before, reader + trace hub (store, stages)",
+            lambda: reader_s("b", True, True),
+            False,
+        ),
+        ("ours_hub", "ours, reader + trace hub (store, stages)", lambda: reader_s("o", False, True), False),
+        ("frozen", "ours, reader + frozen hub (ae3dd55, one by one)", lambda: reader_s("f", False, True, True), False),
+        (
+            "off",
+            "ours, reader + trace hub, collector off",
+            lambda: collector_off(lambda: reader_s("x", False, True)),
+            False,
+        ),
+        ("d_floor", "  floor: orjson.loads of the file alone", lambda: decode_s(orjson.loads), True),
+        ("d_ours", "  ours, reader + trace hub", lambda: reader_s("d", False, True), True),
+        ("d_frozen", "  ours, reader + frozen hub (start of the day)", lambda: reader_s("e", False, True, True), True),
+    ]
+    got: dict[str, list[float]] = {k: [] for k, *_ in rows}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "traces"
+        for _ in range(args.repeat):
+            for key, _label, f, default_gc in rows:
+                if default_gc:
+                    gc.unfreeze()
+                    gc.set_threshold(700, 10, 10)
+                try:
+                    got[key].append(f() / n * 1e6)
+                finally:
+                    if default_gc:
+                        tune_gc(runtime_cfg)
+        med = {k: statistics.median(v) for k, v in got.items()}
+        print(f"median (min) of {args.repeat} rounds, us of CPU per traced request:")
+        for key, label, _f, _d in rows:
+            if key == "d_floor":
+                print("CPython's default collector (700, 10, 10, nothing frozen):")
+            extra = f"  ({spans['ours']} spans)" if key in ("ours", "ours_hub") else ""
+            print(f"{label:52s} {med[key]:7.2f} ({min(got[key]):6.2f}){extra}")
+        for a, b in (("before", "ours"), ("before_hub", "ours_hub")):
+            print(
+                f"{b:9s} before/ours {med[a] / med[b]:5.2f}x  ours/floor {med[b] / med['floor']:4.2f}x  "
+                f"ours/typed floor {med[b] / med['typed']:4.2f}x"
+            )
+        per_round = [o / f for o, f in zip(got["ours_hub"], got["floor"], strict=True)]
+        print("ours + hub / orjson floor, each round:", ", ".join(f"{r:.2f}" for r in per_round))
         print(
-            f"{'  ours, reader + trace hub':48s} {d_ours:7.2f} us/request  ({d_ours / ours:.2f}x the tuned collector)"
-        )
-        print(
-            f"{'  ours, reader + frozen hub (start of the day)':48s} {d_frozen:7.2f} us/request  "
-            f"({d_frozen / ours:.2f}x now)"
+            f"frozen hub / ours {med['frozen'] / med['ours_hub']:.2f}x; default collector / tuned: ours "
+            f"{med['d_ours'] / med['ours_hub']:.2f}x, frozen {med['d_frozen'] / med['ours_hub']:.2f}x"
         )
         if args.profile:
             prof = cProfile.Profile()

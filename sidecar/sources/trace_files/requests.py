@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sidecar.probe_marker import PROBE_REQUEST_PREFIX
-from sidecar.sources.trace_files.typed import MAX_NS, MAX_STAMP_NAME, UNSET, Rec
+from sidecar.sources.trace_files.typed import MAX_NS, MAX_STAMP_NAME, UNSET, Rec, RecMany
 
 __all__ = ["MAX_NS", "MAX_STAMP_NAME", "Assembler", "ProbeFilter", "Request", "complete", "probably_complete"]
 
@@ -139,27 +139,28 @@ class Assembler:
                         got = pending.pop(tid, None) or Request(tid)
                         into[tid] = got
                     last_tid, last_req = tid, got
-                stamps = r.timestamps
-                if stamps is not None:
+                one = r.timestamps
+                if one is not None:  # Triton's commonest record
+                    ts = one.ts
+                    sn, sv = ts.name, ts.ns
                     have = last_req.stamps
-                    if len(stamps) == 1:  # Triton's commonest record
-                        ts = stamps[0]
-                        sn = ts.name
-                        if sn not in have and len(have) < MAX_STAMPS:
-                            have[sn] = ts.ns
-                            if r.model_name is not UNSET or r.tensor is not None:
-                                self._typed_rest(r, last_req)
-                            continue
-                    for ts in stamps:
-                        sn, ns = ts.name, ts.ns
-                        prev = have.get(sn)
-                        if prev is not None:
-                            self._repeat(last_req, sn, prev, ns)
-                            have[sn] = ns
-                        elif len(have) < MAX_STAMPS:
-                            have[sn] = ns
-                        else:
-                            self._refuse("too_many_timestamps")
+                    prev = have.get(sn)
+                    if prev is not None:
+                        self._repeat(last_req, sn, prev, sv)
+                        have[sn] = sv
+                    elif len(have) < MAX_STAMPS:
+                        have[sn] = sv
+                    else:
+                        self._refuse("too_many_timestamps")
+                if r.model_name is not UNSET or r.tensor is not None:
+                    self._typed_rest(r, last_req)
+                continue
+            if type(r) is RecMany:  # the same with any number of timestamps
+                last_tid = r.id
+                last_req = into.get(last_tid) or pending.pop(last_tid, None) or Request(last_tid)
+                into[last_tid] = last_req
+                if r.timestamps is not None:
+                    self._stamps([{"name": ts.name, "ns": ts.ns} for ts in r.timestamps], last_req)
                 if r.model_name is not UNSET or r.tensor is not None:
                     self._typed_rest(r, last_req)
                 continue
@@ -228,7 +229,7 @@ class Assembler:
                     continue
                 req.tensors[name] = {"data": tensor.get("data"), "shape": tensor.get("shape", "")}
 
-    def _typed_rest(self, r: Rec, req: Request) -> None:
+    def _typed_rest(self, r: Rec | RecMany, req: Request) -> None:
         """A typed record's model and tensor fields, as ``add`` takes a dict record's (``_text`` inlined:
         the values are already str, or None, or an int version)."""
         limit = self.max_string

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sidecar.sources.trace_files.records import scan
 from sidecar.sources.trace_files.requests import Assembler, Request
-from sidecar.sources.trace_files.typed import Rec, decode_run
+from sidecar.sources.trace_files.typed import Rec, RecMany, decode_run
 
 _BIG = [0, 1, 7, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, 1 << 64, 1 << 70, -1, -(1 << 63), -(1 << 63) - 1]
 _scalar = st.one_of(
@@ -140,7 +141,7 @@ def test_typed_records_fold_as_the_dicts_do(records, raw, compact, max_string):
         dicts = scan(b"[" + body + b"]", fast=False).records
     if typed is not None:
         assert len(typed) == len(dicts)
-        assert all(type(r) is Rec for r in typed)
+        assert all(type(r) is Rec for r in typed) or all(type(r) is RecMany for r in typed)
         assert _fold(typed, max_string) == _fold(dicts, max_string)
     buf = b"[" + body + b"]"
     old, new = scan(buf), scan(buf, lean=True)
@@ -164,7 +165,7 @@ def test_triton_records_take_the_typed_path():
         b'{"id":1,"activity":"TENSOR_QUEUE_INPUT","tensor":{"name":"x","data":"1,2","shape":"2,1","dtype":"FP32"}}'
     )
     got = decode_run(body)
-    assert got is not None and [r.id for r in got] == [1, 1, 2, 1]
+    assert got is not None and [r.id for r in got] == [1, 1, 2, 1] and {type(r) for r in got} == {Rec}
     reqs, refused = _fold(got, 256)
     one = dict(reqs)[1]
     assert (one.model, one.version, one.request_id) == ("ctr", "2", "req-1")
@@ -176,18 +177,24 @@ def test_triton_records_take_the_typed_path():
     assert decode_run(body + b",[1]") is None  # not an object: counted by the ordinary path
 
 
-def test_typed_records_meet_the_folds_limits_as_the_dicts_do():
+@pytest.mark.parametrize("many", [False, True])
+def test_typed_records_meet_the_folds_limits_as_the_dicts_do(many):
     """Past the per-request limits (timestamp names, tensors) and with repeated names, the typed fold refuses
-    and keeps what the ordinary one does."""
+    and keeps what the ordinary one does, for records of one timestamp (``Rec``) and of several (``RecMany``)."""
     recs: list[dict[str, object]] = [{"id": 3, "timestamps": [{"name": f"S{i}", "ns": i}]} for i in range(70)]
-    recs += [{"id": 3, "timestamps": [{"name": "S1", "ns": 100 + i}, {"name": "S2", "ns": 5}]} for i in range(3)]
+    recs += [{"id": 3, "timestamps": [{"name": "S1", "ns": 100 + i}]} for i in range(3)]
+    recs += [{"id": 3, "timestamps": [{"name": "S2", "ns": 5}]} for i in range(3)]
+    if many:
+        recs.append({"id": 4, "timestamps": [{"name": "A", "ns": 1}, {"name": "A", "ns": 2}]})
     recs += [{"id": 3, "tensor": {"name": f"t{i}", "data": "1", "shape": "1"}} for i in range(70)]
     recs += [{"id": 3, "tensor": {"name": "t1", "data": "2"}}]
     body = b",".join(orjson.dumps(r) for r in recs)
     typed = decode_run(body)
-    assert typed is not None
+    assert typed is not None and {type(r) for r in typed} == {RecMany if many else Rec}
     got, refused = _fold(typed, 256)
     assert (got, refused) == _fold(orjson.loads(b"[" + body + b"]"), 256)
     assert refused == {"too_many_timestamps": 6, "too_many_tensors": 6}
     q = dict(got)[3]
     assert q.repeats == {"S1": [1, 100, 101, 102], "S2": [2, 5, 5, 5]} and q.tensors["t1"] == {"data": "2", "shape": ""}
+    if many:
+        assert dict(got)[4].repeats == {"A": [1, 2]}
