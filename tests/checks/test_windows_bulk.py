@@ -37,3 +37,19 @@ def test_arrays_fold_where_single_values_fold(chunks: list[int]) -> None:
         start += n
     assert _state(bulk) == _state(one)
     assert _state(one)[0][4] is not None, "the values must have reached the sketch"
+
+
+@pytest.mark.parametrize("chunks", [[3, 4, 1, 9, 2, 20], [6, 2, 13], [5, 1, 1]])
+def test_finite_arrays_fold_where_single_values_fold(chunks: list[int]) -> None:
+    """``finite=True`` (an ``EventColumns`` column, finite at the door) skips the finiteness test, nothing else:
+    runs that stay under ``exact_cap`` are copied in at once, the others fold at the same points."""
+    values = np.random.default_rng(6).normal(size=sum(chunks))
+    one, bulk = _window(), _window()
+    for v in values:
+        one.add_number(1_000.0, float(v))
+    start = 0
+    for n in chunks:
+        bulk.add_numbers(1_000.0, values[start : start + n], finite=True)
+        start += n
+    assert _state(bulk) == _state(one)
+    assert _state(one)[0][4] is not None or sum(chunks) < 7

@@ -174,7 +174,7 @@ def observe_blocks(
         if series is None:
             rest.extend(block.events())
         else:
-            _take(reg, mv, block.timestamps, series, now, metrics.c_observed, metrics.c_dropped)
+            _take(reg, mv, block.timestamps, series, now, metrics.c_observed, metrics.c_dropped, finite=True)
     return rest
 
 
@@ -186,7 +186,11 @@ def _take(
     now: float,
     observed: Counter,
     dropped: Counter,
+    *,
+    finite: bool = False,
 ) -> None:
+    """``finite``: every array column is finite (an ``EventColumns`` block's: the door checked them; its score
+    column comes here as an array only when it has no NaN, an event without a score)."""
     reg.admit_model(mv, now)
     n = len(ts)
     observed.inc(n)
@@ -233,10 +237,10 @@ def _take(
             values = np.asarray(col, dtype=np.float64)
             if present is None:  # the same runs for every such column of this bucket shape
                 for at, sel in runs or ():
-                    win.add_numbers(at, values[sel])
+                    win.add_numbers(at, values[sel], finite=finite)
             else:
                 for at, sel in _runs(ts, idx, take):
-                    win.add_numbers(at, values[sel])
+                    win.add_numbers(at, values[sel], finite=finite)
         else:
             for i in np.flatnonzero(take):
                 reg.add(win, kind, float(ts[i]), col[i], counted=True)

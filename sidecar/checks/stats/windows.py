@@ -144,17 +144,25 @@ class FeatureWindow:
         if len(b.values) >= self.exact_cap:
             self._fold(b)
 
-    def add_numbers(self, ts: float, values: np.ndarray) -> None:
-        """Many values at one timestamp (a replay or a columnar batch); the same as ``add_number`` each."""
+    def add_numbers(self, ts: float, values: np.ndarray, *, finite: bool = False) -> None:
+        """Many values at one timestamp (a replay or a columnar batch); the same as ``add_number`` each.
+        ``finite``: the caller knows every value is finite (an ``EventColumns`` column passed the door)."""
         b = self._bucket(ts)
         arr = np.asarray(values, dtype=np.float64)
-        ok = np.isfinite(arr)
         b.total += int(arr.shape[0])
-        if ok.all():  # the usual case (a columnar batch is finite): no copy
-            good = np.ascontiguousarray(arr)
+        if finite:
+            good = arr
         else:
-            b.missing += int(arr.shape[0] - int(ok.sum()))
-            good = np.ascontiguousarray(arr[ok])
+            ok = np.isfinite(arr)
+            if ok.all():  # the usual case (a columnar batch is finite): no copy
+                good = arr
+            else:
+                b.missing += int(arr.shape[0] - int(ok.sum()))
+                good = arr[ok]
+        good = np.ascontiguousarray(good)
+        if len(b.values) + good.shape[0] < self.exact_cap:  # no fold in this run: one copy in
+            b.values.frombytes(good.tobytes())
+            return
         # Folded at the same points as one by one (each time exact_cap values are held), so a bucket holds the
         # same raw values and its sketch took the same runs of values, whichever way they came in.
         start = 0
