@@ -132,7 +132,7 @@ def _fast(buf: bytes, at_start: bool, lean: bool = False) -> Scan | None:
     if end <= start:
         return None
     out = Scan(consumed=len(buf) if closed else end, closed=closed)
-    typed = decode_run(buf[start:end]) if lean else None
+    typed = decode_run(memoryview(buf)[start:end]) if lean else None  # one copy of the run, not two
     got = _lean(buf[start:end]) if lean and typed is None else None
     if typed is not None:
         out.records = typed

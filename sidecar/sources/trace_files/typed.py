@@ -79,11 +79,11 @@ _ONE = msgspec.json.Decoder(list[Rec])
 _MANY = msgspec.json.Decoder(list[RecMany])
 
 
-def decode_run(body: bytes) -> list[Rec] | list[RecMany] | None:
+def decode_run(body: bytes | memoryview) -> list[Rec] | list[RecMany] | None:
     """The records of ``body``, a run of complete JSON values separated by commas (without the array's
     brackets), as ``Rec`` when each has one timestamp at most, else as ``RecMany``; None when any of them is
     not a record of the types above (the caller reads them the ordinary way)."""
-    doc = b"[" + body + b"]"
+    doc = b"".join((b"[", body, b"]"))
     try:
         return _ONE.decode(doc)
     except msgspec.ValidationError:
