@@ -26,6 +26,7 @@ meets ``max_series_per_model`` within one event's new features, which series it 
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable, Sequence
 from itertools import starmap
@@ -42,8 +43,10 @@ from sidecar.sources.events.config import EventsConfig
 
 __all__ = ["TypedDoor"]
 
-MAX_DECODERS = 8  # feature-name sets whose decoders are kept (the last one learned is tried first)
+MAX_DECODERS = 8  # feature-name sets whose decoders are kept
 _INT64 = 2**63
+# A type error in the first event's features (msgspec's path): another learned name set may take the body.
+_FIRST_FEATURES = re.compile(r"- at `\$(\.events)?\[0\]\.features")
 _MODEL, _VERSION = attrgetter("model"), attrgetter("version")
 _TIME, _FEATURES, _SCORE = attrgetter("timestamp"), attrgetter("features"), attrgetter("score")
 
@@ -89,7 +92,8 @@ def _floats_or_nan(values: list[Any], n: int) -> np.ndarray:
 
 
 class TypedDoor:
-    """Decodes a body with the decoder of the feature names last learned; None when not sure (see above).
+    """Decodes a body with the decoder of learned feature names, the one that last took a body first, another
+    when the first event's features do not fit it (two models' batches in turn); None when not sure (see above).
 
     Not thread-safe: one per source (the endpoint runs on the event loop, a tailer in its poll thread)."""
 
@@ -113,39 +117,59 @@ class TypedDoor:
             del self._decoders[next(iter(self._decoders))]
         self._current = dec
 
+    def _candidates(self) -> list[_Decoders]:
+        """The last decoder that took a body first, then the others, most recently learned first."""
+        cur = self._current
+        return [] if cur is None else [cur, *(d for d in reversed(self._decoders.values()) if d is not cur)]
+
+    def _by_first(self, first: bytes) -> _Decoders | None:
+        """The first candidate whose line decoder takes ``first`` (a batch of one model has its names)."""
+        for dec in self._candidates():
+            try:
+                dec.line.decode(first)
+            except msgspec.DecodeError:
+                continue
+            return dec
+        return None
+
     def body(self, body: bytes, json_lines: bool, now: float) -> list[EventColumns] | None:
         """A push body (JSON, or JSON Lines when ``json_lines``) as columns, or None."""
-        dec = self._current
-        if dec is None:
-            return None
-        try:
-            if json_lines:
-                if b"\x1e" in body:  # json-seq records: the caller's path drops the RS
-                    return None
-                evs = [*map(dec.line.decode, filter(None, body.splitlines()))]
-            else:
+        if json_lines:
+            if b"\x1e" in body:  # json-seq records: the caller's path drops the RS
+                return None
+            return self._lines([*filter(None, body.splitlines())], now, self.cfg.max_events_per_batch)
+        for dec in self._candidates():
+            try:
                 got = dec.body.decode(body)
-                evs = got if type(got) is list else got.events
-        except msgspec.DecodeError:  # malformed, or a type the common shape does not have (ValidationError)
-            return None
-        return self._columns(dec, evs, now, self.cfg.max_events_per_batch)
+            except msgspec.ValidationError as exc:
+                if _FIRST_FEATURES.search(str(exc)):
+                    continue  # the first event has other names: maybe another learned set's
+                return None
+            except msgspec.DecodeError:  # not JSON at all
+                return None
+            return self._columns(dec, got if type(got) is list else got.events, now, self.cfg.max_events_per_batch)
+        return None
 
     def lines(self, lines: list[bytes], now: float) -> list[EventColumns] | None:
         """The JSON Lines tailer's lines (split, none over-long) as columns, or None."""
-        dec = self._current
-        if dec is None:
+        kept = [*filter(bytes.strip, lines)]
+        return self._lines(kept, now, len(kept))  # a poll is bounded by max_read_bytes, not by a batch
+
+    def _lines(self, lines: list[bytes], now: float, limit: int) -> list[EventColumns] | None:
+        if not lines or (dec := self._by_first(lines[0])) is None:
             return None
         try:
-            evs = [*map(dec.line.decode, filter(bytes.strip, lines))]
-        except msgspec.DecodeError:
+            evs = [*map(dec.line.decode, lines)]
+        except msgspec.DecodeError:  # malformed, or a type the common shape does not have (ValidationError)
             return None
-        return self._columns(dec, evs, now, len(evs))  # a poll is bounded by max_read_bytes, not by a batch
+        return self._columns(dec, evs, now, limit)
 
     def _columns(self, dec: _Decoders, evs: list[Any], now: float, limit: int) -> list[EventColumns] | None:
         cfg = self.cfg
         n = len(evs)
         if not 0 < n <= limit:
             return None
+        self._current = dec  # tried first next time
         models, versions = [*map(_MODEL, evs)], [*map(_VERSION, evs)]
         norm: dict[tuple[str, Any], tuple[str, str]] = {}
         for m, v in dict.fromkeys(zip(models, versions, strict=True)):

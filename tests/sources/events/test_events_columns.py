@@ -197,6 +197,7 @@ def test_readers_without_a_columnar_path_share_one_conversion_per_batch() -> Non
 # bits, a number beyond float range (1e400), names reordered or missing, blank and CRLF lines.
 
 NAMES = ("a", "b", "c")
+OTHER = ("y", "x")  # a second model's names, learned before NAMES
 _ODD_NUMBERS = ["true", "null", '"1.5"', "1e400", "-1e400", str(2**70), str(2**64), str(2**63 + 1), "1e-400"]
 text_number = (
     st.floats(-1e6, 1e6).map(repr)
@@ -211,8 +212,8 @@ def _pick(draw: st.DrawFn, good: st.SearchStrategy[str], odd: st.SearchStrategy[
 
 
 @st.composite
-def text_event(draw: st.DrawFn) -> str:
-    names = list(NAMES)
+def text_event(draw: st.DrawFn, learned: tuple[str, ...] = NAMES) -> str:
+    names = list(learned)
     if draw(st.integers(0, 9)) == 0:
         names = draw(st.permutations(names))
     if draw(st.integers(0, 24)) == 0:
@@ -243,9 +244,10 @@ def _typed_door() -> Any:
     from sidecar.sources.events.typed import TypedDoor
 
     door = TypedDoor(CFG)
-    learned = parse_columns([_doc(random.Random(1), list(NAMES))], CFG, NOW)
-    assert learned is not None
-    door.learn(learned)
+    for names in (OTHER, NAMES):  # two name sets learned: NAMES tried first, then OTHER
+        learned = parse_columns([_doc(random.Random(1), list(names))], CFG, NOW)
+        assert learned is not None
+        door.learn(learned)
     return door
 
 
@@ -262,7 +264,11 @@ def _same_as_parse_events(blocks: list[EventColumns] | None, docs: list[Any]) ->
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(text_event(), min_size=1, max_size=8), st.sampled_from(["json", "list", "ndjson", "lines"]))
+@given(
+    st.sampled_from([NAMES, NAMES, OTHER]).flatmap(lambda names: st.lists(text_event(names), min_size=1, max_size=8))
+    | st.lists(text_event(NAMES) | text_event(OTHER), min_size=2, max_size=4),  # a batch mixing both
+    st.sampled_from(["json", "list", "ndjson", "lines"]),
+)
 def test_the_typed_door_takes_only_what_parse_events_accepts_and_gives_the_same_events(
     events: list[str], form: str
 ) -> None:
@@ -301,3 +307,16 @@ def test_the_typed_door_takes_the_common_shape_and_leaves_the_rest() -> None:
         assert door.body(text.encode(), False, NOW) is None, odd
     assert door.body(b"\x1e" + ndjson, True, NOW) is None  # json-seq: the caller's path drops the RS
     assert door.body(orjson.dumps({"events": docs * 300}), False, NOW) is None  # over max_events_per_batch
+
+
+def test_batches_of_two_models_in_turn_both_go_through_the_typed_door() -> None:
+    """Two models' batches in turn (one sidecar, two model servers): each first event picks its learned names."""
+    door = _typed_door()
+    rnd = random.Random(4)
+    for i in range(4):
+        names, model = (NAMES, "m") if i % 2 else (OTHER, "n")
+        docs = [_doc(rnd, list(names), model=model) for _ in range(30)]
+        assert _same_as_parse_events(door.body(orjson.dumps(docs), False, NOW), docs)
+        assert _same_as_parse_events(door.body(b"\n".join(map(orjson.dumps, docs)), True, NOW), docs)
+    mixed = [_doc(rnd, list(NAMES)), _doc(rnd, list(OTHER), model="n")]
+    assert door.body(orjson.dumps(mixed), False, NOW) is None  # one batch, two name sets: the old way
