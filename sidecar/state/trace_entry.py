@@ -56,7 +56,8 @@ def _value_bytes(v: Any) -> int:
 def _pairs_bytes(attrs: Any) -> int:
     n = 0
     for k, v in attrs:
-        n += ITEM_BYTES + len(k) + (_STR + len(v) if type(v) is str else _value_bytes(v))
+        t = type(v)
+        n += ITEM_BYTES + len(k) + (_STR + len(v) if t is str else 32 if t is int else _value_bytes(v))
     return n
 
 
