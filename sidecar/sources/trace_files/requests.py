@@ -144,14 +144,14 @@ class Assembler:
                     ts = one.ts
                     sn, sv = ts.name, ts.ns
                     have = last_req.stamps
-                    prev = have.get(sn)
-                    if prev is not None:
-                        self._repeat(last_req, sn, prev, sv)
-                        have[sn] = sv
-                    elif len(have) < MAX_STAMPS:
-                        have[sn] = sv
+                    if sn not in have:
+                        if len(have) < MAX_STAMPS:
+                            have[sn] = sv
+                        else:
+                            self._refuse("too_many_timestamps")
                     else:
-                        self._refuse("too_many_timestamps")
+                        self._repeat(last_req, sn, have[sn], sv)
+                        have[sn] = sv
                 if r.model_name is not UNSET or r.tensor is not None:
                     self._typed_rest(r, last_req)
                 continue

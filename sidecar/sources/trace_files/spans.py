@@ -83,7 +83,9 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
     out: list[Record] = []
     append = out.append
     group_of = _GROUP.get
-    new16, new8 = _B16.copy, _B8.copy
+    at_path = _B16.copy()  # the trace id's state after "<path>|"
+    at_path.update(f"{path}|".encode())
+    new16, new8 = at_path.copy, _B8.copy
     for q in reqs:
         s = q.stamps
         if not s:
@@ -100,28 +102,32 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
             if g is not None:
                 groups[g][n] = t + offset_ns
         h = new16()
-        h.update(f"{path}|{q.tid}|{first}".encode())
+        h.update(f"{q.tid}|{first}".encode())
         trace = h.digest()
-        under = new8()  # the state after "<hex trace id>|", each span id's suffix added to a copy
-        under.update(trace.hex().encode() + b"|")
+        under = new8()  # the state after "<hex trace id>", each span id's "|suffix" added to a copy
+        under.update(trace.hex().encode())
         root: bytes | None = None
         if req_ev:
             h = under.copy()
-            h.update(b"req")
+            h.update(b"|req")
             root = h.digest()
             t0, t1 = next(iter(req_ev.values())), next(reversed(req_ev.values()))
             append((trace, root, None, "InferRequest", t0, t1, 0, None, req_ev, SERVICE, FMT_JSON, _NO_ATTRS))
         h = under.copy()
-        h.update(b"model")
+        h.update(b"|model")
         model_id = h.digest()
         if model_ev:
+            rid = q.request_id
             attrs: tuple[tuple[str, object], ...] = (
-                ("triton.model_name", q.model),
-                ("triton.model_version", q.version),
-                ("triton.trace_id", q.tid),
+                (
+                    ("triton.model_name", q.model),
+                    ("triton.model_version", q.version),
+                    ("triton.trace_id", q.tid),
+                    ("triton.request_id", rid),
+                )
+                if rid
+                else (("triton.model_name", q.model), ("triton.model_version", q.version), ("triton.trace_id", q.tid))
             )
-            if q.request_id:
-                attrs += (("triton.request_id", q.request_id),)
             t0, t1 = next(iter(model_ev.values())), next(reversed(model_ev.values()))
             append(
                 (
@@ -143,7 +149,7 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
             t0, t1 = next(iter(comp_ev.values())), next(reversed(comp_ev.values()))
             parent = model_id if model_ev else root
             h = under.copy()
-            h.update(b"compute")
+            h.update(b"|compute")
             cid = h.digest()
             append((trace, cid, parent, "compute", t0, t1, 0, None, comp_ev, SERVICE, FMT_JSON, _NO_ATTRS))
     return out
