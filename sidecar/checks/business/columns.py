@@ -53,8 +53,7 @@ def _add(
         if q:
             if b.sketch is None:
                 b.sketch = kll_floats_sketch(KLL_K)
-            for x in v.tolist():
-                b.sketch.update(x)
+            b.sketch.update(np.asarray(v, dtype=np.float32))  # each value in order, as one by one
         b.dirty = True
 
 
