@@ -171,8 +171,13 @@ class TypedDoor:
             return None
         self._current = dec  # tried first next time
         models, versions = [*map(_MODEL, evs)], [*map(_VERSION, evs)]
+        one_m, one_v = set(models), set(versions)  # the usual batch: one model/version, no pair built per event
+        if len(one_m) == len(one_v) == 1:
+            pairs: Any = [(models[0], versions[0])]
+        else:
+            pairs = dict.fromkeys(zip(models, versions, strict=True))
         norm: dict[tuple[str, Any], tuple[str, str]] = {}
-        for m, v in dict.fromkeys(zip(models, versions, strict=True)):
+        for m, v in pairs:
             if type(v) is int and not -_INT64 <= v < _INT64:
                 return None  # orjson reads such a literal as a float, which parse.py refuses as a version
             version = cfg.default_version if v is None else str(v) if type(v) is int else v
