@@ -106,7 +106,7 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
             if g is not None:
                 groups[g][n] = t + offset_ns
         h = new16()
-        h.update(f"{q.tid}|{first}".encode())
+        h.update(b"%d|%d" % (q.tid, first))
         trace = h.digest()
         under = new8()  # the state after "<hex trace id>", each span id's "|suffix" added to a copy
         under.update(_hexlify(trace))
@@ -115,7 +115,8 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
             h = under.copy()
             h.update(b"|req")
             root = h.digest()
-            t0, t1 = next(iter(req_ev.values())), next(reversed(req_ev.values()))
+            v = [*req_ev.values()]
+            t0, t1 = v[0], v[-1]
             append((trace, root, None, "InferRequest", t0, t1, 0, None, req_ev, SERVICE, FMT_JSON, _NO_ATTRS))
         h = under.copy()
         h.update(b"|model")
@@ -132,7 +133,8 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
                 if rid
                 else (pm, pv, ("triton.trace_id", q.tid))
             )
-            t0, t1 = next(iter(model_ev.values())), next(reversed(model_ev.values()))
+            v = [*model_ev.values()]
+            t0, t1 = v[0], v[-1]
             append(
                 (
                     trace,
@@ -150,7 +152,8 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
                 )
             )
         if comp_ev:
-            t0, t1 = next(iter(comp_ev.values())), next(reversed(comp_ev.values()))
+            v = [*comp_ev.values()]
+            t0, t1 = v[0], v[-1]
             parent = model_id if model_ev else root
             h = under.copy()
             h.update(b"|compute")
