@@ -111,7 +111,12 @@ class TypedDoor:
         (key,) = names
         if not key or (self._current is not None and self._current.names == key):
             return
-        dec = self._decoders.pop(key, None) or _Decoders(key)
+        dec = self._decoders.pop(key, None)
+        if dec is None:
+            try:
+                dec = _Decoders(key)
+            except ValueError:  # msgspec takes no field name with a quote, a backslash or a control character
+                return  # such names keep going the orjson way
         self._decoders[key] = dec  # most recent last
         while len(self._decoders) > MAX_DECODERS:
             del self._decoders[next(iter(self._decoders))]
