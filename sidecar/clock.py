@@ -28,9 +28,11 @@ class SystemClock:
 class FakeClock:
     """A clock tests advance by hand; wall and monotonic time move together."""
 
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
+    def __init__(self, start: float = 1_700_000_000.0, monotonic: float = 1000.0) -> None:
+        """``monotonic``: where the monotonic reading starts (a test replaying another host's monotonic times,
+        such as Triton's trace files in seconds since its boot, starts it just after them)."""
         self._now = start
-        self._mono = 1000.0
+        self._mono = monotonic
         self._lock = threading.Lock()
 
     def now(self) -> float:

@@ -26,17 +26,6 @@ ROWS_PER_REQUEST = 2
 MAPPING = {"ctr": {"inputs": {"x": ["age", "income", "clicks_7d", "dwell_secs"]}, "score": {"tensor": "score"}}}
 
 
-class MonoClock(FakeClock):
-    """Monotonic time just after the fixture's timestamps (Triton's ns are seconds since boot)."""
-
-    def __init__(self, mono_s: float = 8400.0) -> None:
-        super().__init__(start=1_800_000_000.0)
-        self._base = mono_s - super().monotonic()
-
-    def monotonic(self) -> float:
-        return super().monotonic() + self._base
-
-
 def config(trace: Path, store: Path, delete_after_read: bool = False) -> Any:
     """The documented setup: TIMESTAMPS and TENSORS written to one file, both sections naming it."""
     return parse_config(
@@ -100,7 +89,9 @@ def assert_exactly_once(spans: list[Any], events: list[Event], n_requests: int =
 def test_one_file_with_both_levels_and_delete_after_read_gives_every_span_and_tensor_once(tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
     shutil.copy(FIXTURE, tmp_path / "trace.json.0")
-    run = Run(trace, tmp_path / "state.sqlite", MonoClock(), delete_after_read=True)
+    run = Run(
+        trace, tmp_path / "state.sqlite", FakeClock(start=1_800_000_000.0, monotonic=8400.0), delete_after_read=True
+    )
     run.poll()
     run.poll()
     assert_exactly_once(run.spans, run.events)
@@ -115,7 +106,7 @@ def _array(recs: list[dict[str, Any]]) -> bytes:
 def test_rotation_mid_request_and_mid_record_gives_every_span_and_tensor_once(tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
     recs = records()
-    run = Run(trace, tmp_path / "state.sqlite", MonoClock())
+    run = Run(trace, tmp_path / "state.sqlite", FakeClock(start=1_800_000_000.0, monotonic=8400.0))
     # PATH.0 closes in the middle of request 2 (after its TENSOR_QUEUE_INPUT record): Triton rotated.
     (tmp_path / "trace.json.0").write_bytes(_array(recs[:21]))
     run.poll()
@@ -142,11 +133,11 @@ def test_restart_at_any_byte_of_a_growing_file_gives_every_span_and_tensor_once(
         d.mkdir()
         trace = d / "trace.json"
         trace.write_bytes(data[:cut])  # Triton appends to PATH while it runs (no log-frequency)
-        first = Run(trace, d / "state.sqlite", MonoClock())
+        first = Run(trace, d / "state.sqlite", FakeClock(start=1_800_000_000.0, monotonic=8400.0))
         first.poll()
         first.close()  # stopped without a final poll: only what was committed survives
         trace.write_bytes(data)
-        second = Run(trace, d / "state.sqlite", MonoClock())
+        second = Run(trace, d / "state.sqlite", FakeClock(start=1_800_000_000.0, monotonic=8400.0))
         second.poll()
         second.poll()
         spans, events = first.spans + second.spans, first.events + second.events
@@ -163,13 +154,17 @@ def test_restart_mid_file_with_delete_after_read_resumes_and_deletes_once(tmp_pa
     (tmp_path / "trace.json.0").write_bytes(_array(recs[:40]))
     part = _array(recs[40:])
     (tmp_path / "trace.json.1").write_bytes(part[:300])
-    first = Run(trace, tmp_path / "state.sqlite", MonoClock(), delete_after_read=True)
+    first = Run(
+        trace, tmp_path / "state.sqlite", FakeClock(start=1_800_000_000.0, monotonic=8400.0), delete_after_read=True
+    )
     first.poll()
     assert not (tmp_path / "trace.json.0").exists()  # closed and read: deleted, its partial request kept
     assert (tmp_path / "trace.json.1").exists()  # still being written
     first.close()
     (tmp_path / "trace.json.1").write_bytes(part)
-    second = Run(trace, tmp_path / "state.sqlite", MonoClock(), delete_after_read=True)
+    second = Run(
+        trace, tmp_path / "state.sqlite", FakeClock(start=1_800_000_000.0, monotonic=8400.0), delete_after_read=True
+    )
     second.poll()
     second.poll()
     assert_exactly_once(first.spans + second.spans, first.events + second.events)
@@ -183,7 +178,7 @@ def test_a_record_cut_short_is_held_until_it_completes_even_past_settling(tmp_pa
     data = _array(records())
     cut = data.index(b'"TENSOR_BACKEND_OUTPUT"', 1000) + 5  # inside request 2's output tensor record
     trace.write_bytes(data[:cut])
-    clock = MonoClock()
+    clock = FakeClock(start=1_800_000_000.0, monotonic=8400.0)
     run = Run(trace, tmp_path / "state.sqlite", clock)
     run.poll()
     assert_exactly_once(run.spans, run.events, n_requests=1)  # request 1 is whole; request 2 waits
@@ -204,7 +199,9 @@ def test_a_record_cut_short_is_held_until_it_completes_even_past_settling(tmp_pa
 def test_a_subscriber_failing_keeps_the_file(tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
     shutil.copy(FIXTURE, tmp_path / "trace.json.0")
-    run = Run(trace, tmp_path / "state.sqlite", MonoClock(), delete_after_read=True)
+    run = Run(
+        trace, tmp_path / "state.sqlite", FakeClock(start=1_800_000_000.0, monotonic=8400.0), delete_after_read=True
+    )
 
     def broken(batch: Any) -> None:
         raise RuntimeError("disk full")
@@ -226,7 +223,7 @@ def test_files_the_former_tensors_reader_read_whole_are_not_read_again_after_the
     store = Store(tmp_path / "state.sqlite")
     store.put("events.tensors", str(part), f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")  # what it wrote
     store.close()
-    run = Run(trace, tmp_path / "state.sqlite", MonoClock())
+    run = Run(trace, tmp_path / "state.sqlite", FakeClock(start=1_800_000_000.0, monotonic=8400.0))
     run.poll()
     assert run.events == [] and run.spans == []
     run.close()
@@ -248,12 +245,14 @@ def test_beyond_max_files_remembered_old_files_are_still_not_read_twice(tmp_path
     got: list[Any] = []
     bus.subscribe("spans", "t", lambda b: got.extend(b.items))
     store = Store(tmp_path / "state.sqlite")
-    src = span_source(cfg.traces.file, bus, reg, MonoClock(), store)
+    src = span_source(cfg.traces.file, bus, reg, FakeClock(start=1_800_000_000.0, monotonic=8400.0), store)
     for _ in range(4):
         src.poll_once()
     assert len(got) == 15 and len({s[1] for s in got}) == 15
     assert len(src._state().marks) <= 2
-    again = span_source(cfg.traces.file, Bus(reg := Registry()), reg, MonoClock(), store)  # a restart
+    again = span_source(
+        cfg.traces.file, Bus(reg := Registry()), reg, FakeClock(start=1_800_000_000.0, monotonic=8400.0), store
+    )  # a restart
     assert again.poll_once() == 0
     store.close()
 
@@ -265,7 +264,7 @@ def test_separators_after_the_last_record_are_not_a_record_cut_short(tmp_path: P
     recs = records()
     (tmp_path / "trace.json.0").write_bytes(_array(recs[:15]) + b"\n")
     trace.write_bytes(_array(recs[15:])[:-1] + b",\n")  # PATH, appended to, idle after a record
-    clock = MonoClock()
+    clock = FakeClock(start=1_800_000_000.0, monotonic=8400.0)
     run = Run(trace, tmp_path / "state.sqlite", clock, delete_after_read=True)
     run.poll()
     clock.advance(60)

@@ -18,17 +18,6 @@ from sidecar.state.trace_hub import TraceHub
 FIXTURE = DATA / "trace-file-triton-mode.json"
 
 
-class _MonoClock(FakeClock):
-    """Monotonic time near the fixture's timestamps (Triton's ns are seconds since boot)."""
-
-    def __init__(self, mono_s: float) -> None:
-        super().__init__(start=1_800_000_000.0)
-        self._base = mono_s - super().monotonic()
-
-    def monotonic(self) -> float:
-        return super().monotonic() + self._base
-
-
 def _tailer(tmp_path: Path, clock: FakeClock, reg: CollectorRegistry, **file_cfg: object) -> TraceFileSource:
     cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}})
     assert cfg.traces.file.path is not None
@@ -49,7 +38,7 @@ def _shifted(by_ns: int) -> bytes:
 
 def test_a_deleted_file_name_written_again_is_read_again(tmp_path):
     reg = CollectorRegistry()
-    clock = _MonoClock(8100.0)
+    clock = FakeClock(start=1_800_000_000.0, monotonic=8100.0)
     tailer = _tailer(tmp_path, clock, reg, delete_after_read=True)
     target = tmp_path / "trace.json.0"
     target.write_bytes(FIXTURE.read_bytes())
@@ -64,7 +53,7 @@ def test_a_deleted_file_name_written_again_is_read_again(tmp_path):
 
 def test_files_that_vanish_unread_are_forgotten(tmp_path):
     reg = CollectorRegistry()
-    clock = _MonoClock(8100.0)
+    clock = FakeClock(start=1_800_000_000.0, monotonic=8100.0)
     tailer = _tailer(tmp_path, clock, reg, settle_secs=30)
     text = FIXTURE.read_bytes()
     for i in range(20):

@@ -35,19 +35,8 @@ def _make(tmp_path: Path, clock: FakeClock, registry: CollectorRegistry, **file_
     return hub, span_source(cfg.traces.file, bus, registry, clock)
 
 
-class _StepClock(FakeClock):
-    """A FakeClock whose monotonic reading starts where the test says (Triton's ns are seconds since boot)."""
-
-    def __init__(self, mono_s: float) -> None:
-        super().__init__(start=1_800_000_000.0)
-        self._base = mono_s - super().monotonic()
-
-    def monotonic(self) -> float:
-        return super().monotonic() + self._base
-
-
 def _clock_at_mono(mono_s: float) -> FakeClock:
-    return _StepClock(mono_s)
+    return FakeClock(start=1_800_000_000.0, monotonic=mono_s)
 
 
 def test_fixture_becomes_triton_shaped_spans_with_wall_times(tmp_path):

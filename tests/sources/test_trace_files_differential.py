@@ -35,15 +35,6 @@ MAPPING = {
 }
 
 
-class _Clock(FakeClock):
-    def __init__(self) -> None:
-        super().__init__(start=1_800_000_000.0)
-        self._base = 8400.0 - super().monotonic()  # just after the fixtures' monotonic times
-
-    def monotonic(self) -> float:
-        return super().monotonic() + self._base
-
-
 def _run(tmp: Path, files: list[bytes], before: bool, max_read_bytes: int, monkeypatch: Any) -> dict[str, Any]:
     with monkeypatch.context() as m:
         if before:
@@ -51,7 +42,7 @@ def _run(tmp: Path, files: list[bytes], before: bool, max_read_bytes: int, monke
             m.setattr(source_mod, "Assembler", AssemblerBefore)
             m.setattr(source_mod, "scan", scan_before)
         reg = CollectorRegistry()
-        clock = _Clock()
+        clock = FakeClock(start=1_800_000_000.0, monotonic=8400.0)
         hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=clock)
         bus = Bus(reg)
         got: list[Batch] = []

@@ -40,22 +40,11 @@ TENSORS = (DATA / "trace-file-tensors.json").read_text()
 MAPPING = {"ctr": TensorMapping.model_validate({"inputs": {"x": ["a", "b", "c", "d"]}, "score": {"tensor": "score"}})}
 
 
-class _Clock(FakeClock):
-    """Monotonic time just after the recorded files' (Triton's ns are seconds since its host booted)."""
-
-    def __init__(self, mono_s: float) -> None:
-        super().__init__(start=1_800_000_000.0)
-        self._base = mono_s - super().monotonic()
-
-    def monotonic(self) -> float:
-        return super().monotonic() + self._base
-
-
 def _read(folder: Path, files: list[str], mono_s: float, **settings: Any) -> dict[str, Any]:
     for i, text in enumerate(files):
         (folder / f"trace.json.{i}").write_text(text)
     reg = CollectorRegistry()
-    clock = _Clock(mono_s)
+    clock = FakeClock(start=1_800_000_000.0, monotonic=mono_s)
     bus = Bus(reg)
     hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=clock)
     spans: list[Any] = []
@@ -244,7 +233,7 @@ def test_the_goodput_check_judges_a_decoupled_trace_from_its_llm_request_span(tm
     reg = CollectorRegistry()
     slo = RequestSlo(ttft_ms=fig.ttft_ns / 1e6 + 1, inter_token_ms=gap_ms + over)
     chk = GoodputCheck(GoodputConfig(enabled=True, slos={"token_stream": slo}), registry=reg)
-    clock = _Clock(max(_sends(records)) / 1e9 + 5)
+    clock = FakeClock(start=1_800_000_000.0, monotonic=max(_sends(records)) / 1e9 + 5)
     bus = Bus(reg)
     bus.subscribe("spans", chk.name, chk.observe_spans)
     shutil.copy(HERE / "decoupled-empty-final.json", tmp_path / "trace.json.0")
