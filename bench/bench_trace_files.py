@@ -56,9 +56,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 sys.path.insert(0, str(ROOT / "tests" / "state"))
 
-from stages_before import StageHistograms as StagesBefore  # noqa: E402
+from hub_before import HubBefore  # noqa: E402
 from trace_files_before import AssemblerBefore, records_before, replicated, scan_before, templates_of  # noqa: E402
-from traces_before import TraceStore as StoreBefore  # noqa: E402
 
 import sidecar.sources.trace_files.source as source_mod  # noqa: E402
 from sidecar.clock import FakeClock  # noqa: E402
@@ -74,38 +73,11 @@ from sidecar.store import Store  # noqa: E402
 DATA = ROOT / "tests" / "data" / "traces"
 
 
-class _Clock(FakeClock):
-    """Monotonic time just after the files' (Triton's ns are seconds since boot), so times map as in service."""
-
-    def __init__(self, mono_s: float) -> None:
-        super().__init__(start=1_800_000_000.0)
-        self._base = mono_s - super().monotonic()
-
-    def monotonic(self) -> float:
-        return super().monotonic() + self._base
-
-
-def _frozen_hub(reg: CollectorRegistry, clock: _Clock) -> Any:
-    """The trace hub's ingest as it was at ae3dd55 (tests/state/traces_before.py, stages_before.py): every span
-    stored and every stage observed one by one."""
-    cfg = parse_config({"traces": {"enabled": True, "max_traces": 100_000}}).traces
-    store = StoreBefore(
-        reg,
-        max_traces=cfg.max_traces,
-        max_age_secs=cfg.max_age_secs,
-        max_spans_per_trace=cfg.max_spans_per_trace,
-        slow_threshold_ns=int(cfg.slow_threshold_ms * 1e6),
-        max_bytes=cfg.store.max_bytes,
-        max_trace_bytes=cfg.store.max_trace_bytes,
-    )
-    stages = StagesBefore(reg, buckets=cfg.stage_buckets_secs, max_model_versions=cfg.max_model_versions)
-
-    def on_spans(b: Any) -> None:
-        now = clock.now()
-        with stages.observing(now):
-            store.add(b.items, now, stages.on_stored)
-
-    return on_spans
+def _frozen_hub(reg: CollectorRegistry, clock: FakeClock) -> Any:
+    """The trace hub's ingest as it was at ae3dd55 (tests/state/hub_before.py): every span stored and every stage
+    observed one by one."""
+    hub = HubBefore(parse_config({"traces": {"enabled": True, "max_traces": 100_000}}).traces, reg)
+    return lambda b: hub.ingest(b.items, clock.now())
 
 
 def run(
@@ -127,7 +99,7 @@ def run(
         folder.mkdir()
         (folder / "trace.json.0").write_bytes(data)
         reg = CollectorRegistry()
-        clock = _Clock(mono_s)
+        clock = FakeClock(start=1_800_000_000.0, monotonic=mono_s)  # just after the files' (Triton: since boot)
         bus = Bus(reg)
         n = [0]
         bus.subscribe("spans", "count", lambda b: n.__setitem__(0, n[0] + len(b.items)))

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hub_before import HubBefore
 from prometheus_client import CollectorRegistry
-from stages_before import StageHistograms as StagesBefore
 from trace_files_before import replicated, templates_of
-from traces_before import TraceStore as StoreBefore
 from traces_helpers import DATA
 
 import sidecar.processors.stages as stages_mod
@@ -39,19 +38,10 @@ TIMESTAMPS = (DATA / "trace-file-triton-mode.json").read_bytes()
 TENSORS = (DATA / "trace-file-tensors.json").read_bytes()
 
 
-class _Clock(FakeClock):
-    def __init__(self) -> None:
-        super().__init__(start=1_800_000_000.0)
-        self._base = 8400.0 - super().monotonic()  # just after the fixtures' monotonic times
-
-    def monotonic(self) -> float:
-        return super().monotonic() + self._base
-
-
 def _file_batches(tmp: Path, data: bytes) -> list[list[Record]]:
     """The span batches the trace-file source publishes for ``data``."""
     reg = CollectorRegistry()
-    clock = _Clock()
+    clock = FakeClock(start=1_800_000_000.0, monotonic=8400.0)
     bus = Bus(reg)
     got: list[Batch] = []
     bus.subscribe("spans", "capture", got.append)
@@ -99,23 +89,12 @@ def _both(batches: Sequence[Sequence[Record]], **cfg: Any) -> tuple[dict[str, An
     reg_new, reg_old = CollectorRegistry(), CollectorRegistry()
     clock = FakeClock(start=1_796_218_366.0)
     hub = TraceHub(tcfg, registry=reg_new, clock=clock)
-    old = StoreBefore(
-        reg_old,
-        max_traces=tcfg.max_traces,
-        max_age_secs=tcfg.max_age_secs,
-        max_spans_per_trace=tcfg.max_spans_per_trace,
-        slow_threshold_ns=int(tcfg.slow_threshold_ms * 1e6),
-        max_bytes=tcfg.store.max_bytes,
-        max_trace_bytes=tcfg.store.max_trace_bytes,
-    )
-    old_stages = StagesBefore(reg_old, buckets=tcfg.stage_buckets_secs, max_model_versions=tcfg.max_model_versions)
+    old = HubBefore(tcfg, reg_old)
     for b in batches:
         clock.advance(0.5)
         hub.ingest_records(b, "t")
-        now = clock.now()
-        with old_stages.observing(now):
-            old.add(b, now, old_stages.on_stored)
-    return _state(reg_new, hub.store), _state(reg_old, old)
+        old.ingest(b, clock.now())
+    return _state(reg_new, hub.store), _state(reg_old, old.store)
 
 
 @pytest.fixture
