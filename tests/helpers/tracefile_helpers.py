@@ -11,6 +11,7 @@ from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.trace_files import TraceFileSource, merge
 from sidecar.sources.trace_files.config import TraceFileConfig
 from sidecar.sources.trace_files.metrics import TraceFileMetrics
+from sidecar.sources.trace_files.records import Scan
 from sidecar.store import Store
 
 
@@ -38,3 +39,8 @@ def tensor_source(
         store=store,
         events_metrics=events_metrics or EventsMetrics(registry),
     )
+
+
+def scan_figures(s: Scan) -> tuple[int, bool, int, int, int]:
+    """What a scan says but its records (two ways of scanning the same bytes must agree on all of it)."""
+    return (s.consumed, s.closed, s.held, s.damaged, s.not_objects)
