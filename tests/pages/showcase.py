@@ -18,9 +18,11 @@ from prometheus_client import CollectorRegistry, Gauge
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chromium import chromium
 from test_status_pages import AM, TRITON, Upstreams
 from test_trace_views import MODEL, _ev
+from waiting import wait_until
 
 from sidecar.app import create_app
 from sidecar.clock import FakeClock
@@ -181,6 +183,18 @@ def _ctr_events(rng: np.random.Generator, block: int, n: int, shift: float, ts: 
 def _fraud_events(block: int, ts: float) -> list[Event]:
     n, frauds = {1: (100, 5), 3: (400, 0)}.get(block, (0, 0))
     return [Event("fraud", "3", ts, fields={"fraud": 1.0 if i < frauds else 0.0}) for i in range(n)]
+
+
+def _total(registry: CollectorRegistry, name: str) -> float:
+    return sum(s.value for m in registry.collect() for s in m.samples if s.name == name)
+
+
+def _upstreams_seen(registry: CollectorRegistry) -> bool:
+    """Triton scraped once and Alertmanager tried once (sent to, or failed), whatever the outcome."""
+    tried = _total(registry, "sidecar_alertmanager_notices_sent_total") + _total(
+        registry, "sidecar_alertmanager_request_failures_total"
+    )
+    return _total(registry, "sidecar_triton_scrapes_total") > 0 and tried > 0
 
 
 def build() -> Service:
@@ -361,14 +375,14 @@ def main() -> None:
     server = uvicorn.Server(uvicorn.Config(create_app(svc), host="127.0.0.1", port=port, log_level="warning"))
     th = threading.Thread(target=server.run, daemon=True)
     th.start()
-    while not server.started:
-        time.sleep(0.05)
+    assert wait_until(lambda: server.started, 30), "the sidecar did not start"
     url = f"http://127.0.0.1:{port}"
     print(url, flush=True)
     if args.shots is None and args.look is None:
         th.join()
         return
-    time.sleep(3)  # one Triton scrape and one Alertmanager try happen in the background
+    # One Triton scrape and one Alertmanager try happen in the background: the pages show what they left.
+    assert wait_until(lambda: _upstreams_seen(svc.registry), 30), "no Triton scrape or Alertmanager try yet"
     if args.shots is not None:
         args.shots.mkdir(parents=True, exist_ok=True)
         todo = [(n if w == 1400 else f"{n}-{w}", p, w) for n, p, ws in SHOTS for w in ws]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,8 +141,7 @@ def main() -> None:
     with serve() as base:
         print(base, flush=True)
         if args.shots is None:
-            while True:
-                time.sleep(3600)
+            threading.Event().wait()  # serve until interrupted (Ctrl-C)
         args.shots.mkdir(parents=True, exist_ok=True)
         with chromium() as browser:
             for name, path in SHOTS:

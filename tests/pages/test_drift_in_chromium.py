@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -170,8 +171,7 @@ def main() -> None:
     with serve() as base:
         print(base, flush=True)
         if args.shots is None:
-            while True:
-                time.sleep(3600)
+            threading.Event().wait()  # serve until interrupted (Ctrl-C)
         args.shots.mkdir(parents=True, exist_ok=True)
         for name, path, size in SHOTS:
             subprocess.run(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,8 +156,7 @@ def main() -> None:
     with serve() as base:
         print(base, flush=True)
         if args.shots is None:
-            while True:
-                time.sleep(3600)
+            threading.Event().wait()  # serve until interrupted (Ctrl-C)
         args.shots.mkdir(parents=True, exist_ok=True)
         for (name, width), v in _look(base, args.shots).items():
             print(f"{name} at {width} px: {v['over']} px too wide")
