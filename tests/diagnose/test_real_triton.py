@@ -5,7 +5,7 @@ started without summary latencies, and a one-instance Python model with callers 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -57,7 +57,15 @@ def served(server: TritonServer) -> float:
     return _total(server, "nv_inference_request_success")
 
 
-def diagnoser(metrics_url: str, http_url: str) -> tuple[Diagnoser, CollectorRegistry]:
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    """Closed after each test: a client left open keeps a keep-alive connection to Triton, and Triton's SIGTERM
+    path waits for its HTTP connections to close (up to --exit-timeout-secs, 30) before it exits."""
+    async with httpx.AsyncClient() as client:
+        yield client
+
+
+def diagnoser(metrics_url: str, http_url: str, http: httpx.AsyncClient) -> tuple[Diagnoser, CollectorRegistry]:
     registry = CollectorRegistry()
     return Diagnoser(
         DiagnoseConfig(timeout_secs=10),
@@ -66,12 +74,14 @@ def diagnoser(metrics_url: str, http_url: str) -> tuple[Diagnoser, CollectorRegi
         spans_expected=False,
         registry=registry,
         clock=SystemClock(),
-        http=httpx.AsyncClient(),
+        http=http,
     ), registry
 
 
-async def test_metrics_url_on_the_http_port_is_a_404_diagnosis(demo_triton: TritonServer) -> None:
-    diag, registry = diagnoser(f"{demo_triton.http_url}/metrics", demo_triton.http_url)
+async def test_metrics_url_on_the_http_port_is_a_404_diagnosis(
+    demo_triton: TritonServer, http: httpx.AsyncClient
+) -> None:
+    diag, registry = diagnoser(f"{demo_triton.http_url}/metrics", demo_triton.http_url, http)
     probe = await diag.probe_once()
     assert probe.status == 404
     (f,) = diag.evaluate(0.0)
@@ -82,16 +92,18 @@ async def test_metrics_url_on_the_http_port_is_a_404_diagnosis(demo_triton: Trit
     assert registry.get_sample_value("sidecar_diagnose_probes_total", {"result": "http_status"}) == 1
 
 
-async def test_triton_without_summaries_is_diagnosed(plain_triton: TritonServer) -> None:
+async def test_triton_without_summaries_is_diagnosed(plain_triton: TritonServer, http: httpx.AsyncClient) -> None:
     infer(plain_triton)
-    diag, _ = diagnoser(plain_triton.metrics_url, plain_triton.http_url)
+    diag, _ = diagnoser(plain_triton.metrics_url, plain_triton.http_url, http)
     await diag.probe_once()
     codes = [f.labels["diagnosis"] for f in diag.evaluate(0.0)]
     assert codes == ["summaries_off"]
 
 
-async def test_one_busy_python_instance_with_a_growing_queue(plain_triton: TritonServer) -> None:
-    diag, _ = diagnoser(plain_triton.metrics_url, plain_triton.http_url)
+async def test_one_busy_python_instance_with_a_growing_queue(
+    plain_triton: TritonServer, http: httpx.AsyncClient
+) -> None:
+    diag, _ = diagnoser(plain_triton.metrics_url, plain_triton.http_url, http)
     callers = [threading.Thread(target=infer, args=(plain_triton, 4)) for _ in range(12)]
     for t in callers:
         t.start()
