@@ -41,14 +41,16 @@ def sample(registry: CollectorRegistry, name: str, labels: dict[str, str] | None
 def live_sidecar(
     traces: dict[str, Any] | None = None,
     registry: CollectorRegistry | None = None,
+    **uvicorn_options: Any,
 ) -> Iterator[tuple[str, Service]]:
-    """The real app under uvicorn in a thread on a free loopback port; stopped even when the test fails."""
+    """The real app under uvicorn in a thread on a free loopback port; stopped even when the test fails.
+    ``uvicorn_options`` go to ``uvicorn.Config`` (e.g. ``timeout_keep_alive``)."""
     svc = Service(
         parse_config({"store": {"path": ":memory:"}, "traces": {"enabled": True, **(traces or {})}}),
         registry=registry or CollectorRegistry(),
         factories=[build],
     )
-    with AppServer(create_app(svc), lifespan="on") as url:
+    with AppServer(create_app(svc), lifespan="on", **uvicorn_options) as url:
         yield url, svc
 
 
