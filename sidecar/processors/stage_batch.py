@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sidecar.processors.stage_trios import Trios
+
 if TYPE_CHECKING:
     from sidecar.state.trace_entry import TraceEntry
 
@@ -32,14 +34,16 @@ Times = Mapping[str, int]
 
 class Jobs:
     """One (model, version)'s pairings in the batch, each with its arrival number (``seq``: the order in which
-    the spot observations would have run, for series creation and the max_model_versions slots)."""
+    the spot observations would have run, for series creation and the max_model_versions slots), and before
+    them its whole requests' values (``trio``, ``stage_trios``)."""
 
-    __slots__ = ("compute", "parent", "request")
+    __slots__ = ("compute", "parent", "request", "trio")
 
     def __init__(self) -> None:
         self.request: list[tuple[int, Times, TraceEntry]] = []
         self.compute: list[tuple[int, Times, Times, TraceEntry]] = []
         self.parent: list[tuple[int, Times, TraceEntry]] = []
+        self.trio: Trios | None = None
 
 
 class Cols:

@@ -12,36 +12,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sidecar.model import Span
-from sidecar.records import (
-    END,
-    EVENTS,
-    FMT,
-    FMT_JSON,
-    MODEL,
-    MODEL_ATTR,
-    NAME,
-    RAW,
-    SPAN,
-    START,
-    STATUS,
-    TRACE,
-    VERSION_ATTR,
-    Record,
-)
-from sidecar.state.trace_entry import (
-    ENTRY_BYTES,
-    EVENT_BYTES,
-    RECORD_BYTES,
-    TraceEntry,
-    TraceSummary,
-    record_bytes,
-    trace_key,
-)
+from sidecar.records import MODEL_ATTR, VERSION_ATTR, Record
+from sidecar.state.trace_entry import TraceEntry, TraceSummary, trace_key
+from sidecar.state.trace_ingest import OnStored, OnTrio, add_groups, add_trios, group, trio_keys
 
 __all__ = ["MODEL_ATTR", "VERSION_ATTR", "TraceEntry", "TraceStore", "TraceSummary"]
 
@@ -126,109 +104,38 @@ class TraceStore:
         self,
         records: Iterable[Record],
         now: float,
-        on_stored: Callable[[TraceEntry, Record], None] | None = None,
+        on_stored: OnStored | None = None,
+        on_trio: OnTrio | None = None,
     ) -> int:
         """Store span records; returns how many were stored.
 
         ``on_stored(entry, record)`` (stage derivation) is called right after a record is stored, in arrival
         order, for the records it can use: Triton model and ``compute`` spans, and any span of a trace that
         has model spans waiting for their parent. Calling it here rather than after the batch lets it pair
-        spans by "already stored" without a second pass or an index of the batch.
+        spans by "already stored" without a second pass or an index of the batch. ``on_trio(entry, root, model,
+        compute)`` is called instead for a trace a trace file's batch brings whole (``trace_ingest.add_trios``).
 
         A batch is taken trace by trace, in order of first appearance (each trace's spans in arrival order),
         so the order in which traces' stages are observed (and so which (model, version) gets a series slot
         when ``max_model_versions`` runs out) does not depend on how a client interleaves traces in a body.
         """
-        by_trace: dict[bytes, list[Record]] = {}
-        last: bytes | None = None
-        g: list[Record] = []
-        for r in records:
-            key = r[TRACE]
-            if key == last:  # a trace's spans mostly come together (a trace file's request, an SDK's batch)
-                g.append(r)
-                continue
-            found = by_trace.get(key)
-            if found is None:
-                g = by_trace[key] = [r]
-            else:
-                g = found
-                g.append(r)
-            last = key
-        with self._lock:
-            stored, dups, full, too_big = self._add_locked(by_trace, now, on_stored)
-            evicted = self._evict_locked(now)
-        self._count_drops(dups, full, too_big)
+        keys = trio_keys(records)
+        limits = (self.max_spans_per_trace, self.max_trace_bytes, self.slow_threshold_ns)
+        if keys is not None:
+            assert isinstance(records, list | tuple)  # trio_keys said so
+            with self._lock:
+                taken = add_trios(keys, records, self._plain, self._kept, now, limits, on_stored, on_trio)
+                self._bytes += taken[4]
+                evicted = self._evict_locked(now)
+        else:
+            by_trace = group(records)
+            with self._lock:
+                taken = add_groups(by_trace, self._plain, self._kept, now, limits, on_stored)
+                self._bytes += taken[4]
+                evicted = self._evict_locked(now)
+        self._count_drops(taken[1], taken[2], taken[3])
         self._count_evictions(evicted)
-        return stored
-
-    def _add_locked(
-        self,
-        by_trace: dict[bytes, list[Record]],
-        now: float,
-        on_stored: Callable[[TraceEntry, Record], None] | None,
-    ) -> tuple[int, int, int, int]:
-        """(stored, duplicates, over the per-trace span limit, over the per-trace byte limit); the caller holds
-        the lock and counts the drops. One look-up per trace; the trace's figures are kept in locals while its
-        spans are taken and written back once."""
-        stored = dups = full = too_big = 0
-        added = 0
-        limit = self.max_spans_per_trace
-        byte_limit = self.max_trace_bytes
-        slow = self.slow_threshold_ns
-        plain, kept = self._plain, self._kept
-        for key, group in by_trace.items():
-            e = plain.get(key) or kept.get(key)
-            if e is None:
-                r0 = group[0]
-                e = plain[key] = TraceEntry(key.hex(), now, key, start_ns=r0[START], end_ns=r0[END])
-                added += ENTRY_BYTES
-            by_id = e.by_id
-            nbytes = before = e.nbytes
-            start, end = e.start_ns, e.end_ns
-            n = 0
-            for r in group:
-                sid = r[SPAN]
-                if sid in by_id:
-                    dups += 1
-                    continue
-                if len(by_id) >= limit:
-                    full += 1
-                    continue
-                ev, raw = r[EVENTS], r[RAW]
-                if r[FMT] == FMT_JSON and type(ev) is dict and not raw[0]:
-                    # ``record_bytes`` of the commonest record (Triton's spans from trace files: JSON, an
-                    # event dict, no attributes) without the call
-                    size = RECORD_BYTES + len(r[NAME]) + len(raw[1]) + EVENT_BYTES * len(ev)
-                else:
-                    size = record_bytes(r)
-                if nbytes + size > byte_limit:
-                    too_big += 1
-                    continue
-                nbytes += size
-                by_id[sid] = r
-                n += 1
-                if r[START] < start:
-                    start = r[START]
-                if r[END] > end:
-                    end = r[END]
-                if r[STATUS] == 2:
-                    e.error = True
-                if r[MODEL] is not None:
-                    if not e.model:
-                        e.model, e.version = r[MODEL]
-                    if on_stored is not None:
-                        on_stored(e, r)
-                elif on_stored is not None and (r[NAME] == "compute" or e.stage_waiting is not None):
-                    on_stored(e, r)
-            if n:
-                e.nbytes, e.start_ns, e.end_ns = nbytes, start, end
-                added += nbytes - before
-                stored += n
-                if (e.error or e.failure_note or end - start >= slow) and key in plain:  # now a kept trace
-                    del plain[key]
-                    kept[key] = e
-        self._bytes += added
-        return stored, dups, full, too_big
+        return taken[0]
 
     def _count_drops(self, dups: int, full: int, too_big: int) -> None:
         # Outside the lock: a labelled inc() takes a lock of its own.

@@ -1,0 +1,219 @@
+"""How the trace store takes a batch of span records (``TraceStore.add``): grouped trace by trace, or, for a batch
+of whole requests as a trace file brings them, three records a trace taken in one go.
+
+A batch is taken trace by trace, in order of first appearance (each trace's spans in arrival order): ``group``
+builds that order, ``add_groups`` stores it record by record. A trace-file batch is the same order already: each
+request's ``InferRequest`` root, its model span and its ``compute`` span, one request after another, every trace
+new (``sidecar.sources.trace_files.spans``; Triton's OTLP export in the order Triton sends it is too). ``trio_keys``
+recognises such a batch with a few C-level list operations (no grouping dict), and ``add_trios`` stores each new
+trace of that shape whole: its entry built with its three spans, its byte estimate and figures, and the stage
+pairing of the three handed over in one call (``on_trio``) instead of one per record. Any trace that is not of that
+shape or that would meet a limit (already stored, a repeated span id, ``max_spans_per_trace`` under 3, over
+``max_trace_bytes``) goes through ``add_groups`` as it would in any batch. Same entries, same order, same counts:
+tests/state/test_trace_hub_differential.py and test_trace_trios.py hold the two ways equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
+
+from sidecar.records import END, EVENTS, FMT, FMT_JSON, MODEL, NAME, PARENT, RAW, SPAN, START, STATUS, TRACE, Record
+from sidecar.state.trace_entry import ENTRY_BYTES, EVENT_BYTES, RECORD_BYTES, TraceEntry, record_bytes
+
+__all__ = ["Limits", "OnStored", "OnTrio", "Taken", "add_groups", "add_trios", "group", "trio_keys"]
+
+OnStored = Callable[[TraceEntry, Record], None]
+# on_trio(entry, root, model span, compute span): the three were just stored together as a new trace.
+OnTrio = Callable[[TraceEntry, Record, Record, Record], None]
+# (max spans per trace, max bytes per trace, the slow threshold in ns)
+Limits = tuple[int, int, int]
+# (stored, duplicates, over the span limit, over the byte limit, bytes added)
+Taken = tuple[int, int, int, int, int]
+
+_trace_of = itemgetter(TRACE)
+
+
+def group(records: Iterable[Record]) -> dict[bytes, list[Record]]:
+    """The records by trace id, in order of first appearance, each trace's in arrival order."""
+    by_trace: dict[bytes, list[Record]] = {}
+    last: bytes | None = None
+    g: list[Record] = []
+    for r in records:
+        key = r[TRACE]
+        if key == last:  # a trace's spans mostly come together (a trace file's request, an SDK's batch)
+            g.append(r)
+            continue
+        found = by_trace.get(key)
+        if found is None:
+            g = by_trace[key] = [r]
+        else:
+            g = found
+            g.append(r)
+        last = key
+    return by_trace
+
+
+def trio_keys(records: Iterable[Record]) -> list[bytes] | None:
+    """The trace ids of a batch made of consecutive runs of three records of one trace each, every trace in one
+    run only (so the runs are already ``group``'s order); None for any other batch."""
+    if not isinstance(records, list | tuple):
+        return None
+    n = len(records)
+    if not n or n % 3:
+        return None
+    keys = list(map(_trace_of, records))
+    k0 = keys[0::3]
+    if k0 != keys[1::3] or k0 != keys[2::3] or len(set(k0)) != len(k0):
+        return None
+    return k0
+
+
+def add_trios(
+    keys: list[bytes],
+    records: Sequence[Record],
+    plain: dict[bytes, TraceEntry],
+    kept: dict[bytes, TraceEntry],
+    now: float,
+    limits: Limits,
+    on_stored: OnStored | None,
+    on_trio: OnTrio | None,
+) -> Taken:
+    """Store a batch that ``trio_keys`` accepted (see the module docstring); the caller holds the store's lock.
+
+    ``on_trio`` is called for each trace stored whole, where ``add_groups`` would call ``on_stored`` for its model
+    and compute spans; ``on_stored`` for the traces taken record by record. Without ``on_trio`` only a store with no
+    ``on_stored`` takes traces whole."""
+    limit, byte_limit, slow = limits
+    whole = limit >= 3 and (on_trio is not None or on_stored is None)
+    stored = dups = full = too_big = added = 0
+    for key, r0, r1, r2 in zip(keys, records[0::3], records[1::3], records[2::3], strict=True):
+        if whole and key not in plain and key not in kept:
+            s0, s1, s2 = r0[SPAN], r1[SPAN], r2[SPAN]
+            mv = r1[MODEL]
+            if (
+                mv is not None
+                and r0[PARENT] is None
+                and r0[MODEL] is None
+                and r0[NAME] != "compute"
+                and r1[PARENT] == s0
+                and r2[PARENT] == s1
+                and r2[MODEL] is None
+                and r2[NAME] == "compute"
+                and s0 != s1
+                and s0 != s2
+                and s1 != s2
+            ):
+                nbytes = ENTRY_BYTES + _size(r0) + _size(r1) + _size(r2)
+                if nbytes <= byte_limit:
+                    start, end = r0[START], r0[END]
+                    t = r1[START]
+                    if t < start:
+                        start = t
+                    t = r2[START]
+                    if t < start:
+                        start = t
+                    t = r1[END]
+                    if t > end:
+                        end = t
+                    t = r2[END]
+                    if t > end:
+                        end = t
+                    e = TraceEntry(key.hex(), now, key, start_ns=start, end_ns=end)
+                    e.by_id = {s0: r0, s1: r1, s2: r2}
+                    e.nbytes = nbytes
+                    e.model, e.version = mv
+                    if r0[STATUS] == 2 or r1[STATUS] == 2 or r2[STATUS] == 2:
+                        e.error = True
+                    if on_trio is not None:
+                        on_trio(e, r0, r1, r2)
+                    if e.error or end - start >= slow:
+                        kept[key] = e
+                    else:
+                        plain[key] = e
+                    stored += 3
+                    added += nbytes
+                    continue
+        got = add_groups({key: [r0, r1, r2]}, plain, kept, now, limits, on_stored)
+        stored += got[0]
+        dups += got[1]
+        full += got[2]
+        too_big += got[3]
+        added += got[4]
+    return stored, dups, full, too_big, added
+
+
+def _size(r: Record) -> int:
+    """``record_bytes`` of ``r``, the commonest record (Triton's spans from trace files: JSON, an event dict, no
+    attributes) without the call."""
+    ev, raw = r[EVENTS], r[RAW]
+    if r[FMT] == FMT_JSON and type(ev) is dict and not raw[0]:
+        return RECORD_BYTES + len(r[NAME]) + len(raw[1]) + EVENT_BYTES * len(ev)
+    return record_bytes(r)
+
+
+def add_groups(
+    by_trace: dict[bytes, list[Record]],
+    plain: dict[bytes, TraceEntry],
+    kept: dict[bytes, TraceEntry],
+    now: float,
+    limits: Limits,
+    on_stored: OnStored | None,
+) -> Taken:
+    """Store ``group``'s traces record by record; the caller holds the store's lock and counts the drops. One
+    look-up per trace; the trace's figures are kept in locals while its spans are taken and written back once."""
+    stored = dups = full = too_big = 0
+    added = 0
+    limit, byte_limit, slow = limits
+    for key, grp in by_trace.items():
+        e = plain.get(key) or kept.get(key)
+        if e is None:
+            r0 = grp[0]
+            e = plain[key] = TraceEntry(key.hex(), now, key, start_ns=r0[START], end_ns=r0[END])
+            added += ENTRY_BYTES
+        by_id = e.by_id
+        nbytes = before = e.nbytes
+        start, end = e.start_ns, e.end_ns
+        n = 0
+        for r in grp:
+            sid = r[SPAN]
+            if sid in by_id:
+                dups += 1
+                continue
+            if len(by_id) >= limit:
+                full += 1
+                continue
+            ev, raw = r[EVENTS], r[RAW]
+            if r[FMT] == FMT_JSON and type(ev) is dict and not raw[0]:
+                # ``record_bytes`` of the commonest record (Triton's spans from trace files: JSON, an
+                # event dict, no attributes) without the call
+                size = RECORD_BYTES + len(r[NAME]) + len(raw[1]) + EVENT_BYTES * len(ev)
+            else:
+                size = record_bytes(r)
+            if nbytes + size > byte_limit:
+                too_big += 1
+                continue
+            nbytes += size
+            by_id[sid] = r
+            n += 1
+            if r[START] < start:
+                start = r[START]
+            if r[END] > end:
+                end = r[END]
+            if r[STATUS] == 2:
+                e.error = True
+            if r[MODEL] is not None:
+                if not e.model:
+                    e.model, e.version = r[MODEL]
+                if on_stored is not None:
+                    on_stored(e, r)
+            elif on_stored is not None and (r[NAME] == "compute" or e.stage_waiting is not None):
+                on_stored(e, r)
+        if n:
+            e.nbytes, e.start_ns, e.end_ns = nbytes, start, end
+            added += nbytes - before
+            stored += n
+            if (e.error or e.failure_note or end - start >= slow) and key in plain:  # now a kept trace
+                del plain[key]
+                kept[key] = e
+    return stored, dups, full, too_big, added

@@ -1,0 +1,282 @@
+"""The trace hub's whole-request path (sidecar/state/trace_ingest.py ``add_trios``, sidecar/processors/stage_trios.py:
+a batch of root, model and compute spans, three a trace, stored and paired a request at a time) against the frozen
+one-by-one hub of ae3dd55 (hub_before.py): on batches of that shape with every way a request can fall out of it
+(a trace already stored, a repeated span id, a span out of place, a missing or out-of-order event, GRPC events,
+an error status, events as a list, attributes, a model refused, per-trace span and byte limits, a stray record
+that breaks the shape), with stages observed span by span, in batches, one by one or through numpy, every stored
+span, trace figure, pairing state, stage sample and counter is the same."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from hub_before import HubBefore
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+from trace_files_before import replicated, templates_of
+from traces_helpers import DATA
+
+import sidecar.processors.stage_batch as batch_mod
+import sidecar.processors.stages as stages_mod
+import sidecar.state.trace_ingest as ingest_mod
+import sidecar.state.traces as traces_mod
+from sidecar.clock import FakeClock
+from sidecar.component import Bus
+from sidecar.config import parse_config
+from sidecar.model import Batch
+from sidecar.processors.stage_trios import Trios
+from sidecar.records import FMT_JSON, MODEL_ATTR, VERSION_ATTR, Record
+from sidecar.sources.trace_files.metrics import TraceFileMetrics
+from sidecar.sources.trace_files.settings import TraceFileSettings
+from sidecar.sources.trace_files.source import TraceFileSource
+from sidecar.state.trace_hub import TraceHub
+from sidecar.store import Store
+
+T0 = 1_796_218_366_000_000_000
+ROOT_EVENTS = (
+    "HTTP_RECV_START",
+    "HTTP_RECV_END",
+    "HTTP_SEND_START",
+    "HTTP_SEND_END",
+    "GRPC_WAITREAD_START",
+    "GRPC_WAITREAD_END",
+    "GRPC_SEND_START",
+    "GRPC_SEND_END",
+)
+MODEL_EVENTS = ("REQUEST_START", "QUEUE_START", "REQUEST_END", "COMPUTE_START")
+COMPUTE_EVENTS = ("QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
+MODELS = (("ctr", "1"), ("ctr", "2"), ("", "1"), ("rank", "3"))
+# How a request may differ from a trace file's: each breaks one condition of the whole-request path.
+FLAWS = (
+    "root_has_parent",
+    "root_has_model",
+    "root_named_compute",
+    "model_without_model",
+    "model_not_under_root",
+    "compute_renamed",
+    "compute_not_under_model",
+    "compute_has_model",
+    "same_ids_01",
+    "same_ids_02",
+    "same_ids_12",
+    "error_status",
+    "events_as_list",
+    "root_attributes",
+)
+
+
+def _ordered_events(draw: Any, names: tuple[str, ...], whole: bool) -> dict[str, int]:
+    """A span's events: in order and complete (as Triton writes them), or any subset at any times."""
+    if whole:
+        base = T0 + draw(st.integers(0, 10**9))
+        steps = draw(st.lists(st.integers(0, 5_000_000), min_size=len(names), max_size=len(names)))
+        out, t = {}, base
+        for n, dt in zip(names, steps, strict=True):
+            t += dt
+            out[n] = t
+        return out
+    return draw(st.dictionaries(st.sampled_from(names), st.integers(T0, T0 + 2 * 10**9), max_size=len(names)))
+
+
+@st.composite
+def _request(draw: Any) -> list[Record]:
+    trace = bytes([draw(st.integers(0, 40))]) * 16
+    ids = [trace[:6] + bytes([k, draw(st.integers(0, 1))]) for k in range(3)]
+    flaws = set(draw(st.lists(st.sampled_from(FLAWS), max_size=2))) if draw(st.booleans()) else set()
+    for a, b in (("same_ids_01", (0, 1)), ("same_ids_02", (0, 2)), ("same_ids_12", (1, 2))):
+        if a in flaws:
+            ids[b[1]] = ids[b[0]]
+    whole = draw(st.booleans())
+    root_names = ROOT_EVENTS[:4] if draw(st.booleans()) else ROOT_EVENTS[4:]
+    evs = [
+        _ordered_events(draw, root_names if whole else ROOT_EVENTS, whole),
+        _ordered_events(draw, MODEL_EVENTS[:3] if whole else MODEL_EVENTS, whole),
+        _ordered_events(draw, COMPUTE_EVENTS[1:] if whole else COMPUTE_EVENTS, whole),
+    ]
+    mv = draw(st.sampled_from(MODELS))
+    attrs: tuple[tuple[str, object], ...] = ((MODEL_ATTR, mv[0]), (VERSION_ATTR, mv[1]), ("triton.trace_id", 7))
+    if draw(st.booleans()):
+        attrs += (("triton.request_id", "req-" + "x" * draw(st.integers(0, 30))),)
+
+    def rec(k: int, parent: bytes | None, name: str, model: Any, a: tuple[Any, ...] = ()) -> Record:
+        ev: Any = evs[k]
+        times = list(ev.values()) or [T0]
+        if "events_as_list" in flaws and k == 1:
+            ev = [(n, t, ()) for n, t in ev.items()]
+        status = 2 if "error_status" in flaws and k == 2 else 0
+        return (trace, ids[k], parent, name, min(times), max(times), status, model, ev, "svc", FMT_JSON, (a, "", 2))
+
+    root = rec(
+        0,
+        ids[2] if "root_has_parent" in flaws else None,
+        "compute" if "root_named_compute" in flaws else "InferRequest",
+        mv if "root_has_model" in flaws else None,
+        (("http.target", "/v2/models/x/infer"),) if "root_attributes" in flaws else (),
+    )
+    model = rec(
+        1,
+        None if "model_not_under_root" in flaws else ids[0],
+        mv[0] or "model",
+        None if "model_without_model" in flaws else mv,
+        attrs,
+    )
+    compute = rec(
+        2,
+        ids[0] if "compute_not_under_model" in flaws else ids[1],
+        "Compute" if "compute_renamed" in flaws else "compute",
+        mv if "compute_has_model" in flaws else None,
+    )
+    return [root, model, compute]
+
+
+@st.composite
+def _batches(draw: Any) -> list[list[Record]]:
+    out = []
+    for _ in range(draw(st.integers(1, 4))):
+        recs = [r for q in draw(st.lists(_request(), min_size=1, max_size=12)) for r in q]
+        if draw(st.integers(0, 5)) == 0:  # a stray record: the batch is not whole requests any more
+            recs.insert(draw(st.integers(0, len(recs))), draw(_request())[draw(st.integers(0, 2))])
+        out.append(recs)
+    return out
+
+
+def _state(reg: CollectorRegistry, store: Any, pairing: bool) -> dict[str, Any]:
+    samples = [
+        (s.name, s.labels, s.value, s.exemplar)
+        for fam in reg.collect()
+        if fam.name.startswith(("sidecar_triton_stage", "sidecar_traces"))
+        for s in fam.samples
+        if not s.name.endswith("_created")
+        and not s.name.startswith(("sidecar_traces_spans_ingested", "sidecar_traces_expiry"))
+    ]
+    traces = [
+        (
+            cls,
+            e.trace_id,
+            e.key,
+            e.first_seen,
+            list(e.by_id.items()),
+            e.start_ns,
+            e.end_ns,
+            e.nbytes,
+            e.error,
+            e.model,
+            e.version,
+            e.failure_note,
+            # The pairing state (what a later span of the trace is paired with) is the frozen hub's own shape
+            # (it kept records where the hub keeps event times), so it is compared with the hub record by record.
+            (e.stage_compute, e.stage_waiting, e.stage_times) if pairing else None,
+        )
+        for cls, od in (("plain", store._plain), ("kept", store._kept))
+        for e in od.values()
+    ]
+    return {"samples": samples, "traces": traces, "bytes": store.nbytes}
+
+
+def _three(batches: list[list[Record]], **cfg: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The hub's end state, the same hub's with every batch taken record by record (no whole requests) and the
+    frozen hub's."""
+    tcfg = parse_config({"traces": {"enabled": True, **cfg}}).traces
+    regs = [CollectorRegistry() for _ in range(3)]
+    clock = FakeClock(start=1_796_218_366.0)
+    hub = TraceHub(tcfg, registry=regs[0], clock=clock)
+    by_record = TraceHub(tcfg, registry=regs[1], clock=clock)
+    old = HubBefore(tcfg, regs[2])
+    for b in batches:
+        clock.advance(0.5)
+        hub.ingest_records(b, "t")
+        with mock.patch.object(traces_mod, "trio_keys", lambda records: None):
+            by_record.ingest_records(b, "t")
+        old.ingest(b, clock.now())
+    return (
+        _state(regs[0], hub.store, True),
+        _state(regs[1], by_record.store, True),
+        _state(regs[2], old.store, False),
+    )
+
+
+def _both(batches: list[list[Record]], **cfg: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The hub's state and the frozen hub's, after checking the hub's against itself record by record."""
+    new, by_record, old = _three(batches, **cfg)
+    assert new == by_record
+    new["traces"] = [(*t[:-1], None) for t in new["traces"]]
+    return new, old
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    _batches(),
+    st.sampled_from([1, 6, 1000]),
+    st.sampled_from([2, 48]),
+    st.fixed_dictionaries(
+        {
+            "max_spans_per_trace": st.sampled_from([2, 3, 1000]),
+            "max_model_versions": st.sampled_from([1, 2, 200]),
+            "max_traces": st.sampled_from([4, 5000]),
+            "slow_threshold_ms": st.sampled_from([1.0, 100.0]),
+            "store": st.sampled_from([{}, {"max_trace_bytes_mib": 0.0035}]),
+        }
+    ),
+)
+def test_whole_requests_store_and_observe_as_the_frozen_hub(batches, batch_min, vector_min, cfg):
+    with mock.patch.object(stages_mod, "BATCH_MIN", batch_min), mock.patch.object(batch_mod, "VECTOR_MIN", vector_min):
+        new, old = _both(batches, **cfg)
+    assert new == old
+
+
+def _file_batches(tmp: Path, data: bytes) -> list[list[Record]]:
+    reg = CollectorRegistry()
+    bus = Bus(reg)
+    got: list[Batch] = []
+    bus.subscribe("spans", "capture", got.append)
+    folder = tmp / "files"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    (folder / "trace.json.0").write_bytes(data)
+    settings_ = TraceFileSettings(path=str(folder / "trace.json"), settle_secs=0.0)
+    clock = FakeClock(start=1_800_000_000.0, monotonic=8400.0)
+    src = TraceFileSource(settings_, bus=bus, metrics=TraceFileMetrics(reg), clock=clock, store=Store(":memory:"))
+    for _ in range(100):
+        if not src.poll_once():
+            break
+    return [list(b.items) for b in got]
+
+
+def test_a_trace_file_is_taken_a_request_at_a_time_and_again_record_by_record(tmp_path):
+    """Every request of a trace file goes the whole-request way (one entry, one pairing call, its stage values
+    taken at once); the same file read again goes record by record (every trace already stored: all duplicates);
+    both end as the frozen hub ends."""
+    file = replicated(templates_of((DATA / "trace-file-triton-mode.json").read_bytes()), 400)
+    batches = _file_batches(tmp_path, file)
+    assert sum(map(len, batches)) == 1200
+    real_add, real_groups = Trios.add, ingest_mod.add_groups
+    whole: list[int] = []
+    grouped: list[int] = []
+
+    def add(self: Trios, *a: Any) -> None:
+        whole.append(1)
+        real_add(self, *a)
+
+    def groups(by_trace: dict[bytes, list[Record]], *a: Any) -> Any:
+        grouped.append(sum(map(len, by_trace.values())))
+        return real_groups(by_trace, *a)
+
+    with (
+        mock.patch.object(stages_mod, "BATCH_MIN", 6),
+        mock.patch.object(Trios, "add", add),
+        mock.patch.object(ingest_mod, "add_groups", groups),
+    ):
+        new, old = _both(batches)
+        assert new == old
+        assert len(whole) == 400 and not grouped
+        new, old = _both(batches + batches)
+    assert new == old
+    assert sum(grouped) == 1200 and len(whole) == 800
+    dups = [v for name, labels, v, _ in new["samples"] if labels.get("reason") == "duplicate"]
+    assert dups == [1200.0]
+    counts = [v for name, _, v, _ in new["samples"] if name.endswith("_count")]
+    assert sum(counts) == 400 * 7
