@@ -1,13 +1,19 @@
 """The canary verdict against a real Triton 2.51 (CPU): v2 of a Python model sleeps and scores differently; the
 test calls both versions alternately, posts one event per call (measured latency, returned score) to the sidecar's
 /v1/events, and the verdict, its metrics and the alert the book makes say v2 is worse. The same verdict is also
-reached from Triton's own metrics alone (no events, no spans), its alert naming Triton as the source."""
+reached from Triton's own metrics alone (no events, no spans), its alert naming Triton as the source.
+
+Each version runs ``CALLERS`` instances and the tests call from as many threads (each still calling v1 then v2),
+so v2's 50 ms sleeps overlap instead of adding up (500 of them were 25 s of a test) while no call queues behind
+another: every v2 call still takes its own 50 ms, which is what the verdicts are checked against."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
@@ -40,8 +46,10 @@ max_batch_size: 8
 version_policy: { all { } }
 input [ { name: "x", data_type: TYPE_FP32, dims: [ 4 ] } ]
 output [ { name: "score", data_type: TYPE_FP32, dims: [ 1 ] } ]
-instance_group [ { count: 1, kind: KIND_CPU } ]
+instance_group [ { count: %d, kind: KIND_CPU } ]
 """
+CALLERS = 4  # threads calling at once, and instances of each version: no call waits for a busy instance
+WARM_X, HOLD_S = 9.0, 0.5  # an input no test sends otherwise, and how long a warm-up call holds its instance
 
 _MODEL = """import time
 import numpy as np
@@ -56,7 +64,9 @@ class TritonPythonModel:
         out = []
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy().astype(np.float32)
-            if SLEEP_S:
+            if x.flat[0] == {warm_x}:  # a warm-up call holds its instance, so the next one goes to another
+                time.sleep({hold_s})
+            elif SLEEP_S:
                 time.sleep(SLEEP_S)
             s = 1.0 / (1.0 + np.exp(-(x.sum(axis=1, keepdims=True) * 0.5 + BIAS)))
             out.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("score", s.astype(np.float32))]))
@@ -68,16 +78,43 @@ def _repository(root: Path) -> Path:
     model = root / "repo" / "rollout"
     for version, sleep, bias in (("1", 0.0, -1.0), ("2", 0.05, 0.5)):
         (model / version).mkdir(parents=True)
-        (model / version / "model.py").write_text(_MODEL.format(sleep=sleep, bias=bias))
-    (model / "config.pbtxt").write_text(_CONFIG)
+        (model / version / "model.py").write_text(_MODEL.format(sleep=sleep, bias=bias, warm_x=WARM_X, hold_s=HOLD_S))
+    (model / "config.pbtxt").write_text(_CONFIG % CALLERS)
     return root / "repo"
 
 
-@pytest.fixture
-def rollout_triton(tmp_path: Path) -> Iterator[TritonServer]:
-    server = TritonServer(_repository(tmp_path), tmp_path / "triton", summary_latencies=False)
+def _warm_every_instance(url: str) -> None:
+    """One call on each instance of each version, CALLERS at once, each holding its instance ``HOLD_S``: a stub's
+    first call is slow (its code paths load), and a few such calls of v1's instances among the measured ones
+    make v1's p99 uncertain (the p99 aspect went undecided in a run where three were left cold)."""
+    with httpx.Client(base_url=url, timeout=30) as http:
+
+        def warm(_: int) -> None:
+            for version in ("1", "2"):
+                body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [WARM_X] * 4}]}
+                assert http.post(f"/v2/models/rollout/versions/{version}/infer", json=body).status_code == 200
+
+        _each(CALLERS, warm)
+
+
+T = TypeVar("T")
+
+
+def _each(n: int, call: Callable[[int], T]) -> list[T]:
+    """``call(i)`` for i in range(n) from ``CALLERS`` threads at once; the results in the order of i."""
+    with ThreadPoolExecutor(CALLERS) as pool:
+        return list(pool.map(call, range(n)))
+
+
+@pytest.fixture(scope="module")
+def rollout_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    """One Triton (summary latencies on) for the events test and the counters test; the trace-file test starts
+    its own (its trace files must hold its requests only, and Triton writes the last of them when it stops)."""
+    root = tmp_path_factory.mktemp("rollout")
+    server = TritonServer(_repository(root), root / "triton", summary_latencies=True)
     server.start()
     try:
+        _warm_every_instance(server.http_url)
         yield server
     finally:
         server.stop()
@@ -96,20 +133,25 @@ def test_a_slower_v2_that_scores_differently_is_called_worse(rollout_triton: Tri
         factories=[events_build, canary_build],
     )
     n = 500  # p99 is decided from 500 values per version (5 above it: checks.canary.min_tail_samples)
-    events = []
     with httpx.Client(base_url=rollout_triton.http_url, timeout=30) as triton:
-        for version in ("1", "2"):  # the first call of a version loads its stub's code paths: not measured
-            warm = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.0] * 4}]}
-            assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=warm).status_code == 200
-        for i in range(n):
+
+        def warm_up(_: int) -> None:  # the first call of an instance loads its stub's code paths: not measured
+            for version in ("1", "2"):
+                warm = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.0] * 4}]}
+                assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=warm).status_code == 200
+
+        _each(CALLERS, warm_up)
+
+        def call_both(i: int) -> list[dict[str, object]]:
             x = [float((i * 7 + k) % 5) - 2.0 for k in range(4)]
+            pair = []
             for version in ("1", "2"):
                 body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": x}]}
                 t0 = time.perf_counter()
                 r = triton.post(f"/v2/models/rollout/versions/{version}/infer", json=body)
                 latency_ms = (time.perf_counter() - t0) * 1000
                 assert r.status_code == 200, r.text
-                events.append(
+                pair.append(
                     {
                         "model": "rollout",
                         "version": version,
@@ -118,6 +160,9 @@ def test_a_slower_v2_that_scores_differently_is_called_worse(rollout_triton: Tri
                         "fields": {"latency_ms": latency_ms, "error": 0},
                     }
                 )
+            return pair
+
+        events = [e for pair in _each(n, call_both) for e in pair]
     with TestClient(create_app(svc)) as client:
         assert client.post("/v1/events", json=events).json()["accepted"] == 2 * n
         findings = svc.evaluate_once(clock.now())
@@ -162,20 +207,26 @@ def test_span_latency_from_tritons_own_trace_files_says_v2_is_worse(tmp_path: Pa
         "--trace-config",
         "rate=1",
         "--trace-config",
-        "level=TIMESTAMPS",
+        "level=OFF",  # until every instance is warm (_warm_every_instance), then TIMESTAMPS
     ]
     server = TritonServer(_repository(tmp_path), tmp_path / "triton", summary_latencies=False, extra_args=args)
     server.start()
     n = 500
     try:
+        _warm_every_instance(server.http_url)
         with httpx.Client(base_url=server.http_url, timeout=30) as triton:
-            for version in ("1", "2"):  # traced too: one slow first call per version, as in production
+            on = triton.post("/v2/trace/setting", json={"trace_level": ["TIMESTAMPS"]})  # Triton's trace extension
+            assert on.status_code == 200 and on.json()["trace_level"] == ["TIMESTAMPS"], on.text
+            for version in ("1", "2"):  # traced too: the first call after the warm-up, one per version
                 warm = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.0] * 4}]}
                 assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=warm).status_code == 200
-            for i in range(n):
+
+            def call_both(i: int) -> None:
                 for version in ("1", "2"):
                     body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [float(i % 3)] * 4}]}
                     assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=body).status_code == 200
+
+            _each(n, call_both)
         wait_until(lambda: len(list(tmp_path.glob("trace.json.*"))) >= 2 * (n + 1) // 10, 30)
     finally:
         server.stop()
@@ -230,56 +281,55 @@ def _alert(f: object, clock: FakeClock) -> dict[str, str]:
     return dict(alert.annotations)
 
 
-async def test_tritons_counters_and_summaries_alone_say_v2_is_worse(tmp_path: Path) -> None:
+async def test_tritons_counters_and_summaries_alone_say_v2_is_worse(
+    rollout_triton: TritonServer, tmp_path: Path
+) -> None:
     """Only the Triton scrape is wired: the verdict comes from Triton's duration, success and failure counters and
     its p50 summary. The fake clock moves one summary window (61 s) per round so each scrape is one reading; the
     real Triton's summary windows of consecutive rounds overlap (the rounds take seconds), which this test of the
     path from Triton's exposition to the alert does not rely on."""
-    server = TritonServer(_repository(tmp_path), tmp_path / "triton", summary_latencies=True)
-    server.start()
-    try:
-        clock = FakeClock()
-        cfg = parse_config(
-            {
-                "triton": {
-                    "enabled": True,
-                    "metrics_url": server.metrics_url,
-                    "http_url": server.http_url,
-                    "timeout_secs": 5,
-                },
-                "checks": {"canary": {"enabled": True, "min_samples": 200, "for_secs": 0, "window_secs": 1200}},
-            }
-        )
-        svc = Service(
-            cfg,
-            clock=clock,
-            registry=CollectorRegistry(),
-            store=Store(tmp_path / "s.sqlite"),
-            factories=[triton_build, canary_build],
-        )
-        source = svc.component("triton_metrics")
-        rounds, per_round = 12, 20
-        with httpx.Client(base_url=server.http_url, timeout=30) as triton:
-            for version in ("1", "2"):  # the first call of a version loads its stub's code paths
-                warm = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.0] * 4}]}
-                assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=warm).status_code == 200
+    server = rollout_triton  # its counters are read as deltas from the first scrape below
+    clock = FakeClock()
+    cfg = parse_config(
+        {
+            "triton": {
+                "enabled": True,
+                "metrics_url": server.metrics_url,
+                "http_url": server.http_url,
+                "timeout_secs": 5,
+            },
+            "checks": {"canary": {"enabled": True, "min_samples": 200, "for_secs": 0, "window_secs": 1200}},
+        }
+    )
+    svc = Service(
+        cfg,
+        clock=clock,
+        registry=CollectorRegistry(),
+        store=Store(tmp_path / "s.sqlite"),
+        factories=[triton_build, canary_build],
+    )
+    source = svc.component("triton_metrics")
+    rounds, per_round = 12, 20
+    with httpx.Client(base_url=server.http_url, timeout=30) as triton:
+        for version in ("1", "2"):  # the first call of a version loads its stub's code paths
+            warm = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.0] * 4}]}
+            assert triton.post(f"/v2/models/rollout/versions/{version}/infer", json=warm).status_code == 200
+        assert await source.scrape_once()
+        for r in range(rounds):
+
+            def call_both(i: int, r: int = r) -> None:
+                for version in ("1", "2"):
+                    body = {
+                        "inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [float((r + i) % 3)] * 4}]
+                    }
+                    resp = triton.post(f"/v2/models/rollout/versions/{version}/infer", json=body)
+                    assert resp.status_code == 200, resp.text
+
+            _each(per_round, call_both)  # the round's calls all answered before the scrape
+            clock.advance(61)
             assert await source.scrape_once()
-            for r in range(rounds):
-                for i in range(per_round):
-                    for version in ("1", "2"):
-                        body = {
-                            "inputs": [
-                                {"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [float((r + i) % 3)] * 4}
-                            ]
-                        }
-                        resp = triton.post(f"/v2/models/rollout/versions/{version}/infer", json=body)
-                        assert resp.status_code == 200, resp.text
-                clock.advance(61)
-                assert await source.scrape_once()
-        findings = svc.evaluate_once(clock.now())
-        await svc.http.aclose()
-    finally:
-        server.stop()
+    findings = svc.evaluate_once(clock.now())
+    await svc.http.aclose()
     (f,) = [f for f in findings if f.check == "canary"]
     assert f.active and f.labels["baseline"] == "1" and f.labels["candidate"] == "2"
     assert set(str(f.facts["worse"]).split(",")) == {"latency_triton", "p50_triton"}, f.facts
