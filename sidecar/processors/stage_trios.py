@@ -2,9 +2,10 @@
 as the requests are stored rather than queued as three jobs each (``stage_batch.Jobs``) and read back at the end
 of the batch.
 
-``StageHistograms.on_trio`` hands each such request here while its three event dicts are at hand: its seven stage
-values (ns, or None where the pair of events is missing or out of order) go into one flat list with the request's
-arrival number and trace, nine slots a request, and ``values`` slices each stage's column out of it at the end.
+``StageHistograms.on_trios`` hands a batch's such requests to ``take``, one loop over them: each request's seven
+stage values (ns, or None where the pair of events is missing or out of order) go into one flat list with its
+arrival number and trace, nine slots a request, and ``Trios.values`` slices each stage's column out of it at the
+end of the batch.
 The values are those of the three jobs ``on_stored`` would have queued (the same events, alternatives and order
 test as ``stages._spec_into`` and ``stages._queue_secs``), numbered as they would have been: the request job at
 the request's number, its parent job two after, its compute job three after. A (model, version)'s requests come
@@ -14,13 +15,15 @@ the queued jobs' after, in arrival order, as when each was observed on the spot.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sidecar.records import EVENTS, MODEL, SPAN, Record
 
 if TYPE_CHECKING:
     from sidecar.state.trace_entry import TraceEntry
 
-__all__ = ["WIDTH", "Trios"]
+__all__ = ["WIDTH", "Trios", "take"]
 
 # Slots per request: its arrival number, its trace, then its seven stages in ``stage_series.STAGES`` order
 # (network_receive, queue, compute_input, compute_infer, compute_output, send, request).
@@ -28,7 +31,14 @@ WIDTH = 9
 # Per stage (by index): how far its job's number is from the request's (request 0, parent 2, compute 3).
 _JOB = (2, 3, 3, 3, 3, 2, 0)
 
-Times = Mapping[str, int]
+
+class Queued(Protocol):
+    """A (model, version)'s pairings in the batch (``stage_batch.Jobs``): the queued jobs and its ``Trios``."""
+
+    request: list[Any]
+    compute: list[Any]
+    parent: list[Any]
+    trio: Trios | None
 
 
 class Trios:
@@ -41,13 +51,67 @@ class Trios:
         # Whether any stage of any request had no value (then ``values`` filters; else every column is whole).
         self.gaps = False
 
-    def add(self, seq: int, e: TraceEntry, root: Times, model: Times, compute: Times) -> None:
-        """The request numbered ``seq`` of trace ``e``, from its three spans' event times."""
-        g = model.get
+    def values(self) -> Iterator[tuple[int, list[int], list[TraceEntry], int]]:
+        """(stage, ns values, their traces, the arrival number of the first value's job) per stage with values,
+        in stage order."""
+        flat = self.flat
+        if not flat:
+            return
+        seqs = flat[0::WIDTH]
+        es = flat[1::WIDTH]
+        for i, job in enumerate(_JOB):
+            col = flat[2 + i :: WIDTH]
+            if not self.gaps or None not in col:
+                yield i, col, es, seqs[0] + job
+                continue
+            keep = [k for k, v in enumerate(col) if v is not None]
+            if keep:
+                yield i, [col[k] for k in keep], [es[k] for k in keep], seqs[keep[0]] + job
+
+
+def take(
+    whole: list[tuple[TraceEntry, Record, Record, Record]],
+    k: int,
+    jobs_of: Callable[[tuple[str, str]], Queued],
+    seq: int,
+) -> tuple[int, int]:
+    """Pair ``whole[k:]`` (entry, root, model span, compute span: new traces the store took whole) as
+    ``StageHistograms.on_stored`` of each model and compute span would in a batch, from arrival number ``seq``:
+    their values into their (model, version)'s ``Trios`` (``jobs_of``: its pairings in the batch), or their three
+    jobs queued where it has queued jobs already. Stops at a trace whose events are not all dicts (the caller
+    pairs it span by span); returns where it stopped and the next arrival number."""
+    last: object = None
+    flat: list[Any] = []
+    trio: Trios | None = None
+    jobs: Queued | None = None
+    for k, (e, r0, r1, r2) in enumerate(whole[k:] if k else whole, k):  # noqa: B020
+        m0, m1, m2 = r0[EVENTS], r1[EVENTS], r2[EVENTS]
+        if type(m0) is not dict or type(m1) is not dict or type(m2) is not dict:
+            return k, seq
+        e.stage_compute = {r1[SPAN]: m2}
+        mv = r1[MODEL]
+        if mv is not last:
+            last = mv
+            jobs = jobs_of(mv)
+            if jobs.request or jobs.compute or jobs.parent:
+                trio = None
+            else:
+                trio = jobs.trio
+                if trio is None:
+                    trio = jobs.trio = Trios()
+                flat = trio.flat
+        if trio is None:
+            assert jobs is not None
+            jobs.request.append((seq, m1, e))
+            jobs.parent.append((seq + 2, m0, e))
+            jobs.compute.append((seq + 3, m1, m2, e))
+            seq += 6
+            continue
+        g = m1.get
         a = g("REQUEST_START")
         b = g("REQUEST_END")
         request = b - a if a is not None and b is not None and b >= a else None
-        c = compute.get
+        c = m2.get
         # As if the model and compute spans' events were one dict with the compute span's winning.
         a = c("QUEUE_START", g("QUEUE_START"))
         b = c("COMPUTE_START", g("COMPUTE_START"))
@@ -61,7 +125,7 @@ class Trios:
         a = b
         b = c("COMPUTE_END")
         c_out = b - a if a is not None and b is not None and b >= a else None
-        p = root.get
+        p = m0.get
         a = p("HTTP_RECV_START")
         if a is None:
             a = p("GRPC_WAITREAD_START")
@@ -85,22 +149,7 @@ class Trios:
             or net is None
             or send is None
         ):
-            self.gaps = True
-        self.flat += (seq, e, net, queue, c_in, c_infer, c_out, send, request)
-
-    def values(self) -> Iterator[tuple[int, list[int], list[TraceEntry], int]]:
-        """(stage, ns values, their traces, the arrival number of the first value's job) per stage with values,
-        in stage order."""
-        flat = self.flat
-        if not flat:
-            return
-        seqs = flat[0::WIDTH]
-        es = flat[1::WIDTH]
-        for i, job in enumerate(_JOB):
-            col = flat[2 + i :: WIDTH]
-            if not self.gaps or None not in col:
-                yield i, col, es, seqs[0] + job
-                continue
-            keep = [k for k, v in enumerate(col) if v is not None]
-            if keep:
-                yield i, [col[k] for k in keep], [es[k] for k in keep], seqs[keep[0]] + job
+            trio.gaps = True
+        flat += (seq, e, net, queue, c_in, c_infer, c_out, send, request)
+        seq += 6
+    return len(whole), seq

@@ -36,7 +36,7 @@ from prometheus_client.utils import floatToGoString
 from sidecar.model import Span
 from sidecar.processors.stage_batch import Cols, Jobs, apply, queue_values, stage_values
 from sidecar.processors.stage_series import STAGES, Series, SeriesBook
-from sidecar.processors.stage_trios import Trios
+from sidecar.processors.stage_trios import take
 from sidecar.records import EVENTS, MODEL, NAME, PARENT, SPAN, Record, event_times
 from sidecar.state.traces import TraceEntry
 
@@ -230,32 +230,24 @@ class StageHistograms(SeriesBook):
             self._put(mv, _QUEUE, q, tid)
         self._gaps(mv, c, _COMPUTE_SPEC, tid)
 
-    def on_trio(self, e: TraceEntry, r0: Record, r1: Record, r2: Record) -> None:
-        """``on_stored`` of ``r1`` and then ``r2`` for a trace the store took whole (``TraceStore.add``): the root
-        ``r0``, the model span ``r1`` under it and its ``compute`` child ``r2``, a new trace. In a batch, with event
-        dicts, the request's stage values are taken at once (``stage_trios``) while its (model, version) has no
-        queued job, else its three jobs are queued as ``on_stored`` queues them (numbered the same)."""
-        ev0, ev1, ev2 = r0[EVENTS], r1[EVENTS], r2[EVENTS]
-        if self._direct or type(ev0) is not dict or type(ev1) is not dict or type(ev2) is not dict:
-            self.on_stored(e, r1)
-            self.on_stored(e, r2)
+    def on_trios(self, whole: list[tuple[TraceEntry, Record, Record, Record]]) -> None:
+        """``on_stored`` of the model span and then the compute span of each trace the store took whole
+        (``TraceStore.add``): (entry, root, model span under it, its ``compute`` child), new traces in arrival
+        order. In a batch, their stage values are taken at once (``stage_trios.take``), the same jobs numbered the
+        same; a trace whose events are not dicts is paired span by span."""
+        if self._direct:
+            for e, _, r1, r2 in whole:
+                self.on_stored(e, r1)
+                self.on_stored(e, r2)
             return
-        seq = self._seq
-        self._seq = seq + 6
-        e.stage_compute = {r1[SPAN]: ev2}
-        mv = r1[MODEL]
-        jobs = self._pending.get(mv)
-        if jobs is None:
-            jobs = self._pending[mv] = Jobs()
-        elif jobs.request or jobs.compute or jobs.parent:
-            jobs.request.append((seq, ev1, e))
-            jobs.parent.append((seq + 2, ev0, e))
-            jobs.compute.append((seq + 3, ev1, ev2, e))
-            return
-        trio = jobs.trio
-        if trio is None:
-            trio = jobs.trio = Trios()
-        trio.add(seq, e, ev0, ev1, ev2)
+        k, n = 0, len(whole)
+        while k < n:
+            k, self._seq = take(whole, k, self._jobs, self._seq)
+            if k < n:
+                e, _, r1, r2 = whole[k]
+                self.on_stored(e, r1)
+                self.on_stored(e, r2)
+                k += 1
 
     def on_stored(self, e: TraceEntry, r: Record) -> None:
         """Pair the just-stored record ``r`` with its trace's stored spans, for the stages it completes (the

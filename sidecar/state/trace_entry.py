@@ -26,8 +26,10 @@ __all__ = [
     "RECORD_BYTES",
     "TraceEntry",
     "TraceSummary",
+    "pairs_bytes",
     "record_bytes",
     "trace_key",
+    "whole_entry",
 ]
 
 # Fixed costs, from tracemalloc: a record (its 12-slot tuple, ids, ints and raw tuple), one decoded attribute or
@@ -59,6 +61,9 @@ def _pairs_bytes(attrs: Any) -> int:
         t = type(v)
         n += ITEM_BYTES + len(k) + (_STR + len(v) if t is str else 32 if t is int else _value_bytes(v))
     return n
+
+
+pairs_bytes = _pairs_bytes
 
 
 def _map_bytes(attrs: Mapping[str, object]) -> int:
@@ -179,6 +184,33 @@ class TraceEntry:
         if not roots:
             return None
         return to_span(min(roots, key=lambda r: r[START]))
+
+
+_new_entry = object.__new__
+
+
+def whole_entry(
+    key: bytes, first_seen: float, by_id: dict[bytes, Record], nbytes: int, start_ns: int, end_ns: int, mv: Any
+) -> TraceEntry:
+    """A new entry holding ``by_id``'s spans already, as ``TraceEntry(...)`` and then storing them one by one would
+    leave it (``mv``: the model span's (model, version)); for the store's whole requests
+    (``sidecar.state.trace_ingest``), without the keyword call and the fields set twice."""
+    e: TraceEntry = _new_entry(TraceEntry)
+    e.trace_id = key.hex()
+    e.first_seen = first_seen
+    e.key = key
+    e.nbytes = nbytes
+    e.by_id = by_id
+    e.start_ns = start_ns
+    e.end_ns = end_ns
+    e.model, e.version = mv
+    e.error = False
+    e.failure_note = ""
+    e.stage_compute = None
+    e.stage_waiting = None
+    e.stage_times = None
+    e._spans = None
+    return e
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ class TraceHub:
             return
         now = self.clock.now()
         with self.stages.observing(now, len(records)):
-            self.store.add(records, now, self.stages.on_stored, self.stages.on_trio)
+            self.store.add(records, now, self.stages.on_stored, self.stages.on_trios)
         self._taken(records, source, now)
 
     def _taken(self, records: Sequence[Record], source: str, now: float) -> None:

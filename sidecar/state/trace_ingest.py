@@ -6,26 +6,35 @@ builds that order, ``add_groups`` stores it record by record. A trace-file batch
 request's ``InferRequest`` root, its model span and its ``compute`` span, one request after another, every trace
 new (``sidecar.sources.trace_files.spans``; Triton's OTLP export in the order Triton sends it is too). ``trio_keys``
 recognises such a batch with a few C-level list operations (no grouping dict), and ``add_trios`` stores each new
-trace of that shape whole: its entry built with its three spans, its byte estimate and figures, and the stage
-pairing of the three handed over in one call (``on_trio``) instead of one per record. Any trace that is not of that
-shape or that would meet a limit (already stored, a repeated span id, ``max_spans_per_trace`` under 3, over
-``max_trace_bytes``) goes through ``add_groups`` as it would in any batch. Same entries, same order, same counts:
-tests/state/test_trace_hub_differential.py and test_trace_trios.py hold the two ways equal.
+trace of that shape whole: its entry built with its three spans (``whole_entry``), its byte estimate and figures
+written out, and the batch's whole requests handed to the stage pairing together (``on_trios``) instead of a call
+per record. Any trace that is not of that shape or that would meet a limit (already stored, a repeated span id,
+``max_spans_per_trace`` under 3, over ``max_trace_bytes``) goes through ``add_groups`` as in any batch. Same
+entries, same order, same counts: tests/state/test_trace_hub_differential.py and test_trace_trios.py hold it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
+from typing import Any
 
 from sidecar.records import END, EVENTS, FMT, FMT_JSON, MODEL, NAME, PARENT, RAW, SPAN, START, STATUS, TRACE, Record
-from sidecar.state.trace_entry import ENTRY_BYTES, EVENT_BYTES, RECORD_BYTES, TraceEntry, record_bytes
+from sidecar.state.trace_entry import (
+    ENTRY_BYTES,
+    EVENT_BYTES,
+    RECORD_BYTES,
+    TraceEntry,
+    pairs_bytes,
+    record_bytes,
+    whole_entry,
+)
 
-__all__ = ["Limits", "OnStored", "OnTrio", "Taken", "add_groups", "add_trios", "group", "trio_keys"]
+__all__ = ["Limits", "OnStored", "OnTrios", "Taken", "add_groups", "add_trios", "group", "trio_keys"]
 
 OnStored = Callable[[TraceEntry, Record], None]
-# on_trio(entry, root, model span, compute span): the three were just stored together as a new trace.
-OnTrio = Callable[[TraceEntry, Record, Record, Record], None]
+# on_trios([(entry, root, model span, compute span), ...]): each three were just stored together as a new trace.
+OnTrios = Callable[[list[tuple[TraceEntry, Record, Record, Record]]], None]
 # (max spans per trace, max bytes per trace, the slow threshold in ns)
 Limits = tuple[int, int, int]
 # (stored, duplicates, over the span limit, over the byte limit, bytes added)
@@ -77,18 +86,24 @@ def add_trios(
     now: float,
     limits: Limits,
     on_stored: OnStored | None,
-    on_trio: OnTrio | None,
+    on_trios: OnTrios | None,
 ) -> Taken:
     """Store a batch that ``trio_keys`` accepted (see the module docstring); the caller holds the store's lock.
 
-    ``on_trio`` is called for each trace stored whole, where ``add_groups`` would call ``on_stored`` for its model
-    and compute spans; ``on_stored`` for the traces taken record by record. Without ``on_trio`` only a store with no
-    ``on_stored`` takes traces whole."""
+    ``on_trios`` gets the traces stored whole, as (entry, root, model span, compute span), where ``add_groups``
+    would call ``on_stored`` for each one's model and compute spans: all of them at the end, or those so far
+    before a trace taken record by record (whose spans go to ``on_stored``), so the calls keep arrival order.
+    Without ``on_trios`` only a store with no ``on_stored`` takes traces whole."""
     limit, byte_limit, slow = limits
-    whole = limit >= 3 and (on_trio is not None or on_stored is None)
+    pairing = on_trios is not None
+    whole_ok = limit >= 3 and (pairing or on_stored is None)
+    whole: list[tuple[TraceEntry, Record, Record, Record]] = []
     stored = dups = full = too_big = added = 0
+    # The byte estimate of the model span's first two attributes, by identity: a trace file's reader shares
+    # one (name, model) and one (version) pair between a batch's model spans.
+    shared: tuple[object, object, int] = (None, None, 0)
     for key, r0, r1, r2 in zip(keys, records[0::3], records[1::3], records[2::3], strict=True):
-        if whole and key not in plain and key not in kept:
+        if whole_ok and key not in plain and key not in kept:
             s0, s1, s2 = r0[SPAN], r1[SPAN], r2[SPAN]
             mv = r1[MODEL]
             if (
@@ -104,7 +119,28 @@ def add_trios(
                 and s0 != s2
                 and s1 != s2
             ):
-                nbytes = ENTRY_BYTES + _size(r0) + _size(r1) + _size(r2)
+                # record_bytes of each, written out for the commonest records (JSON, an event dict; no
+                # attributes but the model span's)
+                ev, raw = r0[EVENTS], r0[RAW]
+                if r0[FMT] == FMT_JSON and type(ev) is dict and not raw[0]:
+                    nbytes = ENTRY_BYTES + RECORD_BYTES + len(r0[NAME]) + len(raw[1]) + EVENT_BYTES * len(ev)
+                else:
+                    nbytes = ENTRY_BYTES + record_bytes(r0)
+                ev, raw = r2[EVENTS], r2[RAW]
+                if r2[FMT] == FMT_JSON and type(ev) is dict and not raw[0]:
+                    nbytes += RECORD_BYTES + len(r2[NAME]) + len(raw[1]) + EVENT_BYTES * len(ev)
+                else:
+                    nbytes += record_bytes(r2)
+                ev, raw = r1[EVENTS], r1[RAW]
+                attrs: tuple[Any, ...] = raw[0] if r1[FMT] == FMT_JSON else ()
+                if type(ev) is dict and len(attrs) >= 2:
+                    if attrs[0] is not shared[0] or attrs[1] is not shared[1]:
+                        shared = (attrs[0], attrs[1], pairs_bytes(attrs[:2]))
+                    nbytes += RECORD_BYTES + len(r1[NAME]) + len(raw[1]) + EVENT_BYTES * len(ev) + shared[2]
+                    if len(attrs) > 2:
+                        nbytes += pairs_bytes(attrs[2:])
+                else:
+                    nbytes += record_bytes(r1)
                 if nbytes <= byte_limit:
                     start, end = r0[START], r0[END]
                     t = r1[START]
@@ -119,37 +155,30 @@ def add_trios(
                     t = r2[END]
                     if t > end:
                         end = t
-                    e = TraceEntry(key.hex(), now, key, start_ns=start, end_ns=end)
-                    e.by_id = {s0: r0, s1: r1, s2: r2}
-                    e.nbytes = nbytes
-                    e.model, e.version = mv
+                    e = whole_entry(key, now, {s0: r0, s1: r1, s2: r2}, nbytes, start, end, mv)
                     if r0[STATUS] == 2 or r1[STATUS] == 2 or r2[STATUS] == 2:
                         e.error = True
-                    if on_trio is not None:
-                        on_trio(e, r0, r1, r2)
                     if e.error or end - start >= slow:
                         kept[key] = e
                     else:
                         plain[key] = e
+                    if pairing:
+                        whole.append((e, r0, r1, r2))
                     stored += 3
                     added += nbytes
                     continue
+        if whole and on_trios is not None:
+            on_trios(whole)
+            whole = []
         got = add_groups({key: [r0, r1, r2]}, plain, kept, now, limits, on_stored)
         stored += got[0]
         dups += got[1]
         full += got[2]
         too_big += got[3]
         added += got[4]
+    if whole and on_trios is not None:
+        on_trios(whole)
     return stored, dups, full, too_big, added
-
-
-def _size(r: Record) -> int:
-    """``record_bytes`` of ``r``, the commonest record (Triton's spans from trace files: JSON, an event dict, no
-    attributes) without the call."""
-    ev, raw = r[EVENTS], r[RAW]
-    if r[FMT] == FMT_JSON and type(ev) is dict and not raw[0]:
-        return RECORD_BYTES + len(r[NAME]) + len(raw[1]) + EVENT_BYTES * len(ev)
-    return record_bytes(r)
 
 
 def add_groups(

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from sidecar.model import Span
 from sidecar.records import MODEL_ATTR, VERSION_ATTR, Record
 from sidecar.state.trace_entry import TraceEntry, TraceSummary, trace_key
-from sidecar.state.trace_ingest import OnStored, OnTrio, add_groups, add_trios, group, trio_keys
+from sidecar.state.trace_ingest import OnStored, OnTrios, add_groups, add_trios, group, trio_keys
 
 __all__ = ["MODEL_ATTR", "VERSION_ATTR", "TraceEntry", "TraceStore", "TraceSummary"]
 
@@ -105,15 +105,15 @@ class TraceStore:
         records: Iterable[Record],
         now: float,
         on_stored: OnStored | None = None,
-        on_trio: OnTrio | None = None,
+        on_trios: OnTrios | None = None,
     ) -> int:
         """Store span records; returns how many were stored.
 
         ``on_stored(entry, record)`` (stage derivation) is called right after a record is stored, in arrival
         order, for the records it can use: Triton model and ``compute`` spans, and any span of a trace that
         has model spans waiting for their parent. Calling it here rather than after the batch lets it pair
-        spans by "already stored" without a second pass or an index of the batch. ``on_trio(entry, root, model,
-        compute)`` is called instead for a trace a trace file's batch brings whole (``trace_ingest.add_trios``).
+        spans by "already stored" without a second pass or an index of the batch. ``on_trios`` is called instead
+        with the traces a trace file's batch brings whole (``trace_ingest.add_trios``).
 
         A batch is taken trace by trace, in order of first appearance (each trace's spans in arrival order),
         so the order in which traces' stages are observed (and so which (model, version) gets a series slot
@@ -124,7 +124,7 @@ class TraceStore:
         if keys is not None:
             assert isinstance(records, list | tuple)  # trio_keys said so
             with self._lock:
-                taken = add_trios(keys, records, self._plain, self._kept, now, limits, on_stored, on_trio)
+                taken = add_trios(keys, records, self._plain, self._kept, now, limits, on_stored, on_trios)
                 self._bytes += taken[4]
                 evicted = self._evict_locked(now)
         else:

@@ -28,11 +28,11 @@ from sidecar.clock import FakeClock
 from sidecar.component import Bus
 from sidecar.config import parse_config
 from sidecar.model import Batch
-from sidecar.processors.stage_trios import Trios
-from sidecar.records import FMT_JSON, MODEL_ATTR, VERSION_ATTR, Record
+from sidecar.records import FMT_JSON, MODEL_ATTR, VERSION_ATTR, Record, from_span, to_span
 from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.settings import TraceFileSettings
 from sidecar.sources.trace_files.source import TraceFileSource
+from sidecar.state.trace_entry import TraceEntry, whole_entry
 from sidecar.state.trace_hub import TraceHub
 from sidecar.store import Store
 
@@ -63,9 +63,10 @@ FLAWS = (
     "same_ids_01",
     "same_ids_02",
     "same_ids_12",
-    "error_status",
     "events_as_list",
     "root_attributes",
+    "compute_attributes",
+    "built_spans",
 )
 
 
@@ -84,7 +85,7 @@ def _ordered_events(draw: Any, names: tuple[str, ...], whole: bool) -> dict[str,
 
 @st.composite
 def _request(draw: Any) -> list[Record]:
-    trace = bytes([draw(st.integers(0, 40))]) * 16
+    trace = bytes([draw(st.integers(0, 255))]) * 16
     ids = [trace[:6] + bytes([k, draw(st.integers(0, 1))]) for k in range(3)]
     flaws = set(draw(st.lists(st.sampled_from(FLAWS), max_size=2))) if draw(st.booleans()) else set()
     for a, b in (("same_ids_01", (0, 1)), ("same_ids_02", (0, 2)), ("same_ids_12", (1, 2))):
@@ -107,7 +108,7 @@ def _request(draw: Any) -> list[Record]:
         times = list(ev.values()) or [T0]
         if "events_as_list" in flaws and k == 1:
             ev = [(n, t, ()) for n, t in ev.items()]
-        status = 2 if "error_status" in flaws and k == 2 else 0
+        status = draw(st.sampled_from((0, 0, 0, 0, 1, 2)))  # 2: an error, and the trace is kept
         return (trace, ids[k], parent, name, min(times), max(times), status, model, ev, "svc", FMT_JSON, (a, "", 2))
 
     root = rec(
@@ -129,7 +130,10 @@ def _request(draw: Any) -> list[Record]:
         ids[0] if "compute_not_under_model" in flaws else ids[1],
         "Compute" if "compute_renamed" in flaws else "compute",
         mv if "compute_has_model" in flaws else None,
+        (("thread", 3),) if "compute_attributes" in flaws else (),
     )
+    if "built_spans" in flaws:  # records of ``Span`` objects built elsewhere (as a test or an old reader makes)
+        return [from_span(to_span(r)) for r in (root, model, compute)]
     return [root, model, compute]
 
 
@@ -247,19 +251,19 @@ def _file_batches(tmp: Path, data: bytes) -> list[list[Record]]:
 
 
 def test_a_trace_file_is_taken_a_request_at_a_time_and_again_record_by_record(tmp_path):
-    """Every request of a trace file goes the whole-request way (one entry, one pairing call, its stage values
-    taken at once); the same file read again goes record by record (every trace already stored: all duplicates);
-    both end as the frozen hub ends."""
+    """Every request of a trace file goes the whole-request way (stored whole, its stage values taken in one loop
+    over the batch's requests); the same file read again goes record by record (every trace already stored: all
+    duplicates); both end as the frozen hub ends."""
     file = replicated(templates_of((DATA / "trace-file-triton-mode.json").read_bytes()), 400)
     batches = _file_batches(tmp_path, file)
     assert sum(map(len, batches)) == 1200
-    real_add, real_groups = Trios.add, ingest_mod.add_groups
+    real_take, real_groups = stages_mod.take, ingest_mod.add_groups
     whole: list[int] = []
     grouped: list[int] = []
 
-    def add(self: Trios, *a: Any) -> None:
-        whole.append(1)
-        real_add(self, *a)
+    def take(requests: list[Any], k: int, *a: Any) -> Any:
+        whole.append(len(requests) - k)
+        return real_take(requests, k, *a)
 
     def groups(by_trace: dict[bytes, list[Record]], *a: Any) -> Any:
         grouped.append(sum(map(len, by_trace.values())))
@@ -267,16 +271,29 @@ def test_a_trace_file_is_taken_a_request_at_a_time_and_again_record_by_record(tm
 
     with (
         mock.patch.object(stages_mod, "BATCH_MIN", 6),
-        mock.patch.object(Trios, "add", add),
+        mock.patch.object(stages_mod, "take", take),
         mock.patch.object(ingest_mod, "add_groups", groups),
     ):
         new, old = _both(batches)
         assert new == old
-        assert len(whole) == 400 and not grouped
+        assert sum(whole) == 400 and not grouped
         new, old = _both(batches + batches)
     assert new == old
-    assert sum(grouped) == 1200 and len(whole) == 800
+    assert sum(grouped) == 1200 and sum(whole) == 800
     dups = [v for name, labels, v, _ in new["samples"] if labels.get("reason") == "duplicate"]
     assert dups == [1200.0]
     counts = [v for name, _, v, _ in new["samples"] if name.endswith("_count")]
     assert sum(counts) == 400 * 7
+
+
+def test_an_entry_built_whole_is_the_entry_built_span_by_span():
+    """``whole_entry`` sets every slot of ``TraceEntry`` as the constructor and the store's per-span updates do."""
+    key = bytes(range(16))
+    r = (key, b"s" * 8, None, "x", 5, 9, 0, ("m", "1"), {}, "svc", FMT_JSON, ((), "", 2))
+    e = TraceEntry(key.hex(), 3.0, key, start_ns=5, end_ns=9)
+    e.by_id[r[1]] = r
+    e.nbytes, e.model, e.version = 1234, "m", "1"
+    w = whole_entry(key, 3.0, {r[1]: r}, 1234, 5, 9, ("m", "1"))
+    slots = TraceEntry.__slots__
+    assert len(slots) == 15
+    assert [getattr(w, n) for n in slots] == [getattr(e, n) for n in slots]
