@@ -80,28 +80,26 @@ def take(
     their values into their (model, version)'s ``Trios`` (``jobs_of``: its pairings in the batch), or their three
     jobs queued where it has queued jobs already. Stops at a trace whose events are not all dicts (the caller
     pairs it span by span); returns where it stopped and the next arrival number."""
-    last: object = None
-    flat: list[Any] = []
-    trio: Trios | None = None
-    jobs: Queued | None = None
+    # Per (model, version) in this call: its pairings and its Trios (None: it has queued jobs, so its requests
+    # are queued too).
+    seen: dict[tuple[str, str], tuple[Queued, Trios | None]] = {}
     for k, (e, r0, r1, r2) in enumerate(whole[k:] if k else whole, k):  # noqa: B020
         m0, m1, m2 = r0[EVENTS], r1[EVENTS], r2[EVENTS]
         if type(m0) is not dict or type(m1) is not dict or type(m2) is not dict:
             return k, seq
         e.stage_compute = {r1[SPAN]: m2}
         mv = r1[MODEL]
-        if mv is not last:
-            last = mv
+        got = seen.get(mv)
+        if got is None:
             jobs = jobs_of(mv)
-            if jobs.request or jobs.compute or jobs.parent:
-                trio = None
-            else:
+            trio = None
+            if not (jobs.request or jobs.compute or jobs.parent):
                 trio = jobs.trio
                 if trio is None:
                     trio = jobs.trio = Trios()
-                flat = trio.flat
+            got = seen[mv] = (jobs, trio)
+        jobs, trio = got
         if trio is None:
-            assert jobs is not None
             jobs.request.append((seq, m1, e))
             jobs.parent.append((seq + 2, m0, e))
             jobs.compute.append((seq + 3, m1, m2, e))
@@ -150,6 +148,6 @@ def take(
             or send is None
         ):
             trio.gaps = True
-        flat += (seq, e, net, queue, c_in, c_infer, c_out, send, request)
+        trio.flat += (seq, e, net, queue, c_in, c_infer, c_out, send, request)
         seq += 6
     return len(whole), seq

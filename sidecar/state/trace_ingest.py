@@ -99,9 +99,10 @@ def add_trios(
     whole_ok = limit >= 3 and (pairing or on_stored is None)
     whole: list[tuple[TraceEntry, Record, Record, Record]] = []
     stored = dups = full = too_big = added = 0
-    # The byte estimate of the model span's first two attributes, by identity: a trace file's reader shares
-    # one (name, model) and one (version) pair between a batch's model spans.
-    shared: tuple[object, object, int] = (None, None, 0)
+    # The byte estimate of model spans' first two attributes by the first's identity (checked, and both held
+    # here): a trace file's reader shares one (name, model) and one (version) pair per (model, version) between
+    # a batch's model spans. At most 64 kept.
+    shared: dict[int, tuple[object, object, int]] = {}
     for key, r0, r1, r2 in zip(keys, records[0::3], records[1::3], records[2::3], strict=True):
         if whole_ok and key not in plain and key not in kept:
             s0, s1, s2 = r0[SPAN], r1[SPAN], r2[SPAN]
@@ -134,9 +135,13 @@ def add_trios(
                 ev, raw = r1[EVENTS], r1[RAW]
                 attrs: tuple[Any, ...] = raw[0] if r1[FMT] == FMT_JSON else ()
                 if type(ev) is dict and len(attrs) >= 2:
-                    if attrs[0] is not shared[0] or attrs[1] is not shared[1]:
-                        shared = (attrs[0], attrs[1], pairs_bytes(attrs[:2]))
-                    nbytes += RECORD_BYTES + len(r1[NAME]) + len(raw[1]) + EVENT_BYTES * len(ev) + shared[2]
+                    a0, a1 = attrs[0], attrs[1]
+                    c = shared.get(id(a0))
+                    if c is None or c[0] is not a0 or c[1] is not a1:
+                        c = (a0, a1, pairs_bytes((a0, a1)))
+                        if len(shared) < 64:
+                            shared[id(a0)] = c
+                    nbytes += RECORD_BYTES + len(r1[NAME]) + len(raw[1]) + EVENT_BYTES * len(ev) + c[2]
                     if len(attrs) > 2:
                         nbytes += pairs_bytes(attrs[2:])
                 else:
