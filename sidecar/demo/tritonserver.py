@@ -84,9 +84,16 @@ def _prepare_backends(workdir: Path) -> Path:
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
     dst = workdir / "backends" / "python"
     dst.mkdir(parents=True, exist_ok=True)
-    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
-        shutil.copy2(home / "backends" / "python" / name, dst / name)
-    shutil.copy2(home / "python_backend_stubs" / py / "triton_python_backend_stub", dst / "triton_python_backend_stub")
+    stub = home / "python_backend_stubs" / py / "triton_python_backend_stub"
+    for src, name in (
+        (home / "backends" / "python" / "libtriton_python.so", "libtriton_python.so"),
+        (home / "backends" / "python" / "triton_python_backend_utils.py", "triton_python_backend_utils.py"),
+        (stub, "triton_python_backend_stub"),
+    ):
+        # A Triton started again in the same workdir (after a crash) may find a stub of the last one still
+        # running: writing over a running executable fails (ETXTBSY), unlinking it does not.
+        (dst / name).unlink(missing_ok=True)
+        shutil.copy2(src, dst / name)
     return workdir / "backends"
 
 
