@@ -61,7 +61,13 @@ class ServerConfig(StrictModel):
         30.0, gt=0, le=3600, description="A push whose body has not fully arrived by then gets 408."
     )
     keep_alive_timeout_secs: float = Field(
-        5.0, gt=0, le=600, description="Idle keep-alive connections close after this."
+        65.0,
+        gt=0,
+        le=600,
+        description="Idle keep-alive connections close after this. Longer than the exporters' send intervals "
+        "(5 s in Triton's OpenTelemetry exporter and the OTel SDKs, up to 60 s in collectors), so the server never "
+        "closes a connection just as a client reuses it: an export sent then is lost by clients that cannot "
+        "resend the body (Triton 2.51's opentelemetry-cpp). Idle connections are the first evicted under a flood.",
     )
     max_header_bytes: int = Field(
         64 * 1024, ge=1024, le=16 * 1024 * 1024, description="Largest request head (request line + headers)."
