@@ -91,13 +91,16 @@ def add_trios(
     """Store a batch that ``trio_keys`` accepted (see the module docstring); the caller holds the store's lock.
 
     ``on_trios`` gets the traces stored whole, as (entry, root, model span, compute span), where ``add_groups``
-    would call ``on_stored`` for each one's model and compute spans: all of them at the end, or those so far
-    before a trace taken record by record (whose spans go to ``on_stored``), so the calls keep arrival order.
+    would call ``on_stored`` for each one's model and compute spans; a run of them is handed over before the
+    next trace taken record by record (``add_groups``, whose spans go to ``on_stored``) and a run of those is
+    stored before the next whole one, so every call keeps arrival order.
     Without ``on_trios`` only a store with no ``on_stored`` takes traces whole."""
     limit, byte_limit, slow = limits
     pairing = on_trios is not None
     whole_ok = limit >= 3 and (pairing or on_stored is None)
     whole: list[tuple[TraceEntry, Record, Record, Record]] = []
+    # Traces taken record by record (``add_groups``), gathered while they come one after another.
+    rest: dict[bytes, list[Record]] = {}
     stored = dups = full = too_big = added = 0
     # The byte estimate of model spans' first two attributes by the first's identity (checked, and both held
     # here): a trace file's reader shares one (name, model) and one (version) pair per (model, version) between
@@ -147,6 +150,14 @@ def add_trios(
                 else:
                     nbytes += record_bytes(r1)
                 if nbytes <= byte_limit:
+                    if rest:  # the traces before it first, record by record
+                        got = add_groups(rest, plain, kept, now, limits, on_stored)
+                        stored += got[0]
+                        dups += got[1]
+                        full += got[2]
+                        too_big += got[3]
+                        added += got[4]
+                        rest = {}
                     start, end = r0[START], r0[END]
                     t = r1[START]
                     if t < start:
@@ -175,14 +186,16 @@ def add_trios(
         if whole and on_trios is not None:
             on_trios(whole)
             whole = []
-        got = add_groups({key: [r0, r1, r2]}, plain, kept, now, limits, on_stored)
+        rest[key] = [r0, r1, r2]
+    if whole and on_trios is not None:
+        on_trios(whole)
+    if rest:
+        got = add_groups(rest, plain, kept, now, limits, on_stored)
         stored += got[0]
         dups += got[1]
         full += got[2]
         too_big += got[3]
         added += got[4]
-    if whole and on_trios is not None:
-        on_trios(whole)
     return stored, dups, full, too_big, added
 
 
