@@ -99,12 +99,14 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
         model_ev: dict[str, int] = {}
         comp_ev: dict[str, int] = {}
         groups = (req_ev, model_ev, comp_ev)
-        ordered = sorted(zip(s.values(), s.keys(), strict=True))
-        first = ordered[0][0]
-        for t, n in ordered:
+        get = s.__getitem__
+        # Names in (time, name) order: sorted by name, then stably by time (no tuple a timestamp).
+        names = sorted(sorted(s), key=get)
+        first = get(names[0])
+        for n in names:
             g = group_of(n)
             if g is not None:
-                groups[g][n] = t + offset_ns
+                groups[g][n] = get(n) + offset_ns
         h = new16()
         h.update(b"%d|%d" % (q.tid, first))
         trace = h.digest()
