@@ -9,6 +9,7 @@ span, trace figure, pairing state, stage sample and counter is the same."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -181,7 +182,7 @@ def _state(reg: CollectorRegistry, store: Any, pairing: bool) -> dict[str, Any]:
     return {"samples": samples, "traces": traces, "bytes": store.nbytes}
 
 
-def _three(batches: list[list[Record]], **cfg: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def _three(batches: Sequence[Sequence[Record]], **cfg: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The hub's end state, the same hub's with every batch taken record by record (no whole requests) and the
     frozen hub's."""
     tcfg = parse_config({"traces": {"enabled": True, **cfg}}).traces
@@ -203,7 +204,7 @@ def _three(batches: list[list[Record]], **cfg: Any) -> tuple[dict[str, Any], dic
     )
 
 
-def _both(batches: list[list[Record]], **cfg: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def _both(batches: Sequence[Sequence[Record]], **cfg: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The hub's state and the frozen hub's, after checking the hub's against itself record by record."""
     new, by_record, old = _three(batches, **cfg)
     assert new == by_record
@@ -232,7 +233,8 @@ def test_whole_requests_store_and_observe_as_the_frozen_hub(batches, batch_min, 
     assert new == old
 
 
-def _file_batches(tmp: Path, data: bytes) -> list[list[Record]]:
+def _file_batches(tmp: Path, data: bytes) -> list[tuple[Record, ...]]:
+    """The span batches the trace-file source publishes for ``data``, as the bus carries them (tuples)."""
     reg = CollectorRegistry()
     bus = Bus(reg)
     got: list[Batch] = []
@@ -247,7 +249,8 @@ def _file_batches(tmp: Path, data: bytes) -> list[list[Record]]:
     for _ in range(100):
         if not src.poll_once():
             break
-    return [list(b.items) for b in got]
+    assert all(type(b.items) is tuple for b in got)
+    return [b.items for b in got]
 
 
 def test_a_trace_file_is_taken_a_request_at_a_time_and_again_record_by_record(tmp_path):
