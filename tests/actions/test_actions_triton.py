@@ -263,20 +263,35 @@ async def test_a_slower_v2_is_reverted_to_v1_without_a_failed_request(triton: Tr
     layer: ActionLayer = svc.component("actions")
     assert _ready_versions(triton, "rollout") == ["1", "2"]
     body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1.0, 0.0, -1.0, 0.5]}]}
-    events = []
-    try:
+    calls: dict[str, list[tuple[int, str, Event | None]]] = {}
+
+    def measure(version: str) -> None:
+        """220 timed calls to one version (after one that warms its stub), each kept as an event."""
+        out = calls.setdefault(version, [])
         with httpx.Client(base_url=triton.http_url, timeout=30) as http:
-            for version in ("1", "2"):  # warm each stub
-                assert http.post(f"/v2/models/rollout/versions/{version}/infer", json=body).status_code == 200
+            warm = http.post(f"/v2/models/rollout/versions/{version}/infer", json=body)
+            out.append((warm.status_code, warm.text, None))
             for _ in range(220):
-                for version in ("1", "2"):
-                    t0 = time.perf_counter()
-                    r = http.post(f"/v2/models/rollout/versions/{version}/infer", json=body)
-                    assert r.status_code == 200, r.text
-                    ms = (time.perf_counter() - t0) * 1000
-                    events.append(
-                        Event("rollout", version, clock.now(), score=0.5, fields={"latency_ms": ms, "error": 0.0})
-                    )
+                t0 = time.perf_counter()
+                r = http.post(f"/v2/models/rollout/versions/{version}/infer", json=body)
+                ms = (time.perf_counter() - t0) * 1000
+                event = Event("rollout", version, clock.now(), score=0.5, fields={"latency_ms": ms, "error": 0.0})
+                out.append((r.status_code, r.text, event))
+
+    try:
+        # Each version from its own thread, at once: v2's 30 ms sleeps overlap v1's 20 ms ones instead of adding
+        # up (one instance a version, so neither version's calls queue behind the other's).
+        callers = [threading.Thread(target=measure, args=(v,)) for v in ("1", "2")]
+        for t in callers:
+            t.start()
+        for t in callers:
+            t.join(120)
+        events = []
+        for version in ("1", "2"):
+            assert len(calls[version]) == 221, (version, len(calls[version]))
+            for code, text, _ in calls[version]:
+                assert code == 200, text
+            events += [e for _, _, e in calls[version] if e is not None]
         svc.bus.publish(Batch(kind="events", source="http", items=tuple(events)))
 
         # Callers keep using the model (Triton picks the version) while the revert runs: none may fail.
