@@ -101,7 +101,10 @@ def add_trios(
     whole: list[tuple[TraceEntry, Record, Record, Record]] = []
     # Traces taken record by record (``add_groups``), gathered while they come one after another.
     rest: dict[bytes, list[Record]] = {}
-    stored = dups = full = too_big = added = 0
+    # (stored, duplicates, full, too big, bytes added) of the traces taken record by record; whole ones only
+    # store and add bytes.
+    by_record: Taken = (0, 0, 0, 0, 0)
+    whole_stored = whole_added = 0
     # The byte estimate of model spans' first two attributes by the first's identity (checked, and both held
     # here): a trace file's reader shares one (name, model) and one (version) pair per (model, version) between
     # a batch's model spans. At most 64 kept.
@@ -151,12 +154,7 @@ def add_trios(
                     nbytes += record_bytes(r1)
                 if nbytes <= byte_limit:
                     if rest:  # the traces before it first, record by record
-                        got = add_groups(rest, plain, kept, now, limits, on_stored)
-                        stored += got[0]
-                        dups += got[1]
-                        full += got[2]
-                        too_big += got[3]
-                        added += got[4]
+                        by_record = _plus(by_record, add_groups(rest, plain, kept, now, limits, on_stored))
                         rest = {}
                     start, end = r0[START], r0[END]
                     t = r1[START]
@@ -180,8 +178,8 @@ def add_trios(
                         plain[key] = e
                     if pairing:
                         whole.append((e, r0, r1, r2))
-                    stored += 3
-                    added += nbytes
+                    whole_stored += 3
+                    whole_added += nbytes
                     continue
         if whole and on_trios is not None:
             on_trios(whole)
@@ -190,13 +188,9 @@ def add_trios(
     if whole and on_trios is not None:
         on_trios(whole)
     if rest:
-        got = add_groups(rest, plain, kept, now, limits, on_stored)
-        stored += got[0]
-        dups += got[1]
-        full += got[2]
-        too_big += got[3]
-        added += got[4]
-    return stored, dups, full, too_big, added
+        by_record = _plus(by_record, add_groups(rest, plain, kept, now, limits, on_stored))
+    stored, dups, full, too_big, added = by_record
+    return stored + whole_stored, dups, full, too_big, added + whole_added
 
 
 def add_groups(
@@ -264,3 +258,7 @@ def add_groups(
                 del plain[key]
                 kept[key] = e
     return stored, dups, full, too_big, added
+
+
+def _plus(a: Taken, b: Taken) -> Taken:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4])

@@ -57,3 +57,17 @@ def live_sidecar(
 def wait_for(cond: Callable[[], bool], secs: float) -> bool:
     """Poll a condition until a deadline (for real processes that work at their own pace)."""
     return bool(wait_until(cond, secs))
+
+
+def store_and_stage_samples(registry: CollectorRegistry) -> list[tuple[str, dict[str, str], float, Any]]:
+    """Every sample of the trace store's and the stage histograms' metrics (name, labels, value, exemplar), for
+    comparing two hubs; the hub's own counters (spans ingested, expiry errors) were never the store's or the
+    histograms', and ``_created`` times differ between any two runs."""
+    return [
+        (s.name, s.labels, s.value, s.exemplar)
+        for fam in registry.collect()
+        if fam.name.startswith(("sidecar_triton_stage", "sidecar_traces"))
+        for s in fam.samples
+        if not s.name.endswith("_created")
+        and not s.name.startswith(("sidecar_traces_spans_ingested", "sidecar_traces_expiry"))
+    ]

@@ -18,7 +18,7 @@ import pytest
 from hub_before import HubBefore
 from prometheus_client import CollectorRegistry
 from trace_files_before import replicated, templates_of
-from traces_helpers import DATA
+from traces_helpers import DATA, store_and_stage_samples
 
 import sidecar.processors.stages as stages_mod
 from sidecar.clock import FakeClock
@@ -67,15 +67,7 @@ def _otlp_records() -> list[Record]:
 
 
 def _state(reg: CollectorRegistry, store: Any) -> dict[str, Any]:
-    samples = [
-        (s.name, s.labels, s.value, s.exemplar)
-        for fam in reg.collect()
-        if fam.name.startswith(("sidecar_triton_stage", "sidecar_traces"))
-        for s in fam.samples
-        # The hub's own counters (ingested, expiry errors) were never the store's or the histograms'.
-        if not s.name.endswith("_created")
-        and not s.name.startswith(("sidecar_traces_spans_ingested", "sidecar_traces_expiry"))
-    ]
+    samples = store_and_stage_samples(reg)
     traces = [
         (cls, e.trace_id, list(e.by_id.items()), e.start_ns, e.end_ns, e.nbytes, e.error, e.model, e.version)
         for cls, od in (("plain", store._plain), ("kept", store._kept))

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from trace_files_before import replicated, templates_of
-from traces_helpers import DATA
+from traces_helpers import DATA, store_and_stage_samples
 
 import sidecar.processors.stage_batch as batch_mod
 import sidecar.processors.stages as stages_mod
@@ -150,14 +150,7 @@ def _batches(draw: Any) -> list[list[Record]]:
 
 
 def _state(reg: CollectorRegistry, store: Any, pairing: bool) -> dict[str, Any]:
-    samples = [
-        (s.name, s.labels, s.value, s.exemplar)
-        for fam in reg.collect()
-        if fam.name.startswith(("sidecar_triton_stage", "sidecar_traces"))
-        for s in fam.samples
-        if not s.name.endswith("_created")
-        and not s.name.startswith(("sidecar_traces_spans_ingested", "sidecar_traces_expiry"))
-    ]
+    samples = store_and_stage_samples(reg)
     traces = [
         (
             cls,
