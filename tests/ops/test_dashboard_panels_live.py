@@ -11,6 +11,7 @@ DCGM, business checks, alert delivery, Triton's response cache, process memory) 
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -46,6 +47,21 @@ _COUNTER_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:_total|_bucket|_count|
 RATE_INTERVAL = "10s"
 
 pytestmark = [pytest.mark.triton, pytest.mark.prometheus]
+
+
+@functools.cache
+def _http() -> httpx.Client:
+    """One client for every request the module makes: ``httpx.get`` builds a client per call, and building one
+    (its TLS context) costs about 50 ms of CPU here, so polling five queries four times a second kept a core busy
+    and the dashboards' 159 panel queries cost 8 s of it."""
+    return httpx.Client(timeout=10)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_http() -> Iterator[None]:
+    yield
+    _http().close()
+    _http.cache_clear()
 
 
 def _poll(cond: Callable[[], bool], secs: float) -> bool:
@@ -206,14 +222,30 @@ class _EdgeTraffic:
                 self.stop.wait(0.5)
 
 
+def _distinct_ports(n: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < n:
+        p = free_port()
+        if p not in ports:
+            ports.append(p)
+    return ports
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("ops-live")
-    port = free_port()
+    # The vLLM stand-in binds its port first, and every other port is picked distinct from the rest: a port
+    # picked (free) before another process binds can be handed out again. Once the stand-in got Triton's HTTP
+    # port, Triton exited ("already in use") and the stand-in answered its readiness check, so every test failed.
+    vllm = _VllmExposition()
+    port, prom_port, http_port, grpc_port, metrics_port = _distinct_ports(5)
     sidecar_url = f"http://127.0.0.1:{port}"
     triton = TritonServer(
         demo_model_repository(),
         tmp / "triton",
+        http_port=http_port,
+        grpc_port=grpc_port,
+        metrics_port=metrics_port,
         extra_args=[
             "--trace-config",
             "mode=opentelemetry",
@@ -225,36 +257,34 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "level=TIMESTAMPS",
         ],
     )
-    vllm = _VllmExposition()
-    svc = Service(
-        parse_config(_sidecar_config(triton, port, tmp / "state.sqlite", vllm.url)), registry=CollectorRegistry()
-    )
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(svc), host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
+    cfg = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(p) for p in RULES],
+        "scrape_configs": [
+            {"job_name": "triton-sidecar", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]},
+            {"job_name": "vllm", "static_configs": [{"targets": [vllm.url.split("/")[2]]}]},
+        ],
+    }
+    (tmp / "prometheus.yml").write_text(json.dumps(cfg))  # JSON is YAML
+    triton_failed: list[BaseException] = []
+
+    def start_triton() -> None:
+        try:
+            triton.start()
+        except BaseException as exc:  # re-raised by the fixture below
+            triton_failed.append(exc)
+
+    starting = threading.Thread(target=start_triton, daemon=True)
     prom: subprocess.Popen[bytes] | None = None
+    server: uvicorn.Server | None = None
+    thread: threading.Thread | None = None
     traffic: _Traffic | None = None
     edge = _EdgeTraffic(sidecar_url)
     try:
-        thread.start()
-        _wait(lambda: bool(server.started), 20, "the sidecar to start")
-        triton.start()
-        traffic = _Traffic(triton.http_url)
-        traffic.thread.start()
-        edge.thread.start()
-        prom_port = free_port()
-        cfg = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(p) for p in RULES],
-            "scrape_configs": [
-                {"job_name": "triton-sidecar", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]},
-                {"job_name": "vllm", "static_configs": [{"targets": [vllm.url.split("/")[2]]}]},
-            ],
-        }
-        (tmp / "prometheus.yml").write_text(json.dumps(cfg))  # JSON is YAML
+        # Prometheus, Triton and the sidecar are independent: they start at once, not one after the other (the
+        # sidecar's first scrapes of a Triton not yet up just fail; Prometheus' of a sidecar not yet up too).
+        # Prometheus first: it scrapes a static target only about 5 s after it starts (its discovery manager
+        # sends target updates at most every 5 s), and the first test waits for six scrapes.
         log = (tmp / "prometheus.log").open("wb")
         prom = subprocess.Popen(
             [
@@ -267,6 +297,24 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+        starting.start()
+        svc = Service(
+            parse_config(_sidecar_config(triton, port, tmp / "state.sqlite", vllm.url)), registry=CollectorRegistry()
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(svc), host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
+            )
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        _wait(lambda: bool(server.started), 20, "the sidecar to start")
+        starting.join(130)
+        if triton_failed:
+            raise triton_failed[0]
+        traffic = _Traffic(triton.http_url)
+        traffic.thread.start()
+        edge.thread.start()
         yield {
             "prom": f"http://127.0.0.1:{prom_port}",
             "sidecar": sidecar_url,
@@ -276,11 +324,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "edge": edge,
         }
     finally:
-        edge.stop.set()
-        edge.thread.join(10)
+        if edge.thread.is_alive():
+            edge.stop.set()
+            edge.thread.join(10)
         if traffic is not None:
             traffic.stop.set()
             traffic.thread.join(10)
+        if starting.is_alive():  # the fixture failed while Triton was still starting: stop it once it is up
+            starting.join(130)
         if prom is not None:
             prom.terminate()
             try:
@@ -288,13 +339,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             except subprocess.TimeoutExpired:
                 prom.kill()
         triton.stop()
-        server.should_exit = True
-        thread.join(15)
+        if server is not None and thread is not None:
+            server.should_exit = True
+            thread.join(15)
         vllm.close()
 
 
 def _query(prom: str, expr: str) -> dict[str, Any]:
-    r = httpx.get(f"{prom}/api/v1/query", params={"query": expr}, timeout=10)
+    r = _http().get(f"{prom}/api/v1/query", params={"query": expr}, timeout=10)
     body: dict[str, Any] = r.json()
     return body
 
@@ -350,7 +402,7 @@ def _post_llm_events(sidecar: str) -> None:
         }
         for i in range(100)
     ]
-    r = httpx.post(f"{sidecar}/v1/events", json={"events": events}, timeout=10)
+    r = _http().post(f"{sidecar}/v1/events", json={"events": events}, timeout=10)
     assert r.status_code == 200, r.text
 
 
@@ -374,7 +426,7 @@ def test_every_panel_query_has_data_or_is_valid_promql(stack: dict[str, Any]) ->
     # A few scrapes of everything, the stage histograms from Triton's spans, and one drift evaluation.
     _wait(
         lambda: (
-            float(_query(prom, 'count_over_time(up{job="triton-sidecar"}[1m])')["data"]["result"][0]["value"][1]) >= 6
+            float(_query(prom, 'sum_over_time(up{job="triton-sidecar"}[1m])')["data"]["result"][0]["value"][1]) >= 6
         ),
         45,
         "six scrapes of the sidecar",
@@ -431,7 +483,8 @@ def test_annotations_and_variables_are_valid_and_serving_variables_have_values(s
                 continue
             m = re.fullmatch(r"label_values\((.+), (\w+)\)", v["query"])
             assert m, v["query"]
-            r = httpx.get(f"{prom}/api/v1/label/{m.group(2)}/values", params={"match[]": _substitute(m.group(1))})
+            url = f"{prom}/api/v1/label/{m.group(2)}/values"
+            r = _http().get(url, params={"match[]": _substitute(m.group(1))}, timeout=5)
             assert r.json()["status"] == "success", (path.name, v["query"], r.text)
             if path.name == "triton-sidecar-serving.json" and v["name"] in ("model", "version"):
                 assert set(r.json()["data"]) >= ({"ctr", "fraud"} if v["name"] == "model" else {"1", "2"})
@@ -440,7 +493,7 @@ def test_annotations_and_variables_are_valid_and_serving_variables_have_values(s
 def test_rules_load_and_evaluate_in_the_real_prometheus(stack: dict[str, Any]) -> None:
     prom = stack["prom"]
     _wait(lambda: bool(_query(prom, "sidecar:model_error_ratio:rate5m")["data"]["result"]), 45, "recording rules")
-    groups = httpx.get(f"{prom}/api/v1/rules", timeout=10).json()["data"]["groups"]
+    groups = _http().get(f"{prom}/api/v1/rules", timeout=10).json()["data"]["groups"]
     rules = [r for g in groups for r in g["rules"]]
     assert len(rules) >= 25
     bad = [(r["name"], r.get("lastError")) for r in rules if r["health"] not in ("ok", "unknown")]
@@ -459,7 +512,7 @@ def test_stage_histograms_carry_trace_exemplars_into_prometheus(stack: dict[str,
     end = time.time()
 
     def exemplars() -> list[Any]:
-        r = httpx.get(
+        r = _http().get(
             f"{prom}/api/v1/query_exemplars",
             params={"query": "sidecar_triton_stage_duration_seconds_bucket", "start": end - 300, "end": time.time()},
             timeout=10,
