@@ -5,8 +5,10 @@ code as the console script, each child its own process with its own port, store 
 seconds each process spent importing (measured: 1.1 s of imports, 2.9 s building the Service, for the fleet
 test's config). A test that starts eight sidecars on two shared cores waited for 32 CPU seconds of imports.
 
-The parent forks only while it runs a single thread (checked), so no lock is inherited held. Children are reaped
-by the parent (SIGCHLD ignored there, default again in each child), so a handle sees its child gone once it exited.
+The parent forks only while it runs a single thread (checked), so no lock is inherited held; it runs with one
+BLAS/OpenMP thread (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS), so no native thread pool exists to be forked either.
+Children are reaped by the parent (SIGCHLD ignored there, default again in each child), so a handle sees its
+child gone once it exited.
 """
 
 from __future__ import annotations
