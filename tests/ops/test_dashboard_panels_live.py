@@ -11,7 +11,6 @@ DCGM, business checks, alert delivery, Triton's response cache, process memory) 
 
 from __future__ import annotations
 
-import functools
 import json
 import random
 import re
@@ -26,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from module_http import close_module_http, module_http  # noqa: F401 (an autouse fixture)
 from prometheus_client import CollectorRegistry
 from waiting import wait_until
 
@@ -47,21 +47,6 @@ _COUNTER_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*(?:_total|_bucket|_count|
 RATE_INTERVAL = "10s"
 
 pytestmark = [pytest.mark.triton, pytest.mark.prometheus]
-
-
-@functools.cache
-def _http() -> httpx.Client:
-    """One client for every request the module makes: ``httpx.get`` builds a client per call, and building one
-    (its TLS context) costs about 50 ms of CPU here, so polling five queries four times a second kept a core busy
-    and the dashboards' 159 panel queries cost 8 s of it."""
-    return httpx.Client(timeout=10)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_http() -> Iterator[None]:
-    yield
-    _http().close()
-    _http.cache_clear()
 
 
 def _poll(cond: Callable[[], bool], secs: float) -> bool:
@@ -347,7 +332,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 
 def _query(prom: str, expr: str) -> dict[str, Any]:
-    r = _http().get(f"{prom}/api/v1/query", params={"query": expr}, timeout=10)
+    r = module_http().get(f"{prom}/api/v1/query", params={"query": expr}, timeout=10)
     body: dict[str, Any] = r.json()
     return body
 
@@ -403,7 +388,7 @@ def _post_llm_events(sidecar: str) -> None:
         }
         for i in range(100)
     ]
-    r = _http().post(f"{sidecar}/v1/events", json={"events": events}, timeout=10)
+    r = module_http().post(f"{sidecar}/v1/events", json={"events": events}, timeout=10)
     assert r.status_code == 200, r.text
 
 
@@ -485,7 +470,7 @@ def test_annotations_and_variables_are_valid_and_serving_variables_have_values(s
             m = re.fullmatch(r"label_values\((.+), (\w+)\)", v["query"])
             assert m, v["query"]
             url = f"{prom}/api/v1/label/{m.group(2)}/values"
-            r = _http().get(url, params={"match[]": _substitute(m.group(1))}, timeout=5)
+            r = module_http().get(url, params={"match[]": _substitute(m.group(1))}, timeout=5)
             assert r.json()["status"] == "success", (path.name, v["query"], r.text)
             if path.name == "triton-sidecar-serving.json" and v["name"] in ("model", "version"):
                 assert set(r.json()["data"]) >= ({"ctr", "fraud"} if v["name"] == "model" else {"1", "2"})
@@ -494,7 +479,7 @@ def test_annotations_and_variables_are_valid_and_serving_variables_have_values(s
 def test_rules_load_and_evaluate_in_the_real_prometheus(stack: dict[str, Any]) -> None:
     prom = stack["prom"]
     _wait(lambda: bool(_query(prom, "sidecar:model_error_ratio:rate5m")["data"]["result"]), 45, "recording rules")
-    groups = _http().get(f"{prom}/api/v1/rules", timeout=10).json()["data"]["groups"]
+    groups = module_http().get(f"{prom}/api/v1/rules", timeout=10).json()["data"]["groups"]
     rules = [r for g in groups for r in g["rules"]]
     assert len(rules) >= 25
     bad = [(r["name"], r.get("lastError")) for r in rules if r["health"] not in ("ok", "unknown")]
@@ -513,7 +498,7 @@ def test_stage_histograms_carry_trace_exemplars_into_prometheus(stack: dict[str,
     end = time.time()
 
     def exemplars() -> list[Any]:
-        r = _http().get(
+        r = module_http().get(
             f"{prom}/api/v1/query_exemplars",
             params={"query": "sidecar_triton_stage_duration_seconds_bucket", "start": end - 300, "end": time.time()},
             timeout=10,

@@ -9,7 +9,6 @@ on both engines. The sidecars are forked from one parent that imported the sidec
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import math
 import random
@@ -24,6 +23,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from module_http import close_module_http, module_http  # noqa: F401 (an autouse fixture)
 from prometheus_client import CollectorRegistry
 from scipy import stats as sps
 from sidecar_forks import ForkedSidecar, SidecarForks
@@ -55,21 +55,6 @@ BUSINESS: dict[str, Any] = {  # the two classic checks, absolute, so that they d
     "ctr_mean": {"field": "label", "aggregate": "mean", "threshold": 0.05, "model": "ctr"},
     "fraud_p95": {"field": "score", "aggregate": "quantile", "quantile": 0.95, "threshold": 0.9},
 }
-
-
-@functools.cache
-def _http() -> httpx.Client:
-    """One client for every request the module makes: ``httpx.get`` builds a client per call, and building one
-    (its TLS context) costs about 50 ms of CPU here, so polling five queries four times a second kept a core busy
-    and the engines waited for it."""
-    return httpx.Client(timeout=10)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_http() -> Iterator[None]:
-    yield
-    _http().close()
-    _http.cache_clear()
 
 
 def _need(binary: str) -> str:
@@ -293,7 +278,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         )
         for p in ports:
             _wait(
-                lambda p=p: _http().get(f"http://127.0.0.1:{p}/healthz", timeout=2).status_code == 200, 240, "a sidecar"
+                lambda p=p: module_http().get(f"http://127.0.0.1:{p}/healthz", timeout=2).status_code == 200,
+                240,
+                "a sidecar",
             )
         stream = _events()
         with httpx.Client(timeout=30) as c:
@@ -343,7 +330,7 @@ def _one_process(
 
 def _instant(base: str, expr: str) -> dict[str, float]:
     """feature -> value of an instant query (one series per feature)."""
-    r = _http().get(f"{base}/api/v1/query", params={"query": expr}, timeout=10).json()
+    r = module_http().get(f"{base}/api/v1/query", params={"query": expr}, timeout=10).json()
     assert r["status"] == "success", r
     res = r["data"]["result"]
     out = {s["metric"]["feature"]: float(s["value"][1]) for s in res}
@@ -398,7 +385,7 @@ def test_prometheus_merges_the_fleet_exactly(fleet: dict[str, Any]) -> None:
     exact = sps.ks_2samp(xs, fleet["ref_x"]).statistic
     assert want["x"][2] <= exact + 1e-12 and exact - want["x"][2] <= 1 / 20 + 0.02
     # Every sidecar process made the same reference ids as the file read here: the content hash.
-    r = _http().get(f"{fleet['prom']}/api/v1/query", params={"query": "sidecar_fleet_reference_size"}).json()
+    r = module_http().get(f"{fleet['prom']}/api/v1/query", params={"query": "sidecar_fleet_reference_size"}).json()
     ids = {(s["metric"]["instance"], s["metric"]["feature"], s["metric"]["ref_id"]) for s in r["data"]["result"]}
     assert {(f, i) for _, f, i in ids} == {(k, want[k][0]) for k in ("x", "c", "_score")}
     assert len(ids) == 3 * SIDECARS
@@ -420,7 +407,7 @@ def test_both_engines_notify_alertmanager_of_one_fleet_alert_without_instance(fl
     expected = {(e, f, t) for e in ("prometheus", "vmalert") for f, t in (("x", "ks"), ("c", "chi2"))}
 
     def fleet_alerts() -> list[dict[str, Any]] | None:
-        alerts = _http().get(f"{fleet['am']}/api/v2/alerts", timeout=10).json()
+        alerts = module_http().get(f"{fleet['am']}/api/v2/alerts", timeout=10).json()
         mine = [a for a in alerts if a["labels"].get("alertname") == "FleetFeatureDrifting"]
         seen = {(a["labels"].get("engine"), a["labels"]["feature"], a["labels"].get("test")) for a in mine}
         return mine if seen == expected else None
@@ -433,7 +420,7 @@ def test_both_engines_notify_alertmanager_of_one_fleet_alert_without_instance(fl
 
 def _panel_query(base: str, expr: str) -> dict[str, Any]:
     q = re.sub(r"\$\{?(instance|model|version|feature)\}?", ".*", expr.replace("$__rate_interval", "10s"))
-    r: dict[str, Any] = _http().get(f"{base}/api/v1/query", params={"query": q}, timeout=10).json()
+    r: dict[str, Any] = module_http().get(f"{base}/api/v1/query", params={"query": q}, timeout=10).json()
     assert r["status"] == "success", (q, r)
     return r
 
@@ -497,7 +484,7 @@ def _one_business(f: dict[str, Any], events: list[dict[str, Any]] | None = None)
 
 def _series(base: str, expr: str, key: str) -> dict[str, tuple[dict[str, str], float]]:
     """label ``key`` -> (labels, value) of an instant query, one series per value of ``key``."""
-    r = _http().get(f"{base}/api/v1/query", params={"query": expr}, timeout=10).json()
+    r = module_http().get(f"{base}/api/v1/query", params={"query": expr}, timeout=10).json()
     assert r["status"] == "success", r
     res = r["data"]["result"]
     out = {s["metric"][key]: (s["metric"], float(s["value"][1])) for s in res}
@@ -535,7 +522,7 @@ def test_both_engines_notify_one_fleet_business_alert_per_check_without_instance
     expected = {(e, c) for e in ("prometheus", "vmalert") for c in BUSINESS}
 
     def alerts() -> list[dict[str, Any]] | None:
-        got = _http().get(f"{fleet['am']}/api/v2/alerts", timeout=10).json()
+        got = module_http().get(f"{fleet['am']}/api/v2/alerts", timeout=10).json()
         mine = [a for a in got if a["labels"].get("alertname") == "FleetBusinessCheckBreached"]
         return mine if {(a["labels"].get("engine"), a["labels"]["check"]) for a in mine} == expected else None
 
@@ -548,7 +535,7 @@ def test_both_engines_notify_one_fleet_business_alert_per_check_without_instance
 
 def _firing(base: str, alertname: str) -> set[str]:
     q = f'ALERTS{{alertname="{alertname}", alertstate="firing"}}'
-    r = _http().get(f"{base}/api/v1/query", params={"query": q}, timeout=10).json()
+    r = module_http().get(f"{base}/api/v1/query", params={"query": q}, timeout=10).json()
     return {s["metric"]["feature"] for s in r["data"]["result"]}
 
 
@@ -576,8 +563,8 @@ def test_a_restarted_sidecar_is_left_out_of_the_window_that_holds_its_reset(flee
     proc.wait(15)
     fleet["procs"].start_sidecar(f"sidecar{i}-again", fleet["tmp"] / f"sidecar{i}.yaml")
     url = f"http://127.0.0.1:{port}"
-    _wait(lambda: _http().get(f"{url}/healthz", timeout=2).status_code == 200, 90, "the restarted sidecar")
-    r = _http().post(f"{url}/v1/events", json={"events": _events(200, seed=7)}, timeout=30)
+    _wait(lambda: module_http().get(f"{url}/healthz", timeout=2).status_code == 200, 90, "the restarted sidecar")
+    r = module_http().post(f"{url}/v1/events", json={"events": _events(200, seed=7)}, timeout=30)
     assert r.status_code == 200, r.text
     # Its counters start again from 0 (a reset inside the window): half a sidecar is never mixed in.
     want = _one_process(fleet, [e for k in range(SIDECARS - 2) for e in fleet["shares"][k]])
@@ -594,10 +581,12 @@ def test_a_reference_rollout_flags_the_mismatch_and_never_merges_bins_of_two_edg
     old_id = _one_process(fleet)["x"][0]
     for i in rolled:  # the rollout reaches three sidecars of the six still counted
         url = f"http://127.0.0.1:{fleet['ports'][i]}"
-        r = _http().put(f"{url}/admin/drift/references/ctr", json={"mode": "file", "path": str(new_ref)}, timeout=30)
+        r = module_http().put(
+            f"{url}/admin/drift/references/ctr", json={"mode": "file", "path": str(new_ref)}, timeout=30
+        )
         assert r.status_code == 200, r.text
-        _wait(lambda url=url: old_id not in _http().get(f"{url}/metrics", timeout=5).text, 30, "the new bins")
-        r = _http().post(f"{url}/v1/events", json={"events": fresh[i::3]}, timeout=30)
+        _wait(lambda url=url: old_id not in module_http().get(f"{url}/metrics", timeout=5).text, 30, "the new bins")
+        r = module_http().post(f"{url}/v1/events", json={"events": fresh[i::3]}, timeout=30)
         assert r.status_code == 200, r.text
     want_new = _one_process(fleet, fresh, ref=new_ref)
     want_old = _one_process(fleet, [e for k in range(3, SIDECARS - 2) for e in fleet["shares"][k]])
