@@ -9,7 +9,6 @@ trace's figures and class, and every counter are the same."""
 from __future__ import annotations
 
 import random
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,21 +17,16 @@ import pytest
 from hub_before import HubBefore
 from prometheus_client import CollectorRegistry
 from trace_files_before import replicated, templates_of
+from tracefile_helpers import published_span_batches
 from traces_helpers import DATA, store_and_stage_samples
 
 import sidecar.processors.stages as stages_mod
 from sidecar.clock import FakeClock
-from sidecar.component import Bus
 from sidecar.config import parse_config
-from sidecar.model import Batch
 from sidecar.processors.stage_batch import VECTOR_MIN
 from sidecar.records import Record
 from sidecar.sources.otlp.decode import decode_json, decode_protobuf
-from sidecar.sources.trace_files.metrics import TraceFileMetrics
-from sidecar.sources.trace_files.settings import TraceFileSettings
-from sidecar.sources.trace_files.source import TraceFileSource
 from sidecar.state.trace_hub import TraceHub
-from sidecar.store import Store
 
 TIMESTAMPS = (DATA / "trace-file-triton-mode.json").read_bytes()
 TENSORS = (DATA / "trace-file-tensors.json").read_bytes()
@@ -40,21 +34,7 @@ TENSORS = (DATA / "trace-file-tensors.json").read_bytes()
 
 def _file_batches(tmp: Path, data: bytes) -> list[list[Record]]:
     """The span batches the trace-file source publishes for ``data``."""
-    reg = CollectorRegistry()
-    clock = FakeClock(start=1_800_000_000.0, monotonic=8400.0)
-    bus = Bus(reg)
-    got: list[Batch] = []
-    bus.subscribe("spans", "capture", got.append)
-    folder = tmp / "files"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir()
-    (folder / "trace.json.0").write_bytes(data)
-    settings = TraceFileSettings(path=str(folder / "trace.json"), settle_secs=0.0, max_read_bytes=1_000_000)
-    src = TraceFileSource(settings, bus=bus, metrics=TraceFileMetrics(reg), clock=clock, store=Store(":memory:"))
-    for _ in range(1000):
-        if not src.poll_once():
-            break
-    return [list(b.items) for b in got]
+    return [list(b) for b in published_span_batches(tmp, data, max_read_bytes=1_000_000)]
 
 
 def _otlp_records() -> list[Record]:

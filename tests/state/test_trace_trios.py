@@ -8,7 +8,6 @@ span, trace figure, pairing state, stage sample and counter is the same."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from trace_files_before import replicated, templates_of
+from tracefile_helpers import published_span_batches
 from traces_helpers import DATA, store_and_stage_samples
 
 import sidecar.processors.stage_batch as batch_mod
@@ -26,16 +26,10 @@ import sidecar.processors.stages as stages_mod
 import sidecar.state.trace_ingest as ingest_mod
 import sidecar.state.traces as traces_mod
 from sidecar.clock import FakeClock
-from sidecar.component import Bus
 from sidecar.config import parse_config
-from sidecar.model import Batch
 from sidecar.records import FMT_JSON, MODEL_ATTR, VERSION_ATTR, Record, from_span, to_span
-from sidecar.sources.trace_files.metrics import TraceFileMetrics
-from sidecar.sources.trace_files.settings import TraceFileSettings
-from sidecar.sources.trace_files.source import TraceFileSource
 from sidecar.state.trace_entry import TraceEntry, whole_entry
 from sidecar.state.trace_hub import TraceHub
-from sidecar.store import Store
 
 T0 = 1_796_218_366_000_000_000
 ROOT_EVENTS = (
@@ -227,23 +221,9 @@ def test_whole_requests_store_and_observe_as_the_frozen_hub(batches, batch_min, 
 
 
 def _file_batches(tmp: Path, data: bytes) -> list[tuple[Record, ...]]:
-    """The span batches the trace-file source publishes for ``data``, as the bus carries them (tuples)."""
-    reg = CollectorRegistry()
-    bus = Bus(reg)
-    got: list[Batch] = []
-    bus.subscribe("spans", "capture", got.append)
-    folder = tmp / "files"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir()
-    (folder / "trace.json.0").write_bytes(data)
-    settings_ = TraceFileSettings(path=str(folder / "trace.json"), settle_secs=0.0)
-    clock = FakeClock(start=1_800_000_000.0, monotonic=8400.0)
-    src = TraceFileSource(settings_, bus=bus, metrics=TraceFileMetrics(reg), clock=clock, store=Store(":memory:"))
-    for _ in range(100):
-        if not src.poll_once():
-            break
-    assert all(type(b.items) is tuple for b in got)
-    return [b.items for b in got]
+    batches = published_span_batches(tmp, data)
+    assert all(type(b) is tuple for b in batches)
+    return batches
 
 
 def test_a_trace_file_is_taken_a_request_at_a_time_and_again_record_by_record(tmp_path):
