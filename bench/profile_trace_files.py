@@ -1,0 +1,177 @@
+"""Where the trace-file path's CPU goes, phase by phase, in us per traced request, next to decoding alone.
+
+    .venv/bin/python bench/profile_trace_files.py [--requests 20000] [--per-file 1000] [--per-poll 6] [--repeat 3]
+
+The input and the reading are ``bench/bench_trace_files_filed.py``'s (the recorded Triton 2.51 files of the demo's
+``ctr`` model replicated to ``--requests`` requests, cut into files of ``--per-file`` requests as Triton's
+``log-frequency`` rotates them, ``--per-poll`` files appearing before each poll; the trace-file source publishing to
+the trace hub, the store at its default 5,000 traces, the collector as ``sidecar run`` sets it). Each phase is timed
+by wrapping the function that does it (process CPU time; the wrappers add well under 1% at these call counts):
+
+- decode: ``records.scan`` (the typed ``msgspec`` decode of each read, its fallbacks and the bracket handling);
+- fold: ``requests.Assembler.add`` (records into requests);
+- settle, probes, bounds (``TraceFileSource._offsets``), plausible, span records, stream records;
+- hub: the trace hub's ``on_spans`` (store and stage histograms); publish (less the hub): the bus and the commit;
+- the rest of a poll: listing and reading the files, freeing the decoded records.
+
+The baseline printed with it is decoding alone: ``msgspec``'s typed decode of the same files' bytes into the
+reader's own record structs, nothing else (the limit any Python reader of these files starts from). Rounds run one
+after another in this process; the table is the median of ``--repeat`` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT.parent / "tests" / "helpers"))
+
+from bench_trace_files_filed import write_files  # noqa: E402
+from prometheus_client import CollectorRegistry  # noqa: E402
+
+import sidecar.sources.trace_files.requests as requests_mod  # noqa: E402
+import sidecar.sources.trace_files.source as source_mod  # noqa: E402
+from sidecar.clock import FakeClock  # noqa: E402
+from sidecar.component import Bus  # noqa: E402
+from sidecar.config import parse_config  # noqa: E402
+from sidecar.runtime import tune_gc  # noqa: E402
+from sidecar.sources.trace_files.metrics import TraceFileMetrics  # noqa: E402
+from sidecar.sources.trace_files.settings import TraceFileSettings  # noqa: E402
+from sidecar.sources.trace_files.typed import decode_run  # noqa: E402
+from sidecar.state.trace_hub import TraceHub  # noqa: E402
+from sidecar.store import Store  # noqa: E402
+
+# (label, owner, attribute): module functions the source calls by name, and methods.
+_PHASES: tuple[tuple[str, Any, str], ...] = (
+    ("decode", source_mod, "scan"),
+    ("fold", requests_mod.Assembler, "add"),
+    ("settle", requests_mod.Assembler, "settle"),
+    ("probes", requests_mod.ProbeFilter, "split"),
+    ("bounds", source_mod.TraceFileSource, "_offsets"),
+    ("plausible", source_mod, "plausible_of"),
+    ("span records", source_mod, "span_records"),
+    ("stream records", source_mod, "stream_records"),
+    ("publish", source_mod.TraceFileSource, "publish"),
+)
+
+
+def _timed(f: Callable[..., Any], label: str, spent: dict[str, float]) -> Callable[..., Any]:
+    def wrapper(*a: Any, **k: Any) -> Any:
+        t = time.process_time()
+        try:
+            return f(*a, **k)
+        finally:
+            spent[label] = spent.get(label, 0.0) + time.process_time() - t
+
+    return wrapper
+
+
+def one_round(files: list[Path], work: Path, per_poll: int, mono: float) -> tuple[float, dict[str, float]]:
+    """(CPU seconds of the polls, seconds per phase) of one read of ``files``."""
+    spent: dict[str, float] = {}
+    saved = [(owner, attr, getattr(owner, attr)) for _, owner, attr in _PHASES]
+    for label, owner, attr in _PHASES:
+        setattr(owner, attr, _timed(getattr(owner, attr), label, spent))
+    try:
+
+        class Clock(FakeClock):
+            def monotonic(self) -> float:
+                return mono
+
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+        reg = CollectorRegistry()
+        clock = Clock(start=1_800_000_000.0)
+        bus = Bus(reg)
+        hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=clock)
+        bus.subscribe("spans", hub.name, _timed(hub.on_spans, "hub", spent))
+        src = source_mod.TraceFileSource(
+            TraceFileSettings(path=str(work / "trace.json"), settle_secs=0.0),
+            bus=bus,
+            metrics=TraceFileMetrics(reg),
+            clock=clock,
+            store=Store(":memory:"),
+        )
+        gc.collect()
+        cpu = 0.0
+        left = list(files)
+        while True:
+            batch, left = left[:per_poll], left[per_poll:]
+            for p in batch:
+                shutil.copy(p, work / p.name)
+            t0 = time.process_time()
+            got = src.poll_once()
+            cpu += time.process_time() - t0
+            if not got and not left:
+                break
+    finally:
+        for owner, attr, f in saved:
+            setattr(owner, attr, f)
+    spent["publish"] = spent.get("publish", 0.0) - spent.get("hub", 0.0)
+    return cpu, spent
+
+
+def decode_alone(files: list[Path]) -> float:
+    """CPU seconds of the typed decode of every file's records, nothing else."""
+    bodies = []
+    for p in files:
+        b = p.read_bytes().strip()
+        bodies.append(b[1:-1] if b.startswith(b"[") and b.endswith(b"]") else b)
+    gc.collect()
+    t = time.process_time()
+    for b in bodies:
+        if decode_run(b) is None:
+            raise SystemExit(f"a file did not decode typed: {len(b)} bytes")
+    return time.process_time() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=20_000)
+    ap.add_argument("--per-file", type=int, default=1000)
+    ap.add_argument("--per-poll", type=int, default=6)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    tune_gc(parse_config({}).runtime)
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        write_files(t / "files", args.requests, args.per_file)
+        files = sorted(
+            (p for p in (t / "files").iterdir() if p.name.startswith("trace.json.")), key=lambda p: int(p.suffix[1:])
+        )
+        mono = int((t / "files" / "last_ns").read_text()) / 1e9 + 10
+        totals: list[float] = []
+        phases: dict[str, list[float]] = {}
+        floors: list[float] = []
+        for _ in range(args.repeat):
+            floors.append(decode_alone(files))
+            cpu, spent = one_round(files, t / "work", args.per_poll, mono)
+            totals.append(cpu)
+            for k, v in spent.items():
+                phases.setdefault(k, []).append(v)
+            phases.setdefault("rest of a poll", []).append(cpu - sum(spent.values()))
+    n = args.requests
+    total = statistics.median(totals) / n * 1e6
+    floor = statistics.median(floors) / n * 1e6
+    print(f"{n} requests in files of ~{args.per_file}, {args.per_poll} files a poll; median of {args.repeat} rounds")
+    print(f"{'phase':18s} {'us/request':>10s} {'share':>6s}")
+    for k, v in sorted(phases.items(), key=lambda kv: -statistics.median(kv[1])):
+        us = statistics.median(v) / n * 1e6
+        print(f"{k:18s} {us:10.2f} {us / total:6.1%}")
+    print(f"{'total':18s} {total:10.2f}")
+    print(f"decoding alone (msgspec, typed): {floor:.2f} us/request; the path / decoding alone: {total / floor:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
