@@ -158,16 +158,16 @@ def main() -> None:
             floors.append(decode_alone(files))
             cpu, spent = one_round(files, t / "work", args.per_poll, mono)
             totals.append(cpu)
-            for k, v in spent.items():
-                phases.setdefault(k, []).append(v)
+            for k, s in spent.items():
+                phases.setdefault(k, []).append(s)
             phases.setdefault("rest of a poll", []).append(cpu - sum(spent.values()))
     n = args.requests
     total = statistics.median(totals) / n * 1e6
     floor = statistics.median(floors) / n * 1e6
     print(f"{n} requests in files of ~{args.per_file}, {args.per_poll} files a poll; median of {args.repeat} rounds")
     print(f"{'phase':18s} {'us/request':>10s} {'share':>6s}")
-    for k, v in sorted(phases.items(), key=lambda kv: -statistics.median(kv[1])):
-        us = statistics.median(v) / n * 1e6
+    for k, secs in sorted(phases.items(), key=lambda kv: -statistics.median(kv[1])):
+        us = statistics.median(secs) / n * 1e6
         print(f"{k:18s} {us:10.2f} {us / total:6.1%}")
     print(f"{'total':18s} {total:10.2f}")
     print(f"decoding alone (msgspec, typed): {floor:.2f} us/request; the path / decoding alone: {total / floor:.2f}x")
