@@ -49,6 +49,7 @@ __all__ = [
     "START",
     "STATUS",
     "TRACE",
+    "TRACE_FILE_SOURCE",
     "VERSION_ATTR",
     "Record",
     "any_json",
@@ -62,6 +63,9 @@ __all__ = [
 
 MODEL_ATTR = "triton.model_name"
 VERSION_ATTR = "triton.model_version"
+# The bus source of the spans read from Triton's trace files. Their trace ids are derived by the reader (from the
+# file, Triton's trace id and first timestamp: sidecar.sources.trace_files.spans), so no caller can send one.
+TRACE_FILE_SOURCE = "trace_file"
 
 TRACE, SPAN, PARENT, NAME, START, END, STATUS, MODEL, EVENTS, SERVICE, FMT, RAW = range(12)
 FMT_SPAN, FMT_JSON, FMT_PB = 0, 1, 2

@@ -7,7 +7,9 @@ code as the client saw it, the routing rule and canary bucket when it sends them
 (``/v1/events``) carrying the trace id or request id.
 
 A record is emitted once both sides have arrived, or when the join window has passed with only one (counted
-in ``sidecar_request_records_unjoined_total{side}``: the outcome then is Triton's or the caller's alone). The
+in ``sidecar_request_records_unjoined_total{side}``: the outcome then is Triton's or the caller's alone); a
+request read from Triton's trace files without a request id leaves at once, counted the same way (its trace id
+is the reader's own, so nothing could join it). The
 window is checked when spans or events arrive and every ``sweep_interval_secs`` (``sidecar.periodic``, the
 injected clock's monotonic time), so in a quiet period a lone side still leaves within window + one tick.
 Pending joins are bounded (``max_pending``; the oldest is emitted early, counted as ``evicted``).
@@ -65,7 +67,7 @@ from sidecar.processors.request_sides import (
     kept,
     side,
 )
-from sidecar.records import END, EVENTS, FMT, FMT_JSON, MODEL, NAME, RAW, START, STATUS, TRACE
+from sidecar.records import END, EVENTS, FMT, FMT_JSON, MODEL, NAME, RAW, START, STATUS, TRACE, TRACE_FILE_SOURCE
 
 __all__ = ["RequestRecords", "RequestRecordsConfig", "outcome_of"]
 
@@ -83,6 +85,16 @@ def _slim_event(e: Event) -> Event:
         return e
     kept = {k: v for k in ("http_status", "grpc_code") if (v := e.fields.get(k)) is not None}
     return dataclasses.replace(e, features={}, fields=kept)
+
+
+_LONE = {"triton": 0, "client": 0}
+
+
+def _count_lone(p: Sequence[Any], lone: dict[str, int]) -> None:
+    """Count the join ``p``, leaving now, in ``lone`` when it has one side only (Triton's, or the caller's)."""
+    triton = p[P_MODEL] is not None
+    if not (triton and (p[P_CALLER] is not None or p[P_EVENT] is not None)):
+        lone["triton" if triton else "client"] += 1
 
 
 def _merge(a: Sequence[Any], b: Sequence[Any] | None) -> list[Any]:
@@ -230,6 +242,11 @@ class RequestRecords(Polled):
                     else:
                         al.append(rkey)
                 p[_SLOTS.get(name, P_MODEL)] = s
+            # A trace file's request: its trace id is the reader's own (no caller can send it) and all its spans
+            # came in this batch, so only an event with its request id could still join it: without one it
+            # leaves now, as it would after the window, instead of holding a pending slot for nothing.
+            alone = batch.source == TRACE_FILE_SOURCE
+            lone = _LONE.copy()
             for key in touched:
                 p = pending.get(key)
                 if p is None:
@@ -241,8 +258,13 @@ class RequestRecords(Polled):
                 ):
                     del pending[key]
                     out.append(self._record(key, p))
+                elif alone and p[P_ALIASES] is None:
+                    del pending[key]
+                    out.append(self._record(key, p))
+                    _count_lone(p, lone)
                 elif type(p) is list:
                     pending[key] = tuple(p)  # waits as a tuple: see _new
+            self._lone(lone)
             self._sweep(out)
         self._emit(out)
 
@@ -290,13 +312,14 @@ class RequestRecords(Polled):
             if p[P_SEEN] > cutoff:
                 break
             expired.append(key)
-        lone = {"triton": 0, "client": 0}
+        lone = _LONE.copy()
         for key in expired:
             p = pending.pop(key)
-            triton = p[P_MODEL] is not None
-            if not (triton and (p[P_CALLER] is not None or p[P_EVENT] is not None)):
-                lone["triton" if triton else "client"] += 1
+            _count_lone(p, lone)
             out.append(self._record(key, p))
+        self._lone(lone)
+
+    def _lone(self, lone: dict[str, int]) -> None:
         for which, n in lone.items():
             if n:
                 self._unjoined.labels(which).inc(n)

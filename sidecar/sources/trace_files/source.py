@@ -31,7 +31,7 @@ from sidecar.clock import Clock
 from sidecar.component import Bus
 from sidecar.model import Batch, Event
 from sidecar.polled import Polled, TickerFactory
-from sidecar.records import Record
+from sidecar.records import TRACE_FILE_SOURCE, Record
 from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.records import scan
@@ -348,7 +348,9 @@ class TraceFileSource(Polled):
         failed: list[str] = []
         now = self.clock.now()
         if p.spans:
-            failed += self.bus.publish(Batch(kind="spans", source="trace_file", items=tuple(p.spans), received_at=now))
+            failed += self.bus.publish(
+                Batch(kind="spans", source=TRACE_FILE_SOURCE, items=tuple(p.spans), received_at=now)
+            )
         if p.events:
             failed += self.bus.publish(
                 Batch(kind="events", source=EVENTS_SOURCE, items=tuple(p.events), received_at=now)
