@@ -348,9 +348,8 @@ class TraceFileSource(Polled):
         failed: list[str] = []
         now = self.clock.now()
         if p.spans:
-            failed += self.bus.publish(
-                Batch(kind="spans", source=TRACE_FILE_SOURCE, items=tuple(p.spans), received_at=now)
-            )
+            spans = Batch(kind="spans", source=TRACE_FILE_SOURCE, items=tuple(p.spans), received_at=now)
+            failed += self.bus.publish(spans)
         if p.events:
             failed += self.bus.publish(
                 Batch(kind="events", source=EVENTS_SOURCE, items=tuple(p.events), received_at=now)
