@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import shutil
 import statistics
 import sys
 import tempfile
@@ -38,10 +37,10 @@ sys.path.insert(0, str(ROOT.parent / "tests" / "helpers"))
 
 from bench_trace_files_filed import write_files  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
+from trace_read_once import clock_after, poll_all  # noqa: E402
 
 import sidecar.sources.trace_files.requests as requests_mod  # noqa: E402
 import sidecar.sources.trace_files.source as source_mod  # noqa: E402
-from sidecar.clock import FakeClock  # noqa: E402
 from sidecar.component import Bus  # noqa: E402
 from sidecar.config import parse_config  # noqa: E402
 from sidecar.runtime import tune_gc  # noqa: E402
@@ -76,23 +75,16 @@ def _timed(f: Callable[..., Any], label: str, spent: dict[str, float]) -> Callab
     return wrapper
 
 
-def one_round(files: list[Path], work: Path, per_poll: int, mono: float) -> tuple[float, dict[str, float]]:
-    """(CPU seconds of the polls, seconds per phase) of one read of ``files``."""
+def one_round(files_dir: Path, work: Path, per_poll: int) -> tuple[float, dict[str, float]]:
+    """(CPU seconds of the polls, seconds per phase) of one read of the trace files in ``files_dir``."""
+    files = _files(files_dir)
     spent: dict[str, float] = {}
     saved = [(owner, attr, getattr(owner, attr)) for _, owner, attr in _PHASES]
     for label, owner, attr in _PHASES:
         setattr(owner, attr, _timed(getattr(owner, attr), label, spent))
     try:
-
-        class Clock(FakeClock):
-            def monotonic(self) -> float:
-                return mono
-
-        if work.exists():
-            shutil.rmtree(work)
-        work.mkdir(parents=True)
+        clock = clock_after(files_dir, work)
         reg = CollectorRegistry()
-        clock = Clock(start=1_800_000_000.0)
         bus = Bus(reg)
         hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=clock)
         bus.subscribe("spans", hub.name, _timed(hub.on_spans, "hub", spent))
@@ -104,22 +96,17 @@ def one_round(files: list[Path], work: Path, per_poll: int, mono: float) -> tupl
             store=Store(":memory:"),
         )
         gc.collect()
-        cpu = 0.0
-        left = list(files)
-        while True:
-            batch, left = left[:per_poll], left[per_poll:]
-            for p in batch:
-                shutil.copy(p, work / p.name)
-            t0 = time.process_time()
-            got = src.poll_once()
-            cpu += time.process_time() - t0
-            if not got and not left:
-                break
+        cpu, _ = poll_all(src, files, work, per_poll)
     finally:
         for owner, attr, f in saved:
             setattr(owner, attr, f)
     spent["publish"] = spent.get("publish", 0.0) - spent.get("hub", 0.0)
     return cpu, spent
+
+
+def _files(folder: Path) -> list[Path]:
+    """The ``trace.json.K`` files of ``folder`` in rotation order."""
+    return sorted((p for p in folder.iterdir() if p.name.startswith("trace.json.")), key=lambda p: int(p.suffix[1:]))
 
 
 def decode_alone(files: list[Path]) -> float:
@@ -147,16 +134,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         write_files(t / "files", args.requests, args.per_file)
-        files = sorted(
-            (p for p in (t / "files").iterdir() if p.name.startswith("trace.json.")), key=lambda p: int(p.suffix[1:])
-        )
-        mono = int((t / "files" / "last_ns").read_text()) / 1e9 + 10
+        files = _files(t / "files")
         totals: list[float] = []
         phases: dict[str, list[float]] = {}
         floors: list[float] = []
         for _ in range(args.repeat):
             floors.append(decode_alone(files))
-            cpu, spent = one_round(files, t / "work", args.per_poll, mono)
+            cpu, spent = one_round(t / "files", t / "work", args.per_poll)
             totals.append(cpu)
             for k, s in spent.items():
                 phases.setdefault(k, []).append(s)

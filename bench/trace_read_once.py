@@ -22,13 +22,46 @@ from pathlib import Path
 from typing import Any
 
 
+def clock_after(src_dir: Path, work: Path) -> Any:
+    """A fake clock whose monotonic time is just after the files' times (Triton's are since boot, read from
+    ``src_dir/last_ns``), the wall clock at 1.8e9; ``work`` emptied for the files to appear in."""
+    from sidecar.clock import FakeClock
+
+    mono = int((src_dir / "last_ns").read_text()) / 1e9 + 10
+
+    class Clock(FakeClock):
+        def monotonic(self) -> float:
+            return mono
+
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    return Clock(start=1_800_000_000.0)
+
+
+def poll_all(src: Any, files: list[Path], work: Path, per_poll: int) -> tuple[float, int]:
+    """Copy ``per_poll`` of ``files`` into ``work`` before each poll of ``src`` until a poll takes nothing and
+    none are left; returns the CPU seconds of the polls (the copying not counted) and how many there were."""
+    cpu = 0.0
+    polls = 0
+    while True:
+        batch, files = files[:per_poll], files[per_poll:]
+        for p in batch:
+            shutil.copy(p, work / p.name)
+        t0 = time.process_time()
+        got = src.poll_once()
+        cpu += time.process_time() - t0
+        polls += 1
+        if not got and not files:
+            return cpu, polls
+
+
 def main() -> None:
     src_dir, work, n_req, per = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     max_traces = int(sys.argv[5])
     from prometheus_client import CollectorRegistry
 
     import sidecar.sources.trace_files.source as source_mod
-    from sidecar.clock import FakeClock
     from sidecar.component import Bus
     from sidecar.config import parse_config
     from sidecar.sources.trace_files.metrics import TraceFileMetrics
@@ -44,20 +77,11 @@ def main() -> None:
         gc_mode = "tuned"
     except (ImportError, AttributeError):
         pass  # the tree predates the runtime section: CPython's default collector, as it ran then
-    mono = int((src_dir / "last_ns").read_text()) / 1e9 + 10  # just after the files' times (Triton: since boot)
-
-    class Clock(FakeClock):
-        def monotonic(self) -> float:
-            return mono
-
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    clock = clock_after(src_dir, work)
     files = sorted((p for p in src_dir.iterdir() if p.name.startswith("trace.json.")), key=lambda p: int(p.suffix[1:]))
     if per <= 0:
         per = len(files)
     reg = CollectorRegistry()
-    clock = Clock(start=1_800_000_000.0)
     bus = Bus(reg)
     n = [0]
     bus.subscribe("spans", "count", lambda b: n.__setitem__(0, n[0] + len(b.items)))
@@ -77,18 +101,7 @@ def main() -> None:
     except TypeError:
         src = source_mod.TraceFileSource(settings, bus, TraceFileMetrics(reg), clock, Store(":memory:"))  # type: ignore[call-arg]
     gc.collect()
-    cpu = 0.0
-    polls = 0
-    while True:
-        batch, files = files[:per], files[per:]
-        for p in batch:
-            shutil.copy(p, work / p.name)
-        t0 = time.process_time()
-        got = src.poll_once()
-        cpu += time.process_time() - t0
-        polls += 1
-        if not got and not files:
-            break
+    cpu, polls = poll_all(src, files, work, per)
     print(json.dumps({"cpu_s": cpu, "us_per_request": cpu / n_req * 1e6, "spans": n[0], "polls": polls, "gc": gc_mode}))
 
 
