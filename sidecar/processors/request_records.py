@@ -245,7 +245,7 @@ class RequestRecords(Polled):
             # A trace file's request: its trace id is the reader's own (no caller can send it) and all its spans
             # came in this batch, so only an event with its request id could still join it: without one it
             # leaves now, as it would after the window, instead of holding a pending slot for nothing.
-            alone = batch.source == TRACE_FILE_SOURCE
+            derived = batch.source == TRACE_FILE_SOURCE
             lone = _LONE.copy()
             for key in touched:
                 p = pending.get(key)
@@ -258,7 +258,7 @@ class RequestRecords(Polled):
                 ):
                     del pending[key]
                     out.append(self._record(key, p))
-                elif alone and p[P_ALIASES] is None:
+                elif derived and p[P_ALIASES] is None:
                     del pending[key]
                     out.append(self._record(key, p))
                     _count_lone(p, lone)
