@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import crypt
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import bcrypt
 import httpx
 import pytest
 from alerting_helpers import make_service
@@ -29,7 +29,7 @@ def am_with_auth(tmp_path: Path) -> Iterator[str]:
         pytest.fail("prometheus-alertmanager is not installed (Debian package prometheus-alertmanager)")
     port = free_port()
     (tmp_path / "am.yml").write_text("route:\n  receiver: none\nreceivers:\n  - name: none\n")
-    hashed = crypt.crypt(PASSWORD, crypt.mksalt(crypt.METHOD_BLOWFISH))
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt()).decode()
     (tmp_path / "web.yml").write_text(f"basic_auth_users:\n  {USER}: '{hashed}'\n")
     log = tmp_path / "am.log"
     proc = subprocess.Popen(
