@@ -1,6 +1,7 @@
 """Where the trace-file path's CPU goes, phase by phase, in us per traced request, next to decoding alone.
 
     .venv/bin/python bench/profile_trace_files.py [--requests 20000] [--per-file 1000] [--per-poll 6] [--repeat 3]
+        [--read-slice-bytes N]
 
 The input and the reading are ``bench/bench_trace_files_filed.py``'s (the recorded Triton 2.51 files of the demo's
 ``ctr`` model replicated to ``--requests`` requests, cut into files of ``--per-file`` requests as Triton's
@@ -10,7 +11,7 @@ by wrapping the function that does it (process CPU time; the wrappers add well u
 
 - decode: ``records.scan`` (the typed ``msgspec`` decode of each read, its fallbacks and the bracket handling);
 - fold: ``requests.Assembler.add`` (records into requests);
-- settle, probes, bounds (``TraceFileSource._offsets``), plausible, span records, stream records;
+- settle, probes, bounds (``spans.clock_groups``), plausible, span records, stream records;
 - hub: the trace hub's ``on_spans`` (store and stage histograms); publish (less the hub): the bus and the commit;
 - the rest of a poll: listing and reading the files, freeing the decoded records.
 
@@ -22,6 +23,7 @@ after another in this process; the table is the median of ``--repeat`` rounds.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import statistics
 import sys
@@ -56,7 +58,7 @@ _PHASES: tuple[tuple[str, Any, str], ...] = (
     ("fold", requests_mod.Assembler, "add"),
     ("settle", requests_mod.Assembler, "settle"),
     ("probes", requests_mod.ProbeFilter, "split"),
-    ("bounds", source_mod.TraceFileSource, "_offsets"),
+    ("bounds", source_mod, "clock_groups"),
     ("plausible", source_mod, "plausible_of"),
     ("span records", source_mod, "span_records"),
     ("stream records", source_mod, "stream_records"),
@@ -75,7 +77,7 @@ def _timed(f: Callable[..., Any], label: str, spent: dict[str, float]) -> Callab
     return wrapper
 
 
-def one_round(files_dir: Path, work: Path, per_poll: int) -> tuple[float, dict[str, float]]:
+def one_round(files_dir: Path, work: Path, per_poll: int, slice_bytes: int | None) -> tuple[float, dict[str, float]]:
     """(CPU seconds of the polls, seconds per phase) of one read of the trace files in ``files_dir``."""
     files = _files(files_dir)
     spent: dict[str, float] = {}
@@ -84,12 +86,15 @@ def one_round(files_dir: Path, work: Path, per_poll: int) -> tuple[float, dict[s
         setattr(owner, attr, _timed(getattr(owner, attr), label, spent))
     try:
         clock = clock_after(files_dir, work)
+        settings = TraceFileSettings(path=str(work / "trace.json"), settle_secs=0.0)
+        if slice_bytes is not None:
+            settings = dataclasses.replace(settings, read_slice_bytes=slice_bytes)
         reg = CollectorRegistry()
         bus = Bus(reg)
         hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=clock)
         bus.subscribe("spans", hub.name, _timed(hub.on_spans, "hub", spent))
         src = source_mod.TraceFileSource(
-            TraceFileSettings(path=str(work / "trace.json"), settle_secs=0.0),
+            settings,
             bus=bus,
             metrics=TraceFileMetrics(reg),
             clock=clock,
@@ -129,6 +134,9 @@ def main() -> None:
     ap.add_argument("--per-file", type=int, default=1000)
     ap.add_argument("--per-poll", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--read-slice-bytes", type=int, default=None, help="traces.file.read_slice_bytes (default: its default)"
+    )
     args = ap.parse_args()
     tune_gc(parse_config({}).runtime)
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,7 +148,7 @@ def main() -> None:
         floors: list[float] = []
         for _ in range(args.repeat):
             floors.append(decode_alone(files))
-            cpu, spent = one_round(t / "files", t / "work", args.per_poll)
+            cpu, spent = one_round(t / "files", t / "work", args.per_poll, args.read_slice_bytes)
             totals.append(cpu)
             for k, s in spent.items():
                 phases.setdefault(k, []).append(s)

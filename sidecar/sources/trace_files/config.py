@@ -49,6 +49,14 @@ class TraceFileConfig(StrictModel):
         description="Most bytes read from the trace files per poll (a backlog is read over several polls); "
         "one record larger than this is skipped and counted.",
     )
+    read_slice_bytes: int = Field(
+        default=2 * 1024 * 1024,
+        gt=0,
+        description="Bytes read, turned into spans and published per pass: a poll runs passes until nothing new is "
+        "left or max_read_bytes were read. Smaller passes keep a request's data in the CPU's caches from reading to "
+        "publishing (about 7% less CPU a traced request than 16 MiB passes: docs/reliability-measured.md); a record "
+        "longer than this is still read whole, up to max_read_bytes.",
+    )
     empty_final_response: bool = Field(
         default=False,
         description="The clients of decoupled (streaming) models ask for an empty final response "

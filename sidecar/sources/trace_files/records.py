@@ -19,7 +19,7 @@ import orjson
 
 from sidecar.sources.trace_files.typed import decode_run
 
-__all__ = ["Scan", "parse_records", "scan"]
+__all__ = ["Scan", "next_record", "parse_records", "scan"]
 
 
 def _int(s: str) -> int | float:
@@ -222,3 +222,21 @@ def parse_records(text: bytes) -> tuple[list[dict[str, Any]], bool]:
     """Records of a whole trace file and whether it was complete (a closed array with nothing damaged or held)."""
     s = scan(text)
     return s.records, s.closed and not s.held and not s.damaged and text.lstrip().startswith(b"[")
+
+
+_RECORD_START_BYTES = re.compile(rb'\{\s*"id"\s*:')
+
+
+def next_record(path: str, start: int, size: int) -> int:
+    """Offset of the next record start at or after ``start`` in the file at ``path`` (``size`` when there is
+    none yet), read a MiB at a time; raises OSError when the file cannot be read."""
+    chunk = 1 << 20
+    with open(path, "rb") as f:
+        pos = start
+        while pos < size:
+            f.seek(pos)
+            m = _RECORD_START_BYTES.search(f.read(chunk + 16))
+            if m is not None:
+                return pos + m.start()
+            pos += chunk
+    return size

@@ -22,6 +22,7 @@ class TraceFileSettings:
     max_pending_requests: int = 10000
     max_files_remembered: int = 10000
     max_read_bytes: int = 16 * 1024 * 1024
+    read_slice_bytes: int = 2 * 1024 * 1024  # bytes a pass reads (a poll reads passes up to max_read_bytes)
     max_string_length: int = 256
     max_features_per_event: int = 256
     delete_after_read: bool = False
@@ -51,6 +52,7 @@ def merge(
         max_pending_requests=spans.max_pending_requests if spans is not None else base.max_pending_requests,
         max_files_remembered=spans.max_files_remembered if spans is not None else base.max_files_remembered,
         max_read_bytes=min(reads),
+        read_slice_bytes=min(spans.read_slice_bytes if spans is not None else base.read_slice_bytes, *reads),
         max_string_length=spans.max_string_length if spans is not None else base.max_string_length,
         max_features_per_event=max_features_per_event,
         delete_after_read=any(c.delete_after_read for c in sections),

@@ -17,7 +17,16 @@ from sidecar.records import FMT_JSON, Record, to_span
 from sidecar.sources.trace_files.requests import MAX_NS, Request
 from sidecar.sources.trace_files.streams import SPAN_NAME, StreamFigures, stream_figures
 
-__all__ = ["SERVICE", "Bounds", "plausible", "plausible_of", "records_to_spans", "span_records", "stream_records"]
+__all__ = [
+    "SERVICE",
+    "Bounds",
+    "clock_groups",
+    "plausible",
+    "plausible_of",
+    "records_to_spans",
+    "span_records",
+    "stream_records",
+]
 
 _REQ_EVENTS = (
     "HTTP_RECV_START",
@@ -59,6 +68,28 @@ def plausible_of(reqs: list[Request], offset_ns: int, bounds: list[Bounds]) -> l
         for q, b in zip(reqs, bounds, strict=True)
         if b is None or (b[1] - b[0] <= MAX_REQUEST_NS and b[0] >= lo and b[1] <= hi)
     ]
+
+
+def clock_groups(
+    reqs: list[Request], now_ns: int, mono_ns: int, mtime_ns: int
+) -> list[tuple[list[Request], int, list[Bounds]]]:
+    """Requests grouped by the offset that maps their ``ns`` to Unix time: ``mono_ns``, our monotonic clock's
+    (``now_ns`` less the monotonic time), or for those that would end after this read (another host's clock), a
+    second group whose offset anchors their end at ``mtime_ns`` (the files' mtime; 0: never); with each request's
+    (first, last) time (None: no timestamps)."""
+    late = now_ns + 2_000_000_000 - mono_ns
+    split: tuple[tuple[list[Request], list[Bounds]], ...] = (([], []), ([], []))  # ours, foreign
+    for q in reqs:
+        v = q.stamps.values()
+        b = (min(v), max(v)) if v else None
+        qs, bs = split[bool(mtime_ns) and (b[1] if b else 0) > late]
+        qs.append(q)
+        bs.append(b)
+    (ours, ours_b), (foreign, foreign_b) = split
+    out = [(ours, mono_ns, ours_b)]
+    if foreign:
+        out.append((foreign, mtime_ns - max(b[1] if b else 0 for b in foreign_b), foreign_b))
+    return out
 
 
 def _digest(key: str, n: int) -> bytes:

@@ -9,6 +9,7 @@ partly (their records straddle the offset), so a restart neither loses nor repea
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ import orjson
 from sidecar.sources.trace_files.requests import Request
 from sidecar.store import Store
 
-__all__ = ["Checkpoint", "FileMark", "head_hash", "legacy_read_whole", "load", "save"]
+__all__ = ["Checkpoint", "FileMark", "head_hash", "legacy_read_whole", "load", "rewritten", "save"]
 
 NS = "trace_files"
 LEGACY_TENSORS_NS = "events.tensors"  # the former tensors reader's "read whole" marks: ino:size:mtime
@@ -95,6 +96,20 @@ def save(store: Store, base: str, cp: Checkpoint, changed: set[str], gone: set[s
     store.executemany("INSERT OR REPLACE INTO kv (ns, k, v) VALUES (?, ?, ?)", rows)
     for p in gone:
         store.delete(NS, files + p)
+
+
+def rewritten(mark: FileMark, path: str, st: os.stat_result) -> bool:
+    """Whether the file at ``path`` (stat ``st``) is not the one ``mark`` was read from: another inode, shorter
+    than what was read, or its first bytes hash otherwise (a file truncated and written again)."""
+    if st.st_ino != mark.ino or st.st_size < mark.offset:
+        return True
+    if not mark.head_len:
+        return False
+    try:
+        with open(path, "rb") as f:
+            return head_hash(f.read(mark.head_len)) != mark.head
+    except OSError:
+        return False
 
 
 def legacy_read_whole(store: Store, path: str, ino: int, size: int, mtime_ns: int) -> bool:
