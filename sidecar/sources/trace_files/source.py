@@ -199,7 +199,7 @@ class TraceFileSource(Polled):
                     False,
                 )
                 p.touched.add(key)
-            starved = False  # bytes left unread for want of budget: read next poll
+            starved = False  # bytes left unread for want of budget: read by the next pass
             if st.st_size > mark.offset:
                 want = st.st_size - mark.offset
                 starved = want > budget
@@ -207,7 +207,7 @@ class TraceFileSource(Polled):
                     took = self._read(key, mark, st, min(budget, want), want, grouped, p)
                     budget -= took
                     p.read += took
-                    starved = want > took
+                    starved = want > took and budget <= 0  # a failed read is counted, not retried this poll
                     mtime_ns = max(mtime_ns, st.st_mtime_ns)
                 p.starved = p.starved or starved
             # Only a record cut short is held: separators after the last record (Triton idle after "},") are not.
