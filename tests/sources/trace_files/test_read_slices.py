@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from prometheus_client import CollectorRegistry
 from trace_files_before import replicated, templates_of
 
+import sidecar.sources.trace_files.source as source_mod
 from sidecar.clock import FakeClock
 from sidecar.component import Bus
 from sidecar.model import Batch
@@ -88,3 +90,20 @@ def test_a_poll_still_reads_at_most_max_read_bytes(tmp_path: Path) -> None:
     while reader.src.poll_once():
         polls += 1
     assert len(reader.spans()) == 900 and polls >= 3
+
+
+def test_a_failed_read_is_counted_once_a_poll_and_read_again_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _file(tmp_path, 300)
+    reader = _Reader(path, read_slice_bytes=20_000)
+
+    def refused(*a: object, **k: object) -> object:
+        raise PermissionError("refused")
+
+    monkeypatch.setattr(source_mod, "open", refused, raising=False)
+    assert reader.src.poll_once() == 0
+    assert reader.errors("read") == 1 and reader.batches == []
+    monkeypatch.undo()
+    reader.src.poll_once()
+    assert len(reader.spans()) == 900 and reader.errors("read") == 1
