@@ -77,12 +77,18 @@ def read_once(
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def main() -> None:
+def input_args() -> argparse.ArgumentParser:
+    """The options that say what is read and how often (shared with bench/profile_trace_files.py)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=20_000)
     ap.add_argument("--per-file", type=int, default=1000)
     ap.add_argument("--per-poll", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=3)
+    return ap
+
+
+def main() -> None:
+    ap = input_args()
     ap.add_argument("--filed-rev", default="0db8cbb")
     ap.add_argument("--max-traces", type=int, default=5000, help="traces.max_traces (default: the config's)")
     ap.add_argument("--ours-rev", default=None, help="a commit for 'ours' instead of the working tree")

@@ -22,7 +22,6 @@ after another in this process; the table is the median of ``--repeat`` rounds.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gc
 import statistics
@@ -37,7 +36,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent / "tests" / "helpers"))
 
-from bench_trace_files_filed import write_files  # noqa: E402
+from bench_trace_files_filed import input_args, write_files  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 from trace_read_once import clock_after, poll_all  # noqa: E402
 
@@ -129,11 +128,7 @@ def decode_alone(files: list[Path]) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=20_000)
-    ap.add_argument("--per-file", type=int, default=1000)
-    ap.add_argument("--per-poll", type=int, default=6)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap = input_args()
     ap.add_argument(
         "--read-slice-bytes", type=int, default=None, help="traces.file.read_slice_bytes (default: its default)"
     )
