@@ -224,7 +224,7 @@ def parse_records(text: bytes) -> tuple[list[dict[str, Any]], bool]:
     return s.records, s.closed and not s.held and not s.damaged and text.lstrip().startswith(b"[")
 
 
-_RECORD_START_BYTES = re.compile(rb'\{\s*"id"\s*:')
+_RECORD_START_BYTES = re.compile(_RECORD_START.pattern.encode())
 
 
 def next_record(path: str, start: int, size: int) -> int:
