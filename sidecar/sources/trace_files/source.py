@@ -23,7 +23,6 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -366,32 +365,27 @@ class TraceFileSource(Polled):
             with contextlib.suppress(Exception):
                 state.save(self.store, self.key, cp, set(), deleted)
 
-    def _budgets(self) -> Iterator[int]:
-        """A poll's passes: slices of ``read_slice_bytes`` until ``max_read_bytes`` (the caller stops early once a
-        pass had read everything new)."""
-        left = self.s.max_read_bytes
-        while left > 0:
-            yield min(self.s.read_slice_bytes, left)
-            left -= self.s.read_slice_bytes
+    def _left_after(self, left: int, p: _Pass) -> int:
+        """What a poll may still read after pass ``p``, of the ``left`` bytes it could before (0: done)."""
+        return left - max(p.read, 1) if p.starved else 0
 
     def poll_once(self) -> int:
         """Read, publish and commit synchronously, pass by pass (tests, shutdown); returns the spans + events
         published."""
-        n = 0
-        for budget in self._budgets():
-            p, gone = self.read_pass(budget)
+        n, left = 0, self.s.max_read_bytes
+        while left > 0:
+            p, gone = self.read_pass(min(self.s.read_slice_bytes, left))
             n += self.publish(p, gone)
-            if not p.starved:
-                break
+            left = self._left_after(left, p)
         return n
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     async def tick_once(self) -> None:
-        for budget in self._budgets():
-            p, gone = await asyncio.to_thread(self.read_pass, budget)
+        left = self.s.max_read_bytes
+        while left > 0:
+            p, gone = await asyncio.to_thread(self.read_pass, min(self.s.read_slice_bytes, left))
             self.publish(p, gone)
-            if not p.starved:
-                break
+            left = self._left_after(left, p)
 
     async def shutdown(self) -> None:
         await super().shutdown()

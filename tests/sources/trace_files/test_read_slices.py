@@ -107,3 +107,20 @@ def test_a_failed_read_is_counted_once_a_poll_and_read_again_the_next(
     monkeypatch.undo()
     reader.src.poll_once()
     assert len(reader.spans()) == 900 and reader.errors("read") == 1
+
+
+def test_long_records_read_whole_still_count_against_the_poll(tmp_path: Path) -> None:
+    path = _file(tmp_path, 40)
+    f = Path(f"{path}.0")
+    records = orjson.loads(f.read_bytes())
+    for r in records:
+        if "tensor" in r:
+            r["tensor"]["data"] = ",".join(["0.5"] * 8_000)  # 32 KB each, longer than a slice
+    f.write_bytes(orjson.dumps(records))
+    reader = _Reader(path, read_slice_bytes=10_000, max_read_bytes=100_000)
+    reader.src.poll_once()
+    offset = reader.src._state().marks[str(f)].offset
+    assert 0 < offset <= 100_000 + 10_000  # a slice past the bound at most, not a bound per pass
+    for _ in range(60):  # ~2 MB, at most ~110 KB a poll (a poll may complete no request): read them all
+        reader.src.poll_once()
+    assert len(reader.spans()) == 120 and reader.errors("record_too_large") == 0
