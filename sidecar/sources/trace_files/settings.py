@@ -52,7 +52,7 @@ def merge(
         max_pending_requests=spans.max_pending_requests if spans is not None else base.max_pending_requests,
         max_files_remembered=spans.max_files_remembered if spans is not None else base.max_files_remembered,
         max_read_bytes=min(reads),
-        read_slice_bytes=min(spans.read_slice_bytes if spans is not None else base.read_slice_bytes, *reads),
+        read_slice_bytes=spans.read_slice_bytes if spans is not None else base.read_slice_bytes,
         max_string_length=spans.max_string_length if spans is not None else base.max_string_length,
         max_features_per_event=max_features_per_event,
         delete_after_read=any(c.delete_after_read for c in sections),

@@ -164,9 +164,9 @@ class TraceFileSource(Polled):
         return gone
 
     # -- one pass ------------------------------------------------------------------------------------------
-    def read_pass(self, budget: int | None = None) -> tuple[_Pass, set[str]]:
-        """Read what is new in every file, at most ``budget`` bytes (default: one slice) but whole records (worker
-        thread); returns what to publish and the marks to forget."""
+    def read_pass(self, budget: int) -> tuple[_Pass, set[str]]:
+        """Read what is new in every file, at most ``budget`` bytes but whole records (worker thread); returns what
+        to publish and the marks to forget."""
         cp = self._state()
         p = _Pass()
         files = self._candidates()
@@ -175,8 +175,6 @@ class TraceFileSource(Polled):
             return p, set()
         gone = self._bound_marks(cp, files, p)
         now = self.clock.now()
-        if budget is None:
-            budget = min(self.s.read_slice_bytes, self.s.max_read_bytes)
         grouped: dict[int, Request] = {}
         flush = False
         quiet = True
