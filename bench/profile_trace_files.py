@@ -11,8 +11,10 @@ by wrapping the function that does it (process CPU time; the wrappers add well u
 
 - decode: ``records.scan`` (the typed ``msgspec`` decode of each read, its fallbacks and the bracket handling);
 - fold: ``requests.Assembler.add`` (records into requests);
-- settle, probes, bounds (``spans.clock_groups``), plausible, span records, stream records;
-- hub: the trace hub's ``on_spans`` (store and stage histograms); publish (less the hub): the bus and the commit;
+- settle, probes, bounds (``spans.clock_groups``), plausible, whole requests (``spans.whole_of``: which requests
+  go whole, their trace ids), stream records;
+- hub: the trace hub's ``on_span_requests`` and ``on_spans`` (store and stage histograms; span records are built
+  only for requests not taken whole); publish (less the hub): the bus and the commit;
 - the rest of a poll: listing and reading the files, freeing the decoded records.
 
 The baseline printed with it is decoding alone: ``msgspec``'s typed decode of the same files' bytes into the
@@ -50,6 +52,7 @@ from sidecar.sources.trace_files.settings import TraceFileSettings  # noqa: E402
 from sidecar.sources.trace_files.typed import decode_run  # noqa: E402
 from sidecar.state.trace_hub import TraceHub  # noqa: E402
 from sidecar.store import Store  # noqa: E402
+from sidecar.wiring.span_subs import subscribe_spans  # noqa: E402
 
 # (label, owner, attribute): module functions the source calls by name, and methods.
 _PHASES: tuple[tuple[str, Any, str], ...] = (
@@ -59,7 +62,7 @@ _PHASES: tuple[tuple[str, Any, str], ...] = (
     ("probes", requests_mod.ProbeFilter, "split"),
     ("bounds", source_mod, "clock_groups"),
     ("plausible", source_mod, "plausible_of"),
-    ("span records", source_mod, "span_records"),
+    ("whole requests", source_mod, "whole_of"),
     ("stream records", source_mod, "stream_records"),
     ("publish", source_mod.TraceFileSource, "publish"),
 )
@@ -91,7 +94,9 @@ def one_round(files_dir: Path, work: Path, per_poll: int, slice_bytes: int | Non
         reg = CollectorRegistry()
         bus = Bus(reg)
         hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=clock)
-        bus.subscribe("spans", hub.name, _timed(hub.on_spans, "hub", spent))
+        subscribe_spans(
+            bus, hub.name, _timed(hub.on_spans, "hub", spent), requests=_timed(hub.on_span_requests, "hub", spent)
+        )
         src = source_mod.TraceFileSource(
             settings,
             bus=bus,

@@ -91,7 +91,13 @@ def main() -> None:
         hub = TraceHub(cfg, registry=reg, clock=clock)
     except TypeError:
         hub = TraceHub(cfg, reg, clock)  # type: ignore[call-arg]
-    bus.subscribe("spans", hub.name, hub.on_spans)
+    try:  # a tree whose trace-file source publishes its requests whole
+        from sidecar.wiring.span_subs import subscribe_spans
+
+        bus.subscribe("span_requests", "count", lambda b: n.__setitem__(0, n[0] + sum(i.span_count for i in b.items)))
+        subscribe_spans(bus, hub.name, hub.on_spans, requests=hub.on_span_requests)
+    except ImportError:
+        bus.subscribe("spans", hub.name, hub.on_spans)
     settings = TraceFileSettings(path=str(work / "trace.json"), settle_secs=0.0)
     src: Any
     try:

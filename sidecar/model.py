@@ -10,10 +10,10 @@ vocabulary they share.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
@@ -37,6 +37,8 @@ __all__ = [
     "Span",
     "SpanEvent",
     "SpanRecord",
+    "SpanRequest",
+    "SpanRequests",
 ]
 
 FeatureValue = float | str | None
@@ -227,7 +229,16 @@ class GpuIdentity:
 # One item type per kind (``BATCH_ITEM_TYPES``, after ``Change`` below, is the table ``Bus.publish`` holds
 # publishers to): a subscriber takes a kind and never filters its items by type.
 BatchKind = Literal[
-    "events", "event_columns", "spans", "samples", "scrapes", "gpu_snapshots", "gpu_memory", "changes", "gpus"
+    "events",
+    "event_columns",
+    "spans",
+    "span_requests",
+    "samples",
+    "scrapes",
+    "gpu_snapshots",
+    "gpu_memory",
+    "changes",
+    "gpus",
 ]
 BATCH_KINDS: tuple[BatchKind, ...] = get_args(BatchKind)
 
@@ -294,6 +305,40 @@ class Change:
     id: str = ""
 
 
+class SpanRequest(Protocol):
+    """A traced request as a trace-file reader holds it (``sidecar.sources.trace_files.requests.Request``)."""
+
+    tid: int
+    stamps: dict[str, int]  # event name -> Triton's own ns
+    model: str
+    version: str
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRequests:
+    """Requests whose spans are built only when something reads them: what a ``span_requests`` batch carries.
+
+    A trace file's request becomes three spans (``InferRequest``, the model's span, ``compute``), and most of
+    them are evicted from the trace store unread. A reader with a request path (the trace store, the stage
+    histograms, the canary) takes the requests as they are; any other gets ``spans()``, the span records the
+    source would have published (sidecar/wiring/span_subs.py hands those to it, built once per batch).
+    ``whole[i]`` is request ``i``'s (trace id, start, end) in Unix ns when its spans are exactly a root, a model
+    span under it and a ``compute`` span under that (every event one of Triton's), else None.
+    """
+
+    requests: tuple[SpanRequest, ...]
+    whole: tuple[tuple[bytes, int, int] | None, ...]
+    offset_ns: int  # added to a request's ns to give Unix ns
+    path: str  # the file path the trace ids are derived from
+    build: Callable[[Sequence[Any], int, str], list[tuple[Any, ...]]]  # (requests, offset, path) -> span records
+    span_count: int  # how many spans the requests make
+
+    def spans(self, requests: Sequence[SpanRequest] | None = None) -> list[tuple[Any, ...]]:
+        """The span records of ``requests`` (default: all of them), in order."""
+        return self.build(self.requests if requests is None else requests, self.offset_ns, self.path)
+
+
 # What each batch kind carries: a closed set, one item type per kind (``Bus.publish`` refuses a batch whose
 # items are of another type, so no subscriber filters with ``isinstance``).
 BATCH_ITEM_TYPES: Mapping[BatchKind, type] = MappingProxyType(
@@ -301,6 +346,7 @@ BATCH_ITEM_TYPES: Mapping[BatchKind, type] = MappingProxyType(
         "events": Event,
         "event_columns": EventColumns,  # events of one model/version as numpy columns (a push of the common shape)
         "spans": tuple,  # span records (``SpanRecord``, built and read by sidecar/records.py)
+        "span_requests": SpanRequests,  # a trace source's requests whole, their spans built when read
         "samples": Sample,  # the Triton model API's poll (model states, statistics, configs)
         "scrapes": SeriesSnapshot,  # one good Prometheus scrape of Triton, whole; a failed scrape: no item
         "gpu_snapshots": GpuSnapshot,  # what one GPU source (NVML, dcgm-exporter) saw in one sample

@@ -50,6 +50,9 @@ __all__ = [
     "STATUS",
     "TRACE",
     "TRACE_FILE_SOURCE",
+    "TRITON_COMPUTE_EVENTS",
+    "TRITON_MODEL_EVENTS",
+    "TRITON_REQUEST_EVENTS",
     "VERSION_ATTR",
     "Record",
     "any_json",
@@ -66,6 +69,21 @@ VERSION_ATTR = "triton.model_version"
 # The bus source of the spans read from Triton's trace files. Their trace ids are derived by the reader (from the
 # file, Triton's trace id and first timestamp: sidecar.sources.trace_files.spans), so no caller can send one.
 TRACE_FILE_SOURCE = "trace_file"
+# Triton's trace events by the span a trace-file request puts them on: its ``InferRequest`` root (the frontend's),
+# the model's span and its ``compute`` child (sidecar.sources.trace_files.spans).
+TRITON_REQUEST_EVENTS = (
+    "HTTP_RECV_START",
+    "HTTP_RECV_END",
+    "INFER_RESPONSE_COMPLETE",
+    "HTTP_SEND_START",
+    "HTTP_SEND_END",
+    "GRPC_WAITREAD_START",
+    "GRPC_WAITREAD_END",
+    "GRPC_SEND_START",
+    "GRPC_SEND_END",
+)
+TRITON_MODEL_EVENTS = ("REQUEST_START", "QUEUE_START", "REQUEST_END")
+TRITON_COMPUTE_EVENTS = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
 
 TRACE, SPAN, PARENT, NAME, START, END, STATUS, MODEL, EVENTS, SERVICE, FMT, RAW = range(12)
 FMT_SPAN, FMT_JSON, FMT_PB = 0, 1, 2

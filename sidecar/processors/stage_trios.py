@@ -15,7 +15,7 @@ the queued jobs' after, in arrival order, as when each was observed on the spot.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sidecar.records import EVENTS, MODEL, SPAN, Record
@@ -23,7 +23,7 @@ from sidecar.records import EVENTS, MODEL, SPAN, Record
 if TYPE_CHECKING:
     from sidecar.state.trace_entry import TraceEntry
 
-__all__ = ["WIDTH", "Trios", "take"]
+__all__ = ["WIDTH", "Trios", "take", "take_stamps"]
 
 # Slots per request: its arrival number, its trace, then its seven stages in ``stage_series.STAGES`` order
 # (network_receive, queue, compute_input, compute_infer, compute_output, send, request).
@@ -88,66 +88,95 @@ def take(
         if type(m0) is not dict or type(m1) is not dict or type(m2) is not dict:
             return k, seq
         e.stage_compute = {r1[SPAN]: m2}
-        mv = r1[MODEL]
-        got = seen.get(mv)
-        if got is None:
-            jobs = jobs_of(mv)
-            trio = None
-            if not (jobs.request or jobs.compute or jobs.parent):
-                trio = jobs.trio
-                if trio is None:
-                    trio = jobs.trio = Trios()
-            got = seen[mv] = (jobs, trio)
-        jobs, trio = got
-        if trio is None:
-            jobs.request.append((seq, m1, e))
-            jobs.parent.append((seq + 2, m0, e))
-            jobs.compute.append((seq + 3, m1, m2, e))
-            seq += 6
-            continue
-        g = m1.get
-        a = g("REQUEST_START")
-        b = g("REQUEST_END")
-        request = b - a if a is not None and b is not None and b >= a else None
-        c = m2.get
-        # As if the model and compute spans' events were one dict with the compute span's winning.
-        a = c("QUEUE_START", g("QUEUE_START"))
-        b = c("COMPUTE_START", g("COMPUTE_START"))
-        queue = b - a if a is not None and b is not None and b >= a else None
-        a = c("COMPUTE_START")
-        b = c("COMPUTE_INPUT_END")
-        c_in = b - a if a is not None and b is not None and b >= a else None
-        a = b
-        b = c("COMPUTE_OUTPUT_START")
-        c_infer = b - a if a is not None and b is not None and b >= a else None
-        a = b
-        b = c("COMPUTE_END")
-        c_out = b - a if a is not None and b is not None and b >= a else None
-        p = m0.get
-        a = p("HTTP_RECV_START")
-        if a is None:
-            a = p("GRPC_WAITREAD_START")
-        b = p("HTTP_RECV_END")
-        if b is None:
-            b = p("GRPC_WAITREAD_END")
-        net = b - a if a is not None and b is not None and b >= a else None
-        a = p("HTTP_SEND_START")
-        if a is None:
-            a = p("GRPC_SEND_START")
-        b = p("HTTP_SEND_END")
-        if b is None:
-            b = p("GRPC_SEND_END")
-        send = b - a if a is not None and b is not None and b >= a else None
-        if (
-            request is None
-            or queue is None
-            or c_in is None
-            or c_infer is None
-            or c_out is None
-            or net is None
-            or send is None
-        ):
-            trio.gaps = True
-        trio.flat += (seq, e, net, queue, c_in, c_infer, c_out, send, request)
-        seq += 6
+        seq = _one(e, m0, m1, m2, r1[MODEL], seen, jobs_of, seq)
     return len(whole), seq
+
+
+def take_stamps(
+    whole: list[tuple[TraceEntry, Mapping[str, int], tuple[str, str]]],
+    jobs_of: Callable[[tuple[str, str]], Queued],
+    seq: int,
+) -> int:
+    """``take`` of whole requests as the store takes a ``span_requests`` batch: (entry, the request's event times,
+    its (model, version)). Each event name belongs to one of the three spans, so one mapping of all of them reads
+    as each span's own (the times are Triton's, before the offset to Unix time: the stages are differences).
+    The entry's ``stage_compute`` is set when its spans are built (``trace_requests.RequestEntry``). Returns the
+    next arrival number."""
+    seen: dict[tuple[str, str], tuple[Queued, Trios | None]] = {}
+    for e, s, mv in whole:
+        seq = _one(e, s, s, s, mv, seen, jobs_of, seq)
+    return seq
+
+
+def _one(
+    e: TraceEntry,
+    m0: Mapping[str, int],
+    m1: Mapping[str, int],
+    m2: Mapping[str, int],
+    mv: tuple[str, str],
+    seen: dict[tuple[str, str], tuple[Queued, Trios | None]],
+    jobs_of: Callable[[tuple[str, str]], Queued],
+    seq: int,
+) -> int:
+    """One request's stage values (root, model and compute span events ``m0``, ``m1``, ``m2``) into its (model,
+    version)'s ``Trios``, or its three jobs queued; returns the next arrival number."""
+    got = seen.get(mv)
+    if got is None:
+        jobs = jobs_of(mv)
+        trio = None
+        if not (jobs.request or jobs.compute or jobs.parent):
+            trio = jobs.trio
+            if trio is None:
+                trio = jobs.trio = Trios()
+        got = seen[mv] = (jobs, trio)
+    jobs, trio = got
+    if trio is None:
+        jobs.request.append((seq, m1, e))
+        jobs.parent.append((seq + 2, m0, e))
+        jobs.compute.append((seq + 3, m1, m2, e))
+        return seq + 6
+    g = m1.get
+    a = g("REQUEST_START")
+    b = g("REQUEST_END")
+    request = b - a if a is not None and b is not None and b >= a else None
+    c = m2.get
+    # As if the model and compute spans' events were one dict with the compute span's winning.
+    a = c("QUEUE_START", g("QUEUE_START"))
+    b = c("COMPUTE_START", g("COMPUTE_START"))
+    queue = b - a if a is not None and b is not None and b >= a else None
+    a = c("COMPUTE_START")
+    b = c("COMPUTE_INPUT_END")
+    c_in = b - a if a is not None and b is not None and b >= a else None
+    a = b
+    b = c("COMPUTE_OUTPUT_START")
+    c_infer = b - a if a is not None and b is not None and b >= a else None
+    a = b
+    b = c("COMPUTE_END")
+    c_out = b - a if a is not None and b is not None and b >= a else None
+    p = m0.get
+    a = p("HTTP_RECV_START")
+    if a is None:
+        a = p("GRPC_WAITREAD_START")
+    b = p("HTTP_RECV_END")
+    if b is None:
+        b = p("GRPC_WAITREAD_END")
+    net = b - a if a is not None and b is not None and b >= a else None
+    a = p("HTTP_SEND_START")
+    if a is None:
+        a = p("GRPC_SEND_START")
+    b = p("HTTP_SEND_END")
+    if b is None:
+        b = p("GRPC_SEND_END")
+    send = b - a if a is not None and b is not None and b >= a else None
+    if (
+        request is None
+        or queue is None
+        or c_in is None
+        or c_infer is None
+        or c_out is None
+        or net is None
+        or send is None
+    ):
+        trio.gaps = True
+    trio.flat += (seq, e, net, queue, c_in, c_infer, c_out, send, request)
+    return seq + 6

@@ -36,7 +36,7 @@ from prometheus_client.utils import floatToGoString
 from sidecar.model import Span
 from sidecar.processors.stage_batch import Cols, Jobs, apply, queue_values, stage_values
 from sidecar.processors.stage_series import STAGES, Series, SeriesBook
-from sidecar.processors.stage_trios import take
+from sidecar.processors.stage_trios import take, take_stamps
 from sidecar.records import EVENTS, MODEL, NAME, PARENT, SPAN, Record, event_times
 from sidecar.state.traces import TraceEntry
 
@@ -248,6 +248,17 @@ class StageHistograms(SeriesBook):
                 self.on_stored(e, r1)
                 self.on_stored(e, r2)
                 k += 1
+
+    def on_requests(self, whole: list[tuple[TraceEntry, Mapping[str, int], tuple[str, str]]]) -> None:
+        """``on_trios`` of whole requests the store took from a ``span_requests`` batch: (entry, the request's
+        event times, its (model, version)), paired as their root, model and compute spans would be
+        (``stage_trios.take_stamps``). Only for a batch observed at once (``batched``): span by span needs the
+        spans."""
+        self._seq = take_stamps(whole, self._jobs, self._seq)
+
+    def batched(self, spans: int) -> bool:
+        """Whether a batch of ``spans`` spans is observed at once (else span by span, as they are stored)."""
+        return spans >= BATCH_MIN
 
     def on_stored(self, e: TraceEntry, r: Record) -> None:
         """Pair the just-stored record ``r`` with its trace's stored spans, for the stages it completes (the

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from sidecar.clock import Clock
 from sidecar.component import Readiness, Role
-from sidecar.model import Batch, Span
+from sidecar.model import Batch, Span, SpanRequests
 from sidecar.polled import TickerFactory, periodic_ticker
 from sidecar.processors.stages import StageHistograms
 from sidecar.records import Record, from_span
@@ -74,6 +74,23 @@ class TraceHub:
     def on_spans(self, batch: Batch) -> None:
         """The bus subscriber: every span source's batches (records) end here."""
         self.ingest_records(batch.items, batch.source)
+
+    def on_span_requests(self, batch: Batch) -> None:
+        """The bus subscriber of ``span_requests`` (a trace file's requests whole): stored as requests whose spans
+        are built when read, paired for the stage histograms from their event times. A batch small enough to be
+        observed span by span is taken as its span records."""
+        items: Sequence[SpanRequests] = batch.items
+        n = sum(i.span_count for i in items)
+        if not self.stages.batched(n):
+            self.ingest_records([r for i in items for r in i.spans()], batch.source)
+            return
+        now = self.clock.now()
+        with self.stages.observing(now, n):
+            spans = self.store.add_requests(
+                items, now, self.stages.on_stored, self.stages.on_trios, self.stages.on_requests
+            )
+        if spans:
+            self._ingested.labels(batch.source).inc(spans)
 
     def ingest_records(self, records: Sequence[Record], source: str) -> None:
         """Take span records: store, stage histograms, counts."""

@@ -30,7 +30,18 @@ from sidecar.state.trace_entry import (
     whole_entry,
 )
 
-__all__ = ["Limits", "OnStored", "OnTrios", "Taken", "add_groups", "add_trios", "group", "trio_keys"]
+__all__ = [
+    "Limits",
+    "OnStored",
+    "OnTrios",
+    "Taken",
+    "add_groups",
+    "add_records",
+    "add_trios",
+    "group",
+    "plus",
+    "trio_keys",
+]
 
 OnStored = Callable[[TraceEntry, Record], None]
 # on_trios([(entry, root, model span, compute span), ...]): each three were just stored together as a new trace.
@@ -154,7 +165,7 @@ def add_trios(
                     nbytes += record_bytes(r1)
                 if nbytes <= byte_limit:
                     if rest:  # the traces before it first, record by record
-                        by_record = _plus(by_record, add_groups(rest, plain, kept, now, limits, on_stored))
+                        by_record = plus(by_record, add_groups(rest, plain, kept, now, limits, on_stored))
                         rest = {}
                     start, end = r0[START], r0[END]
                     t = r1[START]
@@ -188,7 +199,7 @@ def add_trios(
     if whole and on_trios is not None:
         on_trios(whole)
     if rest:
-        by_record = _plus(by_record, add_groups(rest, plain, kept, now, limits, on_stored))
+        by_record = plus(by_record, add_groups(rest, plain, kept, now, limits, on_stored))
     stored, dups, full, too_big, added = by_record
     return stored + whole_stored, dups, full, too_big, added + whole_added
 
@@ -260,5 +271,23 @@ def add_groups(
     return stored, dups, full, too_big, added
 
 
-def _plus(a: Taken, b: Taken) -> Taken:
+def add_records(
+    records: Iterable[Record],
+    plain: dict[bytes, TraceEntry],
+    kept: dict[bytes, TraceEntry],
+    now: float,
+    limits: Limits,
+    on_stored: OnStored | None,
+    on_trios: OnTrios | None,
+) -> Taken:
+    """Store a batch of span records: whole requests at once where ``trio_keys`` accepts it, else trace by trace;
+    the caller holds the store's lock and counts the drops."""
+    keys = trio_keys(records)
+    if keys is not None:
+        assert isinstance(records, list | tuple)  # trio_keys said so
+        return add_trios(keys, records, plain, kept, now, limits, on_stored, on_trios)
+    return add_groups(group(records), plain, kept, now, limits, on_stored)
+
+
+def plus(a: Taken, b: Taken) -> Taken:
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4])

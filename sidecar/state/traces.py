@@ -16,10 +16,11 @@ from collections.abc import Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from sidecar.model import Span
+from sidecar.model import Span, SpanRequests
 from sidecar.records import MODEL_ATTR, VERSION_ATTR, Record
 from sidecar.state.trace_entry import TraceEntry, TraceSummary, trace_key
-from sidecar.state.trace_ingest import OnStored, OnTrios, add_groups, add_trios, group, trio_keys
+from sidecar.state.trace_ingest import OnStored, OnTrios, add_records
+from sidecar.state.trace_requests import OnRequests, add_requests
 
 __all__ = ["MODEL_ATTR", "VERSION_ATTR", "TraceEntry", "TraceStore", "TraceSummary"]
 
@@ -119,23 +120,35 @@ class TraceStore:
         so the order in which traces' stages are observed (and so which (model, version) gets a series slot
         when ``max_model_versions`` runs out) does not depend on how a client interleaves traces in a body.
         """
-        keys = trio_keys(records)
         limits = (self.max_spans_per_trace, self.max_trace_bytes, self.slow_threshold_ns)
-        if keys is not None:
-            assert isinstance(records, list | tuple)  # trio_keys said so
-            with self._lock:
-                taken = add_trios(keys, records, self._plain, self._kept, now, limits, on_stored, on_trios)
-                self._bytes += taken[4]
-                evicted = self._evict_locked(now)
-        else:
-            by_trace = group(records)
-            with self._lock:
-                taken = add_groups(by_trace, self._plain, self._kept, now, limits, on_stored)
-                self._bytes += taken[4]
-                evicted = self._evict_locked(now)
+        with self._lock:
+            taken = add_records(records, self._plain, self._kept, now, limits, on_stored, on_trios)
+            self._bytes += taken[4]
+            evicted = self._evict_locked(now)
         self._count_drops(taken[1], taken[2], taken[3])
         self._count_evictions(evicted)
         return taken[0]
+
+    def add_requests(
+        self,
+        items: Sequence[SpanRequests],
+        now: float,
+        on_stored: OnStored | None = None,
+        on_trios: OnTrios | None = None,
+        on_requests: OnRequests | None = None,
+    ) -> int:
+        """Store a ``span_requests`` batch's requests (``trace_requests.add_requests``: whole ones as entries that
+        build their spans when read, the others as their span records, as ``add`` takes them); returns how many
+        spans the requests stand for (stored or refused: what ``add`` of their span records would have been
+        handed)."""
+        limits = (self.max_spans_per_trace, self.max_trace_bytes, self.slow_threshold_ns)
+        with self._lock:
+            taken = add_requests(items, self._plain, self._kept, now, limits, on_stored, on_trios, on_requests)
+            self._bytes += taken[4]
+            evicted = self._evict_locked(now)
+        self._count_drops(taken[1], taken[2], taken[3])
+        self._count_evictions(evicted)
+        return taken[0] + taken[1] + taken[2] + taken[3]
 
     def _count_drops(self, dups: int, full: int, too_big: int) -> None:
         # Outside the lock: a labelled inc() takes a lock of its own.

@@ -13,6 +13,7 @@ from sidecar.component import Context
 from sidecar.processors.request_records import RequestRecords
 from sidecar.redact import mask_url
 from sidecar.wiring.event_subs import subscribe_events
+from sidecar.wiring.span_subs import subscribe_spans
 
 __all__ = ["build", "build_requests"]
 
@@ -85,6 +86,6 @@ def build_requests(ctx: Context, audit: AuditLog | None) -> list[RequestRecords]
         clock=ctx.clock,
         logger=ctx.logger.getChild("request_records"),
     )
-    ctx.bus.subscribe("spans", rr.name, rr.on_spans)
+    subscribe_spans(ctx.bus, rr.name, rr.on_spans)
     subscribe_events(ctx.bus, rr.name, rr.on_events)
     return [rr]

@@ -9,6 +9,7 @@ from sidecar.checks.output_sanity.check import OutputSanityCheck
 from sidecar.component import Context
 from sidecar.sources.triton_metrics import TritonMetricsSource
 from sidecar.wiring.event_subs import subscribe_events
+from sidecar.wiring.span_subs import subscribe_spans
 
 __all__ = ["build"]
 
@@ -27,7 +28,7 @@ def build(ctx: Context) -> list[Any]:
         )
         subscribe_events(ctx.bus, comp.name, comp.observe)
         if cfg.spans:
-            ctx.bus.subscribe("spans", comp.name, comp.observe)
+            subscribe_spans(ctx.bus, comp.name, comp.observe, requests=comp.observe)
         if triton:
             ctx.bus.subscribe("scrapes", comp.name, comp.observe, source=TritonMetricsSource.name)
         out.append(comp)

@@ -9,6 +9,7 @@ from exporters.webhook import WebhookExporter
 from sidecar.component import Context
 from sidecar.diagnose.runner import Diagnoser
 from sidecar.processors.gpu_memory import GpuMemoryByModel
+from sidecar.wiring.span_subs import subscribe_spans
 
 __all__ = ["build"]
 
@@ -51,5 +52,6 @@ def build(ctx: Context) -> list[Any]:
         on_stats=memory.observe_stats,
         on_gpu_memory=memory.observe_memory,
     )
-    ctx.bus.subscribe("spans", diag.name, diag.on_spans)
+    # It only notes that spans came: a batch of requests says so as well as their spans.
+    subscribe_spans(ctx.bus, diag.name, diag.on_spans, requests=diag.on_spans)
     return [*out, diag]

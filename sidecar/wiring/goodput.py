@@ -7,6 +7,7 @@ from typing import Any
 from sidecar.checks.goodput.check import GoodputCheck
 from sidecar.component import Context
 from sidecar.wiring.event_subs import subscribe_events
+from sidecar.wiring.span_subs import by_name, subscribe_spans
 
 __all__ = ["build"]
 
@@ -18,5 +19,5 @@ def build(ctx: Context) -> list[Any]:
     comp = GoodputCheck(cfg, registry=ctx.registry)
     subscribe_events(ctx.bus, comp.name, comp.observe)
     if cfg.span_names:
-        ctx.bus.subscribe("spans", comp.name, comp.observe_spans)
+        subscribe_spans(ctx.bus, comp.name, comp.observe_spans, requests=by_name(comp.observe_spans, cfg.span_names))
     return [comp]

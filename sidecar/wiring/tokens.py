@@ -18,6 +18,7 @@ from sidecar.sources.servers.schema import DistName
 from sidecar.sources.servers.source import ServerSource
 from sidecar.wiring.event_subs import subscribe_events
 from sidecar.wiring.servers import build as build_servers
+from sidecar.wiring.span_subs import by_name, subscribe_spans
 
 __all__ = ["factories", "token_histograms"]
 
@@ -67,7 +68,9 @@ def factories() -> tuple[Factory, Factory]:
             # Columnar batches carry features and scores only, never the token fields: nothing to turn into events.
             subscribe_events(ctx.bus, comp.name, comp.observe, columns=lambda _b: None)
         if cfg.span_names:
-            ctx.bus.subscribe("spans", comp.name, comp.observe_spans)
+            subscribe_spans(
+                ctx.bus, comp.name, comp.observe_spans, requests=by_name(comp.observe_spans, cfg.span_names)
+            )
         return [comp]
 
     return servers, tokens

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sidecar.component import Context
+from sidecar.wiring.span_subs import subscribe_spans
 
 if TYPE_CHECKING:
     from sidecar.state.edge_hops import EdgeHops
@@ -24,7 +25,7 @@ def build(ctx: Context, edge_hops: EdgeHops | None = None) -> list[Any]:
     log = ctx.logger.getChild("traces")
     hub = TraceHub(cfg, registry=ctx.registry, clock=ctx.clock, logger=log)
     # Subscription order is delivery order: the store takes a batch before the forwarder queues it.
-    ctx.bus.subscribe("spans", hub.name, hub.on_spans)
+    subscribe_spans(ctx.bus, hub.name, hub.on_spans, requests=hub.on_span_requests)
     # Over server.memory_limit_mib the trace store (the largest store of pushed data) evicts first.
     ctx.guard.admission.on_memory_pressure("traces", hub.relieve, hub.restore)
     out: list[Any] = [hub]
@@ -34,7 +35,7 @@ def build(ctx: Context, edge_hops: EdgeHops | None = None) -> list[Any]:
         fwd = OtlpForwarder(
             cfg.forward, registry=ctx.registry, http=ctx.http, clock=ctx.clock, logger=log.getChild("forward")
         )
-        ctx.bus.subscribe("spans", fwd.name, lambda batch: fwd.offer(batch.items))
+        subscribe_spans(ctx.bus, fwd.name, lambda batch: fwd.offer(batch.items))
         out.append(fwd)
     if cfg.receiver_enabled:
         from sidecar.sources.otlp.limits import SpanLimits

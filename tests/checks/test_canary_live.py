@@ -39,6 +39,7 @@ from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.store import Store
 from sidecar.wiring.canary import build as canary_build
 from sidecar.wiring.events import build as events_build
+from sidecar.wiring.span_subs import subscribe_spans
 from sidecar.wiring.triton import build as triton_build
 
 pytestmark = pytest.mark.triton
@@ -244,8 +245,8 @@ def test_span_latency_from_tritons_own_trace_files_says_v2_is_worse(tmp_path: Pa
     canary = CanaryCheck(cfg.checks.canary, registry=reg, clock=clock)
     bus = Bus(reg)
     model_spans: list[object] = []
-    bus.subscribe("spans", "count", lambda b: model_spans.extend(r for r in b.items if r[MODEL] is not None))
-    bus.subscribe("spans", canary.name, canary.observe)
+    subscribe_spans(bus, "count", lambda b: model_spans.extend(r for r in b.items if r[MODEL] is not None))
+    subscribe_spans(bus, canary.name, canary.observe, requests=canary.observe)
     assert cfg.traces.file.path is not None
     tailer = TraceFileSource(
         merge(cfg.traces.file, None),

@@ -20,6 +20,7 @@ from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.records import Scan
 from sidecar.sources.trace_files.settings import TraceFileSettings
 from sidecar.store import Store
+from sidecar.wiring.span_subs import subscribe_spans
 
 
 def span_source(
@@ -59,7 +60,7 @@ def published_span_batches(tmp: Path, data: bytes, **settings: Any) -> list[tupl
     reg = CollectorRegistry()
     bus = Bus(reg)
     got: list[Batch] = []
-    bus.subscribe("spans", "capture", got.append)
+    subscribe_spans(bus, "capture", got.append)
     folder = tmp / "files"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()

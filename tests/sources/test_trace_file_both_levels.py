@@ -19,6 +19,7 @@ from sidecar.service import Service
 from sidecar.sources.events.polled import PolledEventSource
 from sidecar.sources.trace_files.source import TraceFileSource
 from sidecar.store import Store
+from sidecar.wiring.span_subs import subscribe_spans
 
 FIXTURE = DATA / "trace-file-tensors.json"  # a real Triton 2.51 capture: 5 requests, each a batch of 2 rows
 SPANS_PER_REQUEST = 3  # InferRequest, the model span, compute
@@ -59,7 +60,7 @@ class Run:
         )
         self.spans: list[Any] = []
         self.events: list[Event] = []
-        self.svc.bus.subscribe("spans", "count", lambda b: self.spans.extend(b.items))
+        subscribe_spans(self.svc.bus, "count", lambda b: self.spans.extend(b.items))
         self.svc.bus.subscribe("events", "count", lambda b: self.events.extend(b.items))  # type: ignore[arg-type]
 
     def poll(self) -> None:
@@ -243,7 +244,7 @@ def test_beyond_max_files_remembered_old_files_are_still_not_read_twice(tmp_path
     reg = Registry()
     bus = Bus(reg)
     got: list[Any] = []
-    bus.subscribe("spans", "t", lambda b: got.extend(b.items))
+    subscribe_spans(bus, "t", lambda b: got.extend(b.items))
     store = Store(tmp_path / "state.sqlite")
     src = span_source(cfg.traces.file, bus, reg, FakeClock(start=1_800_000_000.0, monotonic=8400.0), store)
     for _ in range(4):

@@ -14,6 +14,7 @@ from sidecar.component import Bus
 from sidecar.config import parse_config
 from sidecar.sources.trace_files import TraceFileSource
 from sidecar.state.trace_hub import TraceHub
+from sidecar.wiring.span_subs import subscribe_spans
 
 FIXTURE = DATA / "trace-file-triton-mode.json"
 
@@ -23,7 +24,7 @@ def _tailer(tmp_path: Path, clock: FakeClock, reg: CollectorRegistry, **file_cfg
     assert cfg.traces.file.path is not None
     bus = Bus(reg)
     hub = TraceHub(cfg.traces, registry=reg, clock=clock)
-    bus.subscribe("spans", hub.name, hub.on_spans)
+    subscribe_spans(bus, hub.name, hub.on_spans, requests=hub.on_span_requests)
     return span_source(cfg.traces.file, bus, reg, clock)
 
 

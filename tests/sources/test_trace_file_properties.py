@@ -22,6 +22,7 @@ from sidecar.sources.events.metrics import EventsMetrics
 from sidecar.sources.trace_files import TraceFileSettings, TraceFileSource, scan
 from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.store import Store
+from sidecar.wiring.span_subs import subscribe_spans
 
 INT64 = (1 << 63) - 1
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -139,7 +140,7 @@ class _Harness:
         self.bus = Bus(self.reg)
         self.spans: list[Any] = []
         self.events: list[Event] = []
-        self.bus.subscribe("spans", "t", lambda b: self.spans.extend(b.items))
+        subscribe_spans(self.bus, "t", lambda b: self.spans.extend(b.items))
         self.bus.subscribe("events", "t", lambda b: self.events.extend(b.items))  # type: ignore[arg-type]
         mapping = {"ctr": TensorMapping(inputs={"x": ["a", "b"]}, map_unlisted=True)}
         cfg = TraceFileSettings(

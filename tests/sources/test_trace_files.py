@@ -20,6 +20,7 @@ from sidecar.config import parse_config
 from sidecar.demo.tritonserver import TritonServer, demo_model_repository
 from sidecar.sources.trace_files import parse_records
 from sidecar.state.trace_hub import TraceHub
+from sidecar.wiring.span_subs import subscribe_spans
 
 FIXTURE = DATA / "trace-file-triton-mode.json"
 FIRST_NS = 8040649493778  # HTTP_RECV_START of the fixture's only request
@@ -30,7 +31,7 @@ def _make(tmp_path: Path, clock: FakeClock, registry: CollectorRegistry, **file_
     cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(tmp_path / "trace.json"), **file_cfg}}})
     hub = TraceHub(cfg.traces, registry=registry, clock=clock)
     bus = Bus(registry)
-    bus.subscribe("spans", hub.name, hub.on_spans)
+    subscribe_spans(bus, hub.name, hub.on_spans, requests=hub.on_span_requests)
     assert cfg.traces.file.path is not None
     return hub, span_source(cfg.traces.file, bus, registry, clock)
 
@@ -208,7 +209,7 @@ def test_real_triton_trace_files(triton_files, tmp_path):
     cfg = parse_config({"traces": {"enabled": True, "file": {"path": str(trace), "settle_secs": 2}}})
     hub = TraceHub(cfg.traces, registry=reg, clock=SystemClock())
     bus = Bus(reg)
-    bus.subscribe("spans", hub.name, hub.on_spans)
+    subscribe_spans(bus, hub.name, hub.on_spans, requests=hub.on_span_requests)
     assert cfg.traces.file.path is not None
     tailer = span_source(cfg.traces.file, bus, reg, SystemClock())
 

@@ -28,6 +28,7 @@ from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.settings import TraceFileSettings
 from sidecar.state.trace_hub import TraceHub
 from sidecar.store import Store
+from sidecar.wiring.span_subs import subscribe_spans
 
 TIMESTAMPS = (DATA / "trace-file-triton-mode.json").read_bytes()  # 1 request, level=TIMESTAMPS, over HTTP
 TENSORS = (DATA / "trace-file-tensors.json").read_bytes()  # 5 requests with TIMESTAMPS and TENSORS records
@@ -47,9 +48,9 @@ def _run(tmp: Path, files: list[bytes], before: bool, max_read_bytes: int, monke
         hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=clock)
         bus = Bus(reg)
         got: list[Batch] = []
-        bus.subscribe("spans", "capture", got.append)
+        subscribe_spans(bus, "capture", got.append)
         bus.subscribe("events", "capture", got.append)
-        bus.subscribe("spans", hub.name, hub.on_spans)
+        subscribe_spans(bus, hub.name, hub.on_spans, requests=None if before else hub.on_span_requests)
         base = tmp / "run" / "trace.json"  # the same path for both runs: span ids derive from it
         if base.parent.exists():
             shutil.rmtree(base.parent)

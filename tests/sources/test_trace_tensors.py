@@ -15,6 +15,7 @@ from waiting import wait_until
 from sidecar.clock import FakeClock
 from sidecar.model import Event
 from sidecar.sources.events.metrics import EventsMetrics
+from sidecar.wiring.span_subs import subscribe_spans
 
 pytestmark = pytest.mark.triton
 
@@ -161,7 +162,7 @@ def test_one_reader_of_a_real_file_with_both_levels_gives_each_request_its_spans
     bus = Bus(reg)
     spans: list[Any] = []
     events: list[Event] = []
-    bus.subscribe("spans", "t", lambda b: spans.extend(b.items))
+    subscribe_spans(bus, "t", lambda b: spans.extend(b.items))
     bus.subscribe("events", "t", lambda b: events.extend(b.items))  # type: ignore[arg-type]
     src = TraceFileSource(
         merge(cfg.traces.file, cfg.events.triton_trace),

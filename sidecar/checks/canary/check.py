@@ -31,8 +31,8 @@ from sidecar.checks.stats.core import benjamini_hochberg
 from sidecar.clock import Clock
 from sidecar.component import Passive, Role
 from sidecar.facts import CanaryFacts
-from sidecar.model import Batch, Event, Finding
-from sidecar.records import END, MODEL, NAME, START, STATUS
+from sidecar.model import Batch, Event, Finding, SpanRequests
+from sidecar.records import END, MODEL, NAME, START, STATUS, TRITON_MODEL_EVENTS
 
 __all__ = ["ALERTNAME", "SIGNALS", "CanaryCheck", "PairResult"]
 
@@ -143,6 +143,8 @@ class CanaryCheck(Passive):
             self._take_events(batch.items)
         elif batch.kind == "spans" and self.cfg.spans:
             self._take_spans(batch.items)
+        elif batch.kind == "span_requests" and self.cfg.spans:
+            self._take_requests(batch.items)
         elif batch.kind == "scrapes" and self.triton is not None:
             self._take_triton(batch)
 
@@ -210,15 +212,35 @@ class CanaryCheck(Passive):
                 if not isinstance(r, tuple) or r[MODEL] is None or r[NAME] == "compute":
                     continue
                 model, version = r[MODEL]
-                ts = r[END] / 1e9
-                v = self._version(str(model), str(version), ts, now)
-                if v is None:
-                    continue
-                v.add("latency_spans", ts, max(0, r[END] - r[START]) / 1e6)
-                self._taken.labels("latency_spans").inc()
-                if r[STATUS]:  # unset (0) says nothing about success
-                    v.add("errors", ts, 1.0 if r[STATUS] == 2 else 0.0)
-                    self._taken.labels("errors").inc()
+                self._take_model_span(str(model), str(version), r[START], r[END], r[STATUS], now)
+
+    def _take_requests(self, items: Sequence[SpanRequests]) -> None:
+        """A trace file's requests whole: each one's model span, its first and last model event (the spans of a
+        request that is not whole, ``SpanRequests.whole``, are built and taken as spans)."""
+        now = self.clock.now()
+        names = TRITON_MODEL_EVENTS
+        with self._lock:
+            for item in items:
+                off = item.offset_ns
+                for q, w in zip(item.requests, item.whole, strict=True):
+                    if w is None:
+                        for r in item.spans((q,)):
+                            if r[MODEL] is not None and r[NAME] != "compute":
+                                self._take_model_span(q.model, q.version, r[START], r[END], r[STATUS], now)
+                        continue
+                    t = [x for x in map(q.stamps.get, names) if x is not None]
+                    self._take_model_span(q.model, q.version, min(t) + off, max(t) + off, 0, now)
+
+    def _take_model_span(self, model: str, version: str, start: int, end: int, status: int, now: float) -> None:
+        ts = end / 1e9
+        v = self._version(model, version, ts, now)
+        if v is None:
+            return
+        v.add("latency_spans", ts, max(0, end - start) / 1e6)
+        self._taken.labels("latency_spans").inc()
+        if status:  # unset (0) says nothing about success
+            v.add("errors", ts, 1.0 if status == 2 else 0.0)
+            self._taken.labels("errors").inc()
 
     # -- evaluate --------------------------------------------------------------------------------------------
     def _pairs(self, model: str, versions: Sequence[str]) -> list[tuple[str, str]]:

@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry
 import sidecar.sources.trace_files.state as state
 from sidecar.clock import Clock
 from sidecar.component import Bus
-from sidecar.model import Batch, Event
+from sidecar.model import Batch, Event, SpanRequests
 from sidecar.polled import Polled, TickerFactory
 from sidecar.records import TRACE_FILE_SOURCE, Record
 from sidecar.sources.events.metrics import EventsMetrics
@@ -39,7 +39,7 @@ from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.records import next_record, scan
 from sidecar.sources.trace_files.requests import Assembler, ProbeFilter, Request
 from sidecar.sources.trace_files.settings import TraceFileSettings
-from sidecar.sources.trace_files.spans import clock_groups, plausible_of, span_records, stream_records
+from sidecar.sources.trace_files.spans import clock_groups, plausible_of, span_records, stream_records, whole_of
 from sidecar.sources.trace_files.tensors import events_from_requests
 from sidecar.store import Store
 
@@ -50,7 +50,9 @@ EVENTS_SOURCE = "triton_trace"
 
 @dataclass
 class _Pass:
-    spans: list[Record] = field(default_factory=list)
+    requests: list[SpanRequests] = field(default_factory=list)  # one per clock group
+    spans: list[Record] = field(default_factory=list)  # stream spans
+    request_spans: int = 0  # the spans ``requests`` stand for
     events: list[Event] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)  # files whose marks changed in this pass
     finished: list[str] = field(default_factory=list)  # closed and read to the end
@@ -298,9 +300,12 @@ class TraceFileSource(Polled):
             ok += fine
             if len(fine) < len(group):
                 self.m.refused.labels("implausible_time").inc(len(group) - len(fine))
-            if self.s.spans:
-                p.spans += span_records(fine, offset, str(self.base))
-                p.spans += stream_records(fine, offset, str(self.base), self.s.empty_final_response)
+            if self.s.spans and fine:
+                base = str(self.base)
+                whole, n = whole_of(fine, offset, base)
+                p.request_spans += n
+                p.requests.append(SpanRequests(tuple(fine), tuple(whole), offset, base, span_records, n))
+                p.spans += stream_records(fine, offset, base, self.s.empty_final_response)
         self.m.requests.inc(len(ok))
         if self.s.tensors is not None:
             skipped: dict[str, int] = {}
@@ -324,6 +329,9 @@ class TraceFileSource(Polled):
         """Publish a pass, commit it, then delete what was fully taken (loop thread); returns items published."""
         failed: list[str] = []
         now = self.clock.now()
+        if p.requests:
+            reqs = Batch(kind="span_requests", source=TRACE_FILE_SOURCE, items=tuple(p.requests), received_at=now)
+            failed += self.bus.publish(reqs)
         if p.spans:
             spans = Batch(kind="spans", source=TRACE_FILE_SOURCE, items=tuple(p.spans), received_at=now)
             failed += self.bus.publish(spans)
@@ -343,7 +351,7 @@ class TraceFileSource(Polled):
         committed = self._commit(p, gone)
         if committed and self.s.delete_after_read:
             self._delete(cp, p)
-        return len(p.spans) + len(p.events)
+        return p.request_spans + len(p.spans) + len(p.events)
 
     def _delete(self, cp: state.Checkpoint, p: _Pass) -> None:
         deleted: set[str] = set()

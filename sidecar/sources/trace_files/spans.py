@@ -9,11 +9,19 @@ the same ids (the store drops the duplicate and counts it).
 from __future__ import annotations
 
 from binascii import hexlify as _hexlify
+from collections.abc import Sequence
 from hashlib import blake2b as _blake2b
 from typing import Any
 
 from sidecar.model import Span
-from sidecar.records import FMT_JSON, Record, to_span
+from sidecar.records import (
+    FMT_JSON,
+    TRITON_COMPUTE_EVENTS,
+    TRITON_MODEL_EVENTS,
+    TRITON_REQUEST_EVENTS,
+    Record,
+    to_span,
+)
 from sidecar.sources.trace_files.requests import MAX_NS, Request
 from sidecar.sources.trace_files.streams import SPAN_NAME, StreamFigures, stream_figures
 
@@ -26,24 +34,14 @@ __all__ = [
     "records_to_spans",
     "span_records",
     "stream_records",
+    "whole_of",
 ]
 
-_REQ_EVENTS = (
-    "HTTP_RECV_START",
-    "HTTP_RECV_END",
-    "INFER_RESPONSE_COMPLETE",
-    "HTTP_SEND_START",
-    "HTTP_SEND_END",
-    "GRPC_WAITREAD_START",
-    "GRPC_WAITREAD_END",
-    "GRPC_SEND_START",
-    "GRPC_SEND_END",
-)
-_MODEL_EVENTS = ("REQUEST_START", "QUEUE_START", "REQUEST_END")
-_COMPUTE_EVENTS = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
+_REQ_EVENTS, _MODEL_EVENTS, _COMPUTE_EVENTS = TRITON_REQUEST_EVENTS, TRITON_MODEL_EVENTS, TRITON_COMPUTE_EVENTS
 SERVICE = "triton-inference-server"
 # Event name -> the span it goes on: 0 InferRequest, 1 the model span, 2 compute.
 _GROUP = {n: g for g, names in enumerate((_REQ_EVENTS, _MODEL_EVENTS, _COMPUTE_EVENTS)) for n in names}
+_KNOWN, _REQ, _MODEL, _COMPUTE = map(frozenset, (_GROUP, _REQ_EVENTS, _MODEL_EVENTS, _COMPUTE_EVENTS))
 _NO_ATTRS: tuple[Any, ...] = ((), "", 2)  # the JSON record's (attributes, status message, kind)
 # A request longer than this is not a request: its timestamps are corrupt (it would also stretch every page).
 MAX_REQUEST_NS = 24 * 3600 * 1_000_000_000
@@ -102,7 +100,7 @@ _B16 = _blake2b(digest_size=16)
 _B8 = _blake2b(digest_size=8)
 
 
-def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]:
+def span_records(reqs: Sequence[Request], offset_ns: int, path: str) -> list[Record]:
     """Span records (``sidecar.records``, JSON form: no ``Span`` object is built until someone reads one) for
     requests (callers check ``plausible`` first); ``offset_ns`` maps Triton's ``ns`` to Unix time.
 
@@ -193,6 +191,34 @@ def span_records(reqs: list[Request], offset_ns: int, path: str) -> list[Record]
             cid = h.digest()
             append((trace, cid, parent, "compute", t0, t1, 0, None, comp_ev, SERVICE, FMT_JSON, _NO_ATTRS))
     return out
+
+
+def whole_of(reqs: Sequence[Request], offset_ns: int, path: str) -> tuple[list[tuple[bytes, int, int] | None], int]:
+    """Per request, ``SpanRequests.whole``: (trace id, first, last time in Unix ns) when ``span_records`` makes
+    exactly its three spans, root, model span and ``compute``, with every one of its events on them (each name one
+    of Triton's, at least one of each span's); else None. The trace id is the one ``span_records`` gives it. With
+    how many spans ``span_records`` makes of them all."""
+    at_path = _B16.copy()
+    at_path.update(f"{path}|".encode())
+    new16 = at_path.copy
+    known, req, model, compute = _KNOWN, _REQ, _MODEL, _COMPUTE
+    out: list[tuple[bytes, int, int] | None] = []
+    append = out.append
+    spans = 0
+    for q in reqs:
+        s = q.stamps
+        k = s.keys()
+        has = (not k.isdisjoint(req)) + (not k.isdisjoint(model)) + (not k.isdisjoint(compute))
+        spans += has
+        if has == 3 and k <= known:
+            v = s.values()
+            first = min(v)
+            h = new16()
+            h.update(b"%d|%d" % (q.tid, first))
+            append((h.digest(), first + offset_ns, max(v) + offset_ns))
+        else:
+            append(None)
+    return out, spans
 
 
 def stream_records(reqs: list[Request], offset_ns: int, path: str, empty_final: bool = False) -> list[Record]:

@@ -31,6 +31,7 @@ from sidecar.clock import SystemClock
 from sidecar.demo.tritonserver import TritonServer, demo_model_repository
 from sidecar.probe_marker import is_probe_request
 from sidecar.records import to_span
+from sidecar.wiring.span_subs import subscribe_spans
 
 pytestmark = pytest.mark.triton
 
@@ -59,7 +60,7 @@ def _seen(batch: Any) -> None:
 def sidecar() -> Iterator[tuple[str, Any, CollectorRegistry]]:
     reg = CollectorRegistry()
     with live_sidecar({}, registry=reg, timeout_keep_alive=KEEP_ALIVE_S) as (url, svc):
-        svc.bus.subscribe("spans", "seen", _seen)
+        subscribe_spans(svc.bus, "seen", _seen)
         yield url, svc, reg
 
 

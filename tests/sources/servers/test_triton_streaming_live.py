@@ -60,6 +60,7 @@ from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.settings import TraceFileSettings
 from sidecar.sources.trace_files.source import TraceFileSource
 from sidecar.store import Store
+from sidecar.wiring.span_subs import subscribe_spans
 
 pytestmark = pytest.mark.triton
 
@@ -210,7 +211,7 @@ def _read_trace_files(trace: Path) -> tuple[list[Record], CollectorRegistry]:
     reg = CollectorRegistry()
     bus = Bus(reg)
     spans: list[Record] = []
-    bus.subscribe("spans", "capture", lambda b: spans.extend(b.items))
+    subscribe_spans(bus, "capture", lambda b: spans.extend(b.items))
     settings = TraceFileSettings(path=str(trace), settle_secs=0.01, empty_final_response=True)
     src = TraceFileSource(
         settings, bus=bus, metrics=TraceFileMetrics(reg), clock=SystemClock(), store=Store(":memory:")

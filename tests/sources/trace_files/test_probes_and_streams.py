@@ -34,6 +34,7 @@ from sidecar.sources.trace_files.source import TraceFileSource
 from sidecar.sources.trace_files.streams import stream_figures
 from sidecar.state.trace_hub import TraceHub
 from sidecar.store import Store
+from sidecar.wiring.span_subs import subscribe_spans
 
 HERE = Path(__file__).parent / "data"
 TENSORS = (DATA / "trace-file-tensors.json").read_text()
@@ -49,9 +50,9 @@ def _read(folder: Path, files: list[str], mono_s: float, **settings: Any) -> dic
     hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=reg, clock=clock)
     spans: list[Any] = []
     events: list[Any] = []
-    bus.subscribe("spans", "capture", lambda b: spans.extend(b.items))
+    subscribe_spans(bus, "capture", lambda b: spans.extend(b.items))
     bus.subscribe("events", "capture", lambda b: events.extend(b.items))
-    bus.subscribe("spans", hub.name, hub.on_spans)
+    subscribe_spans(bus, hub.name, hub.on_spans, requests=hub.on_span_requests)
     src = TraceFileSource(
         TraceFileSettings(path=str(folder / "trace.json"), settle_secs=0.0, **settings),
         bus=bus,
@@ -235,7 +236,7 @@ def test_the_goodput_check_judges_a_decoupled_trace_from_its_llm_request_span(tm
     chk = GoodputCheck(GoodputConfig(enabled=True, slos={"token_stream": slo}), registry=reg)
     clock = FakeClock(start=1_800_000_000.0, monotonic=max(_sends(records)) / 1e9 + 5)
     bus = Bus(reg)
-    bus.subscribe("spans", chk.name, chk.observe_spans)
+    subscribe_spans(bus, chk.name, chk.observe_spans)
     shutil.copy(HERE / "decoupled-empty-final.json", tmp_path / "trace.json.0")
     src = TraceFileSource(
         TraceFileSettings(path=str(tmp_path / "trace.json"), settle_secs=0.0, empty_final_response=True),

@@ -20,6 +20,7 @@ from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.settings import TraceFileSettings
 from sidecar.sources.trace_files.source import TraceFileSource
 from sidecar.store import Store
+from sidecar.wiring.span_subs import subscribe_spans
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "traces"
 
@@ -39,7 +40,7 @@ class _Reader:
         self.reg = CollectorRegistry()
         bus = Bus(self.reg)
         self.batches: list[Batch] = []
-        bus.subscribe("spans", "capture", self.batches.append)
+        subscribe_spans(bus, "capture", self.batches.append)
         s = TraceFileSettings(path=str(path), settle_secs=0.0, **settings)
         clock = FakeClock(start=1_800_000_000.0, monotonic=8400.0)  # just after the recorded files' times
         self.src = TraceFileSource(s, bus=bus, metrics=TraceFileMetrics(self.reg), clock=clock, store=Store(":memory:"))

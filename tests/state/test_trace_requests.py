@@ -1,0 +1,214 @@
+"""A ``span_requests`` batch (a trace file's requests whole) taken by the trace hub, the canary and the readers by
+span name as their request paths take it, against the same batch's span records (``as_spans``) taken as before:
+the same store (entries, order, classes, byte estimates, span records once built, pairing state), the same stage
+observations and counters, the same canary values; and a whole request's spans are built only when read."""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+from traces_helpers import store_and_stage_samples
+
+import sidecar.processors.stages as stages_mod
+from sidecar.checks.canary.check import CanaryCheck
+from sidecar.clock import FakeClock
+from sidecar.config import parse_config
+from sidecar.model import Batch, SpanRequests
+from sidecar.records import TRITON_COMPUTE_EVENTS, TRITON_MODEL_EVENTS, TRITON_REQUEST_EVENTS, Record
+from sidecar.sources.trace_files.requests import Request
+from sidecar.sources.trace_files.spans import span_records, whole_of
+from sidecar.state.trace_hub import TraceHub
+from sidecar.state.trace_requests import RequestEntry
+from sidecar.wiring.span_subs import as_spans, by_name, named_in
+
+T0 = 8_040_649_493_778  # Triton's ns (since its boot)
+OFFSET = 1_796_218_366_000_000_000 - T0
+PATH = "/var/triton/trace.json"
+_HTTP = ("HTTP_RECV_START", "HTTP_RECV_END", "INFER_RESPONSE_COMPLETE", "HTTP_SEND_START", "HTTP_SEND_END")
+_GRPC = ("GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SEND_END")
+assert set(_HTTP + _GRPC) == set(TRITON_REQUEST_EVENTS)
+
+
+@st.composite
+def _request(draw: Any, tid: int) -> Request:
+    """A request as the reader folds one: most with every event of an HTTP or gRPC request, some missing a span's
+    events, some with an event Triton may add that no span takes, any request id."""
+    front = draw(st.sampled_from((_HTTP, _GRPC)))
+    names = [*front, *TRITON_MODEL_EVENTS, *TRITON_COMPUTE_EVENTS]
+    shape = draw(st.sampled_from(("whole", "whole", "whole", "no_front", "no_compute", "some", "custom")))
+    if shape == "no_front":
+        names = [n for n in names if n not in front]
+    elif shape == "no_compute":
+        names = [n for n in names if n not in TRITON_COMPUTE_EVENTS]
+    elif shape == "some":
+        names = draw(st.lists(st.sampled_from(names), min_size=1, max_size=6, unique=True))
+    elif shape == "custom":
+        names.append("CUSTOM_ACTIVITY")
+    start = T0 + tid * 140_000
+    # Ties on purpose (steps of 0): events of one time are ordered by name.
+    times = draw(st.lists(st.integers(0, 3).map(lambda k: k * 50_000), min_size=len(names), max_size=len(names)))
+    stamps = {n: start + t for n, t in zip(names, times, strict=True)}
+    model = draw(st.sampled_from(("ctr", "fraud", "")))
+    rid = draw(st.text(string.ascii_letters + "-", max_size=40))
+    return Request(tid, stamps, model, draw(st.sampled_from(("1", "2"))), rid)
+
+
+@st.composite
+def _batches(draw: Any) -> list[Batch]:
+    out = []
+    tid = 0
+    seen: list[Request] = []
+    for _ in range(draw(st.integers(1, 3))):
+        items = []
+        for _ in range(draw(st.integers(1, 2))):
+            reqs = []
+            for _ in range(draw(st.integers(1, 30))):
+                if seen and draw(st.integers(0, 9)) == 0:
+                    reqs.append(draw(st.sampled_from(seen)))  # read again: a duplicate trace
+                else:
+                    tid += 1
+                    reqs.append(draw(_request(tid)))
+            seen += reqs
+            whole, n = whole_of(reqs, OFFSET, PATH)
+            items.append(SpanRequests(tuple(reqs), tuple(whole), OFFSET, PATH, span_records, n))
+        out.append(Batch(kind="span_requests", source="trace_file", items=tuple(items)))
+    return out
+
+
+def _state(reg: CollectorRegistry, hub: TraceHub) -> dict[str, Any]:
+    store = hub.store
+    traces = [
+        (
+            cls,
+            e.trace_id,
+            e.key,
+            e.first_seen,
+            list(e.by_id.items()),  # built here for a whole request's entry
+            e.start_ns,
+            e.end_ns,
+            e.nbytes,
+            e.error,
+            e.model,
+            e.version,
+            (e.stage_compute, e.stage_waiting, e.stage_times),
+        )
+        for cls, od in (("plain", store._plain), ("kept", store._kept))
+        for e in od.values()
+    ]
+    ingested = [s.value for f in reg.collect() if f.name == "sidecar_traces_spans_ingested" for s in f.samples[:1]]
+    return {"samples": store_and_stage_samples(reg), "traces": traces, "bytes": store.nbytes, "ingested": ingested}
+
+
+def _hubs(batches: list[Batch], **cfg: Any) -> tuple[dict[str, Any], dict[str, Any], list[TraceHub]]:
+    tcfg = parse_config({"traces": {"enabled": True, **cfg}}).traces
+    regs = [CollectorRegistry(), CollectorRegistry()]
+    clock = FakeClock(start=1_796_218_366.0)
+    hubs = [TraceHub(tcfg, registry=r, clock=clock) for r in regs]
+    for b in batches:
+        clock.advance(0.5)
+        hubs[0].on_span_requests(b)
+        hubs[1].on_spans(as_spans(b))
+    return _state(regs[0], hubs[0]), _state(regs[1], hubs[1]), hubs
+
+
+CONFIGS = [
+    {},
+    {"max_traces": 7},  # evicts by count, whole requests and records alike
+    {"max_spans_per_trace": 2},  # no request fits whole
+    {"slow_threshold_ms": 0.1},  # some requests are slow: kept
+    {"max_model_versions": 1},  # the first (model, version) observed gets the series
+    {"store": {"max_bytes_mib": 0.02, "max_trace_bytes_mib": 0.004}},  # evicts by bytes; the largest go by record
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches=_batches(), cfg=st.sampled_from(CONFIGS), batch_min=st.sampled_from((6, 1_000_000)))
+def test_requests_are_stored_and_observed_as_their_spans_are(batches, cfg, batch_min):
+    """``batch_min`` 6: each batch is observed at once (the request path); 1,000,000: span by span (the hub takes
+    the batch's span records)."""
+    with mock.patch.object(stages_mod, "BATCH_MIN", batch_min):
+        new, old, _ = _hubs(batches, **cfg)
+    assert new == old
+
+
+def test_a_whole_requests_spans_are_built_when_read_and_once():
+    reqs = [
+        Request(
+            i,
+            {n: T0 + i * 1000 + k for k, n in enumerate(_HTTP + TRITON_MODEL_EVENTS + TRITON_COMPUTE_EVENTS)},
+            "ctr",
+            "1",
+            f"r{i}",
+        )
+        for i in range(400)
+    ]
+    built: list[int] = []
+
+    def build(rs: Any, offset: int, path: str) -> list[Record]:
+        built.append(len(rs))
+        return span_records(rs, offset, path)
+
+    whole, spans = whole_of(reqs, OFFSET, PATH)
+    assert spans == 1200 and all(w is not None for w in whole)
+    batch = Batch("span_requests", "trace_file", (SpanRequests(tuple(reqs), tuple(whole), OFFSET, PATH, build, spans),))
+    hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=CollectorRegistry(), clock=FakeClock())
+    hub.on_span_requests(batch)
+    assert built == [1]  # one example, for the byte estimate of the batch's (ctr, 1) requests with an id
+    entries = list(hub.store._plain.values())
+    assert len(entries) == 400 and all(type(e) is RequestEntry for e in entries)
+    e = entries[-1]
+    first = e.by_id
+    assert built == [1, 1] and [r[3] for r in first.values()] == ["InferRequest", "ctr", "compute"]
+    assert e.by_id is first and e.spans and built == [1, 1]  # built once
+    assert list(first.values()) == span_records([reqs[-1]], OFFSET, PATH)
+    summary = hub.store.summaries(limit=1)[0]
+    assert summary.span_count == 3 and summary.root_name == "InferRequest"
+
+
+def test_the_canary_takes_model_spans_from_requests_as_from_spans():
+    reqs = [
+        Request(
+            i,
+            {
+                n: T0 + i * 7_000 + k * (i % 5 + 1) * 1000
+                for k, n in enumerate(_HTTP + TRITON_MODEL_EVENTS + TRITON_COMPUTE_EVENTS)
+            },
+            "ctr",
+            str(1 + i % 2),
+            "",
+        )
+        for i in range(300)
+    ]
+    reqs.append(Request(999, {"REQUEST_START": T0, "REQUEST_END": T0 + 5_000_000}, "ctr", "2", ""))  # not whole
+    whole, n = whole_of(reqs, OFFSET, PATH)
+    assert whole[-1] is None
+    batch = Batch(
+        "span_requests", "trace_file", (SpanRequests(tuple(reqs), tuple(whole), OFFSET, PATH, span_records, n),)
+    )
+    cfg = parse_config({"checks": {"canary": {"enabled": True}}}).checks.canary
+    clock = FakeClock(start=(T0 + OFFSET) / 1e9 + 60)
+    got = []
+    for observe_as in ("requests", "spans"):
+        c = CanaryCheck(cfg, registry=CollectorRegistry(), clock=clock)
+        c.observe(batch if observe_as == "requests" else as_spans(batch))
+        got.append(
+            {(m, v): w.values("latency_spans", 0.0).tolist() for m, vs in c.models.items() for v, w in vs.items()}
+        )
+    assert got[0] == got[1] and sum(map(len, got[0].values())) == 301
+
+
+def test_readers_by_span_name_skip_requests_that_cannot_carry_their_names():
+    reqs = (Request(1, {"REQUEST_START": T0, "REQUEST_END": T0 + 9}, "llm", "1", ""),)
+    batch = Batch("span_requests", "trace_file", (SpanRequests(reqs, (None,), OFFSET, PATH, span_records, 1),))
+    seen: list[Batch] = []
+    assert not named_in(batch, {"llm_request"})
+    by_name(seen.append, {"llm_request"})(batch)
+    assert seen == []
+    assert named_in(batch, {"llm"}) and named_in(batch, {"compute"})
+    by_name(seen.append, {"llm"})(batch)
+    assert [r[3] for r in seen[0].items] == ["llm"]
