@@ -9,18 +9,17 @@ code as the client saw it, the routing rule and canary bucket when it sends them
 A record is emitted once both sides have arrived, or when the join window has passed with only one (counted
 in ``sidecar_request_records_unjoined_total{side}``: the outcome then is Triton's or the caller's alone); a
 request read from Triton's trace files without a request id leaves at once, counted the same way (its trace id
-is the reader's own, so nothing could join it). The
-window is checked when spans or events arrive and every ``sweep_interval_secs`` (``sidecar.periodic``, the
-injected clock's monotonic time), so in a quiet period a lone side still leaves within window + one tick.
-Pending joins are bounded (``max_pending``; the oldest is emitted early, counted as ``evicted``).
-
-Every emitted record counts in ``sidecar_requests_total{model,version,outcome}``, outcome as the client saw it
-where the caller's side has it (``ok``, ``client_error``, ``error``): Triton counts a Python-backend error
-response as a success, the client does not. Records are kept (handed to the sink, the audit log) when they
-failed, when slower than ``slow_ms``, and otherwise for a ``sample_rate`` share chosen by the trace id's hash,
-so every sidecar keeps the same ones; only those get a document (``request_records_doc``: the counters and
-the keep rule read a finished join's few fields first). User ids are dropped, or hashed with HMAC-SHA256 under
-a key read from the environment (``user_id_key_env``), never stored as sent.
+is the reader's own, so nothing could join it; ``request_whole``). The window is checked when spans or events
+arrive and every ``sweep_interval_secs`` (``sidecar.periodic``, the injected clock's monotonic time), so in a
+quiet period a lone side still leaves within window + one tick. Pending joins are bounded (``max_pending``; the
+oldest is emitted early, counted as ``evicted``). Every emitted record counts in
+``sidecar_requests_total{model,version,outcome}``, outcome as the client saw it where the caller's side has it
+(``ok``, ``client_error``, ``error``): Triton counts a Python-backend error response as a success, the client
+does not. Records are kept (handed to the sink, the audit log) when they failed, when slower than ``slow_ms``,
+and otherwise for a ``sample_rate`` share chosen by the trace id's hash, so every sidecar keeps the same ones;
+only those get a document (``request_records_doc``: the counters and the keep rule read a finished join's few
+fields first). User ids are dropped, or hashed with HMAC-SHA256 under a key from the environment
+(``user_id_key_env``), never stored as sent.
 """
 
 from __future__ import annotations
@@ -67,6 +66,7 @@ from sidecar.processors.request_sides import (
     kept,
     side,
 )
+from sidecar.processors.request_whole import finished
 from sidecar.records import END, EVENTS, FMT, FMT_JSON, MODEL, NAME, RAW, START, STATUS, TRACE, TRACE_FILE_SOURCE
 
 __all__ = ["RequestRecords", "RequestRecordsConfig", "outcome_of"]
@@ -267,6 +267,16 @@ class RequestRecords(Polled):
             self._lone(lone)
             self._sweep(out)
         self._emit(out)
+
+    def on_span_requests(self, batch: Batch) -> None:
+        """A trace file's requests whole: ``request_whole.finished``, the rest taken as their span records."""
+        done, rest = finished(batch.items, self.cfg.slow_ms, self.cfg.sample_rate)
+        if rest:
+            self.on_spans(Batch(kind="spans", source=batch.source, items=tuple(rest), received_at=batch.received_at))
+        with self._lock:  # the sweep as after any batch; the finished ones had Triton's side alone
+            self._lone({"triton": len(done), "client": 0})
+            self._sweep(done)
+        self._emit(done)
 
     def on_events(self, batch: Batch) -> None:
         out: list[Done] = []

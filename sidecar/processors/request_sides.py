@@ -5,7 +5,7 @@ trace-file reader (protobuf records still are: their attributes are raw bytes).
 A side is ``(start ns, end ns, status code, message, attributes, event times)``, read by the index constants
 below: a tuple is made in one step and read by index, where a named tuple's constructor and properties are
 Python calls (the join runs at 150,000+ spans/s on one core, a few microseconds a span). The attributes are
-the few a record reads (text cut to ``_KEPT_CHARS``; a caller's span can carry megabytes of attributes, and up
+the few a record reads (text cut to ``KEPT_CHARS``; a caller's span can carry megabytes of attributes, and up
 to ``max_pending`` of them wait at once). A caller's side keeps no message and no event times (a record reads
 neither of them).
 """
@@ -22,6 +22,7 @@ __all__ = [
     "BUCKET_KEYS",
     "GRPC_KEYS",
     "HTTP_KEYS",
+    "KEPT_CHARS",
     "REASON_CHARS",
     "REQUEST_ID_KEYS",
     "RULE_KEYS",
@@ -48,7 +49,7 @@ BUCKET_KEYS = ("sidecar.canary_bucket", "canary.bucket")
 REQUEST_ID_KEYS = ("request.id", "sidecar.request_id", "triton.request_id")
 KEPT_ATTRS = frozenset((*HTTP_KEYS, *GRPC_KEYS, *RULE_KEYS, *BUCKET_KEYS, *REQUEST_ID_KEYS))
 KEPT_ATTRS |= {"triton.model_name", "triton.model_version"}
-_KEPT_CHARS = 200  # a kept attribute's text, as much as a record shows of it
+KEPT_CHARS = 200  # a kept attribute's text, as much as a record shows of it
 REASON_CHARS = 1000
 
 # A side: (start ns, end ns, status code, message, kept attributes, event times or None): the event times a
@@ -70,8 +71,8 @@ def kept(pairs: Any) -> Pairs:
     d = {k: v for k, v in pairs if k in KEPT_ATTRS}
     for k, v in d.items():
         # Request ids are join keys: kept whole (within traces.limits.max_value_chars, like every value).
-        if isinstance(v, str) and len(v) > _KEPT_CHARS and k not in REQUEST_ID_KEYS:
-            d[k] = v[:_KEPT_CHARS]  # a new value, not a new key: the dict may be written while read
+        if isinstance(v, str) and len(v) > KEPT_CHARS and k not in REQUEST_ID_KEYS:
+            d[k] = v[:KEPT_CHARS]  # a new value, not a new key: the dict may be written while read
     return tuple(d.items())
 
 

@@ -86,6 +86,6 @@ def build_requests(ctx: Context, audit: AuditLog | None) -> list[RequestRecords]
         clock=ctx.clock,
         logger=ctx.logger.getChild("request_records"),
     )
-    subscribe_spans(ctx.bus, rr.name, rr.on_spans)
+    subscribe_spans(ctx.bus, rr.name, rr.on_spans, requests=rr.on_span_requests)
     subscribe_events(ctx.bus, rr.name, rr.on_events)
     return [rr]

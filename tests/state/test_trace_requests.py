@@ -5,13 +5,13 @@ observations and counters, the same canary values; and a whole request's spans a
 
 from __future__ import annotations
 
-import string
 from typing import Any
 from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
+from span_requests_helpers import HTTP, OFFSET, PATH, T0, span_request_batches
 from traces_helpers import store_and_stage_samples
 
 import sidecar.processors.stages as stages_mod
@@ -19,65 +19,12 @@ from sidecar.checks.canary.check import CanaryCheck
 from sidecar.clock import FakeClock
 from sidecar.config import parse_config
 from sidecar.model import Batch, SpanRequests
-from sidecar.records import TRITON_COMPUTE_EVENTS, TRITON_MODEL_EVENTS, TRITON_REQUEST_EVENTS, Record
+from sidecar.records import TRITON_COMPUTE_EVENTS, TRITON_MODEL_EVENTS, Record
 from sidecar.sources.trace_files.requests import Request
 from sidecar.sources.trace_files.spans import span_records, whole_of
 from sidecar.state.trace_hub import TraceHub
 from sidecar.state.trace_requests import RequestEntry
 from sidecar.wiring.span_subs import as_spans, by_name, named_in
-
-T0 = 8_040_649_493_778  # Triton's ns (since its boot)
-OFFSET = 1_796_218_366_000_000_000 - T0
-PATH = "/var/triton/trace.json"
-_HTTP = ("HTTP_RECV_START", "HTTP_RECV_END", "INFER_RESPONSE_COMPLETE", "HTTP_SEND_START", "HTTP_SEND_END")
-_GRPC = ("GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SEND_END")
-assert set(_HTTP + _GRPC) == set(TRITON_REQUEST_EVENTS)
-
-
-@st.composite
-def _request(draw: Any, tid: int) -> Request:
-    """A request as the reader folds one: most with every event of an HTTP or gRPC request, some missing a span's
-    events, some with an event Triton may add that no span takes, any request id."""
-    front = draw(st.sampled_from((_HTTP, _GRPC)))
-    names = [*front, *TRITON_MODEL_EVENTS, *TRITON_COMPUTE_EVENTS]
-    shape = draw(st.sampled_from(("whole", "whole", "whole", "no_front", "no_compute", "some", "custom")))
-    if shape == "no_front":
-        names = [n for n in names if n not in front]
-    elif shape == "no_compute":
-        names = [n for n in names if n not in TRITON_COMPUTE_EVENTS]
-    elif shape == "some":
-        names = draw(st.lists(st.sampled_from(names), min_size=1, max_size=6, unique=True))
-    elif shape == "custom":
-        names.append("CUSTOM_ACTIVITY")
-    start = T0 + tid * 140_000
-    # Ties on purpose (steps of 0): events of one time are ordered by name.
-    times = draw(st.lists(st.integers(0, 3).map(lambda k: k * 50_000), min_size=len(names), max_size=len(names)))
-    stamps = {n: start + t for n, t in zip(names, times, strict=True)}
-    model = draw(st.sampled_from(("ctr", "fraud", "")))
-    rid = draw(st.text(string.ascii_letters + "-", max_size=40))
-    return Request(tid, stamps, model, draw(st.sampled_from(("1", "2"))), rid)
-
-
-@st.composite
-def _batches(draw: Any) -> list[Batch]:
-    out = []
-    tid = 0
-    seen: list[Request] = []
-    for _ in range(draw(st.integers(1, 3))):
-        items = []
-        for _ in range(draw(st.integers(1, 2))):
-            reqs = []
-            for _ in range(draw(st.integers(1, 30))):
-                if seen and draw(st.integers(0, 9)) == 0:
-                    reqs.append(draw(st.sampled_from(seen)))  # read again: a duplicate trace
-                else:
-                    tid += 1
-                    reqs.append(draw(_request(tid)))
-            seen += reqs
-            whole, n = whole_of(reqs, OFFSET, PATH)
-            items.append(SpanRequests(tuple(reqs), tuple(whole), OFFSET, PATH, span_records, n))
-        out.append(Batch(kind="span_requests", source="trace_file", items=tuple(items)))
-    return out
 
 
 def _state(reg: CollectorRegistry, hub: TraceHub) -> dict[str, Any]:
@@ -127,7 +74,7 @@ CONFIGS = [
 
 
 @settings(max_examples=60, deadline=None)
-@given(batches=_batches(), cfg=st.sampled_from(CONFIGS), batch_min=st.sampled_from((6, 1_000_000)))
+@given(batches=span_request_batches(), cfg=st.sampled_from(CONFIGS), batch_min=st.sampled_from((6, 1_000_000)))
 def test_requests_are_stored_and_observed_as_their_spans_are(batches, cfg, batch_min):
     """``batch_min`` 6: each batch is observed at once (the request path); 1,000,000: span by span (the hub takes
     the batch's span records)."""
@@ -140,7 +87,7 @@ def test_a_whole_requests_spans_are_built_when_read_and_once():
     reqs = [
         Request(
             i,
-            {n: T0 + i * 1000 + k for k, n in enumerate(_HTTP + TRITON_MODEL_EVENTS + TRITON_COMPUTE_EVENTS)},
+            {n: T0 + i * 1000 + k for k, n in enumerate(HTTP + TRITON_MODEL_EVENTS + TRITON_COMPUTE_EVENTS)},
             "ctr",
             "1",
             f"r{i}",
@@ -176,7 +123,7 @@ def test_the_canary_takes_model_spans_from_requests_as_from_spans():
             i,
             {
                 n: T0 + i * 7_000 + k * (i % 5 + 1) * 1000
-                for k, n in enumerate(_HTTP + TRITON_MODEL_EVENTS + TRITON_COMPUTE_EVENTS)
+                for k, n in enumerate(HTTP + TRITON_MODEL_EVENTS + TRITON_COMPUTE_EVENTS)
             },
             "ctr",
             str(1 + i % 2),
