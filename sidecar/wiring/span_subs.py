@@ -20,6 +20,7 @@ Observe = Callable[[Batch], None]
 # The bus hands one batch to its subscribers in turn: the last conversion is kept (with the batch it came from, so
 # that batch's id cannot be reused meanwhile), and every reader without a request path shares its records.
 _last: tuple[Batch, Batch] | None = None
+_last_models: tuple[Batch, frozenset[str]] | None = None
 
 # The names a trace file's request's spans may have besides its model's (``sidecar.sources.trace_files.spans``).
 _FIXED_NAMES = frozenset(("InferRequest", "compute", "model"))
@@ -48,8 +49,15 @@ def named_in(batch: Batch, names: Collection[str]) -> bool:
     name skips a batch with none)."""
     if not _FIXED_NAMES.isdisjoint(names):
         return True
-    items: tuple[SpanRequests, ...] = batch.items
-    return any(q.model in names for i in items for q in i.requests)
+    global _last_models
+    last = _last_models
+    if last is not None and last[0] is batch:
+        models = last[1]
+    else:  # the batch's model names, once however many readers ask
+        items: tuple[SpanRequests, ...] = batch.items
+        models = frozenset(q.model for i in items for q in i.requests)
+        _last_models = (batch, models)
+    return not models.isdisjoint(names)
 
 
 def subscribe_spans(

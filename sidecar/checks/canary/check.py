@@ -205,6 +205,7 @@ class CanaryCheck(Passive):
 
     def _take_spans(self, items: Sequence[object]) -> None:
         now = self.clock.now()
+        taken = [0, 0, 0]  # by what _take_model_span returns: nothing, a latency, a latency and an error value
         with self._lock:
             for r in items:
                 # A model span: Triton's span named after the model carries its name and version; its compute
@@ -212,13 +213,15 @@ class CanaryCheck(Passive):
                 if not isinstance(r, tuple) or r[MODEL] is None or r[NAME] == "compute":
                     continue
                 model, version = r[MODEL]
-                self._take_model_span(str(model), str(version), r[START], r[END], r[STATUS], now)
+                taken[self._take_model_span(str(model), str(version), r[START], r[END], r[STATUS], now)] += 1
+        self._count_taken(taken)
 
     def _take_requests(self, items: Sequence[SpanRequests]) -> None:
         """A trace file's requests whole: each one's model span, its first and last model event (the spans of a
         request that is not whole, ``SpanRequests.whole``, are built and taken as spans)."""
         now = self.clock.now()
         names = TRITON_MODEL_EVENTS
+        taken = [0, 0, 0]
         with self._lock:
             for item in items:
                 off = item.offset_ns
@@ -226,21 +229,32 @@ class CanaryCheck(Passive):
                     if w is None:
                         for r in item.spans((q,)):
                             if r[MODEL] is not None and r[NAME] != "compute":
-                                self._take_model_span(q.model, q.version, r[START], r[END], r[STATUS], now)
+                                taken[self._take_model_span(q.model, q.version, r[START], r[END], r[STATUS], now)] += 1
                         continue
                     t = [x for x in map(q.stamps.get, names) if x is not None]
-                    self._take_model_span(q.model, q.version, min(t) + off, max(t) + off, 0, now)
+                    taken[self._take_model_span(q.model, q.version, min(t) + off, max(t) + off, 0, now)] += 1
+        self._count_taken(taken)
 
-    def _take_model_span(self, model: str, version: str, start: int, end: int, status: int, now: float) -> None:
+    def _take_model_span(self, model: str, version: str, start: int, end: int, status: int, now: float) -> int:
+        """Take a model span's latency (and its error value when it has a status); returns 0 when it was not taken,
+        1 for its latency, 2 for its latency and error value."""
         ts = end / 1e9
         v = self._version(model, version, ts, now)
         if v is None:
-            return
+            return 0
         v.add("latency_spans", ts, max(0, end - start) / 1e6)
-        self._taken.labels("latency_spans").inc()
-        if status:  # unset (0) says nothing about success
-            v.add("errors", ts, 1.0 if status == 2 else 0.0)
-            self._taken.labels("errors").inc()
+        if not status:  # unset (0) says nothing about success
+            return 1
+        v.add("errors", ts, 1.0 if status == 2 else 0.0)
+        return 2
+
+    def _count_taken(self, taken: list[int]) -> None:
+        """Count a batch's taken values (one increment a signal: a labelled inc() per span cost as much as taking
+        it)."""
+        if taken[1] + taken[2]:
+            self._taken.labels("latency_spans").inc(taken[1] + taken[2])
+        if taken[2]:
+            self._taken.labels("errors").inc(taken[2])
 
     # -- evaluate --------------------------------------------------------------------------------------------
     def _pairs(self, model: str, versions: Sequence[str]) -> list[tuple[str, str]]:
