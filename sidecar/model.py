@@ -333,6 +333,7 @@ class SpanRequests:
     path: str  # the file path the trace ids are derived from
     build: Callable[[Sequence[Any], int, str], list[tuple[Any, ...]]]  # (requests, offset, path) -> span records
     span_count: int  # how many spans the requests make
+    root_name: str  # the name of a whole request's root span
 
     def spans(self, requests: Sequence[SpanRequest] | None = None) -> list[tuple[Any, ...]]:
         """The span records of ``requests`` (default: all of them), in order."""

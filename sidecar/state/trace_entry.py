@@ -178,6 +178,13 @@ class TraceEntry:
     def duration_ns(self) -> int:
         return max(0, self.end_ns - self.start_ns)
 
+    def span_count(self) -> int:
+        return len(self.by_id)
+
+    def root_name(self) -> str:
+        root = self.root()
+        return root.name if root else ""
+
     def root(self) -> Span | None:
         recs = list(self.by_id.values())
         roots = [r for r in recs if r[PARENT] is None or r[PARENT] not in self.by_id]

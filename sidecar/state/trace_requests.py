@@ -55,7 +55,8 @@ class RequestEntry(TraceEntry):
 
     __slots__ = ("_src",)
 
-    _src: tuple[Callable[[Sequence[Any], int, str], list[Record]], _Request, int, str] | None
+    # (builder, request, offset, path, root span's name) until built
+    _src: tuple[Callable[[Sequence[Any], int, str], list[Record]], _Request, int, str, str] | None
 
     @property
     def by_id(self) -> dict[bytes, Record]:
@@ -69,6 +70,13 @@ class RequestEntry(TraceEntry):
     def by_id(self, value: dict[bytes, Record]) -> None:
         _BY_ID.__set__(self, value)
 
+    def span_count(self) -> int:
+        return 3 if self._src is not None else len(self.by_id)  # unbuilt: a whole request's three spans
+
+    def root_name(self) -> str:
+        src = self._src
+        return src[4] if src is not None else super().root_name()  # unbuilt: its root's name
+
     def _build(self) -> dict[bytes, Record]:
         with _BUILDING:  # a page thread and the loop may both read it first: one builds, both get the same dict
             try:
@@ -78,7 +86,7 @@ class RequestEntry(TraceEntry):
                 pass
             src = self._src
             assert src is not None
-            build, q, offset, path = src
+            build, q, offset, path, _ = src
             recs = build((q,), offset, path)
             # As ``stage_trios.take`` leaves a trace it took whole: the compute span's events by the model span's id.
             self.stage_compute = {recs[1][SPAN]: recs[2][EVENTS]}
@@ -106,7 +114,13 @@ def _entry(
     e.stage_waiting = None
     e.stage_times = None
     e._spans = None
-    e._src = (item.build, _Request(q.tid, q.stamps, q.model, q.version, q.request_id), item.offset_ns, item.path)
+    e._src = (
+        item.build,
+        _Request(q.tid, q.stamps, q.model, q.version, q.request_id),
+        item.offset_ns,
+        item.path,
+        item.root_name,
+    )
     return e
 
 

@@ -294,19 +294,18 @@ class TraceStore:
                 continue
             if version and e.version != version:
                 continue
-            root = e.root()
             out.append(
                 TraceSummary(
                     e.trace_id,
                     e.start_ns,
                     e.duration_ns,
-                    len(e.by_id),
+                    e.span_count(),  # neither builds a whole request's spans (trace_requests.RequestEntry)
                     e.model,
                     e.version,
                     e.error,
                     e.duration_ns >= self.slow_threshold_ns,
                     e.failure_note,
-                    root.name if root else "",
+                    e.root_name(),
                 )
             )
         out.sort(key=lambda t: t.start_ns, reverse=True)

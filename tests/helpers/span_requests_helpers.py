@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from sidecar.model import Batch, SpanRequests
 from sidecar.records import TRITON_COMPUTE_EVENTS, TRITON_MODEL_EVENTS, TRITON_REQUEST_EVENTS
 from sidecar.sources.trace_files.requests import Request
-from sidecar.sources.trace_files.spans import span_records, whole_of
+from sidecar.sources.trace_files.spans import ROOT_NAME, span_records, whole_of
 
 __all__ = ["GRPC", "HTTP", "OFFSET", "PATH", "T0", "span_request_batches", "span_requests_batch"]
 
@@ -27,7 +27,7 @@ def span_requests_batch(groups: list[list[Request]]) -> Batch:
     items = []
     for reqs in groups:
         whole, n = whole_of(reqs, OFFSET, PATH)
-        items.append(SpanRequests(tuple(reqs), tuple(whole), OFFSET, PATH, span_records, n))
+        items.append(SpanRequests(tuple(reqs), tuple(whole), OFFSET, PATH, span_records, n, ROOT_NAME))
     return Batch(kind="span_requests", source="trace_file", items=tuple(items))
 
 

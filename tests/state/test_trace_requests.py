@@ -29,6 +29,7 @@ from sidecar.wiring.span_subs import as_spans, by_name, named_in
 
 def _state(reg: CollectorRegistry, hub: TraceHub) -> dict[str, Any]:
     store = hub.store
+    summaries = store.summaries(limit=10**6)  # before any entry is built: an unbuilt one answers as a built one
     traces = [
         (
             cls,
@@ -48,7 +49,13 @@ def _state(reg: CollectorRegistry, hub: TraceHub) -> dict[str, Any]:
         for e in od.values()
     ]
     ingested = [s.value for f in reg.collect() if f.name == "sidecar_traces_spans_ingested" for s in f.samples[:1]]
-    return {"samples": store_and_stage_samples(reg), "traces": traces, "bytes": store.nbytes, "ingested": ingested}
+    return {
+        "samples": store_and_stage_samples(reg),
+        "summaries": summaries,
+        "traces": traces,
+        "bytes": store.nbytes,
+        "ingested": ingested,
+    }
 
 
 def _hubs(batches: list[Batch], **cfg: Any) -> tuple[dict[str, Any], dict[str, Any], list[TraceHub]]:
@@ -102,10 +109,17 @@ def test_a_whole_requests_spans_are_built_when_read_and_once():
 
     whole, spans = whole_of(reqs, OFFSET, PATH)
     assert spans == 1200 and all(w is not None for w in whole)
-    batch = Batch("span_requests", "trace_file", (SpanRequests(tuple(reqs), tuple(whole), OFFSET, PATH, build, spans),))
+    batch = Batch(
+        "span_requests",
+        "trace_file",
+        (SpanRequests(tuple(reqs), tuple(whole), OFFSET, PATH, build, spans, "InferRequest"),),
+    )
     hub = TraceHub(parse_config({"traces": {"enabled": True}}).traces, registry=CollectorRegistry(), clock=FakeClock())
     hub.on_span_requests(batch)
     assert built == [1]  # one example, for the byte estimate of the batch's (ctr, 1) requests with an id
+    listed = hub.store.summaries(limit=1000)
+    assert len(listed) == 400 and {(t.span_count, t.root_name) for t in listed} == {(3, "InferRequest")}
+    assert built == [1]  # the trace list built none
     entries = list(hub.store._plain.values())
     assert len(entries) == 400 and all(type(e) is RequestEntry for e in entries)
     e = entries[-1]
@@ -135,7 +149,9 @@ def test_the_canary_takes_model_spans_from_requests_as_from_spans():
     whole, n = whole_of(reqs, OFFSET, PATH)
     assert whole[-1] is None
     batch = Batch(
-        "span_requests", "trace_file", (SpanRequests(tuple(reqs), tuple(whole), OFFSET, PATH, span_records, n),)
+        "span_requests",
+        "trace_file",
+        (SpanRequests(tuple(reqs), tuple(whole), OFFSET, PATH, span_records, n, "InferRequest"),),
     )
     cfg = parse_config({"checks": {"canary": {"enabled": True}}}).checks.canary
     clock = FakeClock(start=(T0 + OFFSET) / 1e9 + 60)
@@ -151,7 +167,9 @@ def test_the_canary_takes_model_spans_from_requests_as_from_spans():
 
 def test_readers_by_span_name_skip_requests_that_cannot_carry_their_names():
     reqs = (Request(1, {"REQUEST_START": T0, "REQUEST_END": T0 + 9}, "llm", "1", ""),)
-    batch = Batch("span_requests", "trace_file", (SpanRequests(reqs, (None,), OFFSET, PATH, span_records, 1),))
+    batch = Batch(
+        "span_requests", "trace_file", (SpanRequests(reqs, (None,), OFFSET, PATH, span_records, 1, "InferRequest"),)
+    )
     seen: list[Batch] = []
     assert not named_in(batch, {"llm_request"})
     by_name(seen.append, {"llm_request"})(batch)

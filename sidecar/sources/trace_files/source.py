@@ -39,6 +39,7 @@ from sidecar.sources.trace_files.metrics import TraceFileMetrics
 from sidecar.sources.trace_files.records import next_record, scan
 from sidecar.sources.trace_files.requests import Assembler, ProbeFilter, Request
 from sidecar.sources.trace_files.settings import TraceFileSettings
+from sidecar.sources.trace_files.spans import ROOT_NAME as ROOT
 from sidecar.sources.trace_files.spans import clock_groups, plausible_of, span_records, stream_records, whole_of
 from sidecar.sources.trace_files.tensors import events_from_requests
 from sidecar.store import Store
@@ -304,7 +305,7 @@ class TraceFileSource(Polled):
                 base = str(self.base)
                 whole, n = whole_of(fine, offset, base)
                 p.request_spans += n
-                p.requests.append(SpanRequests(tuple(fine), tuple(whole), offset, base, span_records, n))
+                p.requests.append(SpanRequests(tuple(fine), tuple(whole), offset, base, span_records, n, ROOT))
                 p.spans += stream_records(fine, offset, base, self.s.empty_final_response)
         self.m.requests.inc(len(ok))
         if self.s.tensors is not None:

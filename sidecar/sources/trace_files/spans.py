@@ -26,6 +26,7 @@ from sidecar.sources.trace_files.requests import MAX_NS, Request
 from sidecar.sources.trace_files.streams import SPAN_NAME, StreamFigures, stream_figures
 
 __all__ = [
+    "ROOT_NAME",
     "SERVICE",
     "Bounds",
     "clock_groups",
@@ -39,6 +40,7 @@ __all__ = [
 
 _REQ_EVENTS, _MODEL_EVENTS, _COMPUTE_EVENTS = TRITON_REQUEST_EVENTS, TRITON_MODEL_EVENTS, TRITON_COMPUTE_EVENTS
 SERVICE = "triton-inference-server"
+ROOT_NAME = "InferRequest"  # the root span of a request with frontend events
 # Event name -> the span it goes on: 0 InferRequest, 1 the model span, 2 compute.
 _GROUP = {n: g for g, names in enumerate((_REQ_EVENTS, _MODEL_EVENTS, _COMPUTE_EVENTS)) for n in names}
 _KNOWN, _REQ, _MODEL, _COMPUTE = map(frozenset, (_GROUP, _REQ_EVENTS, _MODEL_EVENTS, _COMPUTE_EVENTS))
@@ -148,7 +150,7 @@ def span_records(reqs: Sequence[Request], offset_ns: int, path: str) -> list[Rec
             root = h.digest()
             v = [*req_ev.values()]
             t0, t1 = v[0], v[-1]
-            append((trace, root, None, "InferRequest", t0, t1, 0, None, req_ev, SERVICE, FMT_JSON, _NO_ATTRS))
+            append((trace, root, None, ROOT_NAME, t0, t1, 0, None, req_ev, SERVICE, FMT_JSON, _NO_ATTRS))
         h = under.copy()
         h.update(b"|model")
         model_id = h.digest()
