@@ -5,8 +5,8 @@ A request read from Triton's trace files without a request id leaves the join at
 and version (the model span's attributes, cut as ``request_sides.kept`` cuts them), the latency (the root span's
 first to last event) and no failure (a trace file's spans carry no status). ``finished`` gives those records from
 the request's event times, without building its spans; a request it cannot finish so (not whole, with a request
-id, read twice in the batch, or kept for the audit log, whose document reads the spans) goes to the join as its
-span records, in order.
+id, its trace read twice in the batch, or kept for the audit log, whose document reads the spans) goes to the
+join as its span records, in order.
 tests/processors/test_request_whole.py holds the records and counters to the span records' path.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from sidecar.model import SpanRequest, SpanRequests
 from sidecar.processors.request_records_doc import Done, ms_of_ns, why_kept
 from sidecar.processors.request_sides import KEPT_CHARS
-from sidecar.records import TRITON_REQUEST_EVENTS, Record
+from sidecar.records import TRACE, TRITON_REQUEST_EVENTS, Record
 
 __all__ = ["finished"]
 
@@ -28,8 +28,16 @@ def finished(items: Sequence[SpanRequests], slow_ms: float, sample_rate: float) 
     done: list[Done] = []
     rest: list[Record] = []
     front = TRITON_REQUEST_EVENTS
-    # A trace id twice in one batch (a request read again) is one join of both copies' spans: as span records.
+    # A trace id twice in one batch (a request read again, or read in part and then whole) is one join of both
+    # copies' spans: as span records. A request that is not whole (rare) is built here for its trace id.
     keys = [w[0] for item in items for w in item.whole if w is not None]
+    keys += [
+        r[TRACE]
+        for i in items
+        for q, w in zip(i.requests, i.whole, strict=True)
+        if w is None
+        for r in i.spans((q,))[:1]
+    ]
     twice = {k for k, n in Counter(keys).items() if n > 1} if len(set(keys)) < len(keys) else set()
     for item in items:
         others: list[SpanRequest] = []

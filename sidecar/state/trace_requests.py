@@ -150,6 +150,9 @@ def add_requests(
         stored = added = 0
         for q, w in zip(reqs, wholes, strict=True):
             if w is not None and whole_ok:
+                if rest:  # the requests before it first, as span records (one may be of its trace)
+                    got = add_records(item.spans(rest), plain, kept, now, limits, on_stored, on_trios)
+                    taken, rest = plus(taken, got), []
                 key, start, end = w
                 if key not in plain and key not in kept:
                     rid = q.request_id
@@ -163,9 +166,6 @@ def add_requests(
                         )
                     nbytes = size[0] + EVENT_BYTES * (len(q.stamps) - size[1]) + len(rid) - size[2]
                     if nbytes <= byte_limit:
-                        if rest:  # the requests before it first, as span records
-                            got = add_records(item.spans(rest), plain, kept, now, limits, on_stored, on_trios)
-                            taken, rest = plus(taken, got), []
                         e = _entry(key, now, nbytes, start, end, q, item)
                         if end - start >= slow:
                             kept[key] = e

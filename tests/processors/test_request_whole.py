@@ -88,3 +88,14 @@ def test_a_request_leaving_at_once_unkept_is_not_built_into_spans():
     assert list(rr._pending) == [item.whole[-1][0].hex()] and rows == []
     assert reg.get_sample_value("sidecar_requests_total", {"model": "ctr", "version": "1", "outcome": "ok"}) == 50
     assert reg.get_sample_value("sidecar_request_records_unjoined_total", {"side": "triton"}) == 50
+
+
+def test_a_request_after_a_partial_read_of_its_trace_joins_with_it():
+    """A trace read in part (not whole) and then whole in one batch is one join, as the span records make it."""
+    names = (*HTTP, *TRITON_MODEL_EVENTS, *TRITON_COMPUTE_EVENTS)
+    full = {n: T0 + k * 100 for k, n in enumerate(names)}
+    partial = Request(7, {n: t for n, t in full.items() if n in (*HTTP, *TRITON_MODEL_EVENTS)}, "ctr", "1", "")
+    batch = span_requests_batch([[partial, Request(7, full, "ctr", "1", ""), Request(8, full, "ctr", "1", "")]])
+    new, old = _both([batch], [])
+    assert new == old
+    assert ("sidecar_requests_total", (("model", "ctr"), ("outcome", "ok"), ("version", "1")), 2.0) in new["samples"]

@@ -11,7 +11,7 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
-from span_requests_helpers import HTTP, OFFSET, PATH, T0, span_request_batches
+from span_requests_helpers import HTTP, OFFSET, PATH, T0, span_request_batches, span_requests_batch
 from traces_helpers import store_and_stage_samples
 
 import sidecar.processors.stages as stages_mod
@@ -177,3 +177,18 @@ def test_readers_by_span_name_skip_requests_that_cannot_carry_their_names():
     assert named_in(batch, {"llm"}) and named_in(batch, {"compute"})
     by_name(seen.append, {"llm"})(batch)
     assert [r[3] for r in seen[0].items] == ["llm"]
+
+
+def test_a_request_after_a_partial_read_of_its_trace_joins_the_stored_spans():
+    """A trace's partial request (not whole, taken as span records) and then its whole request in one batch: the
+    whole one finds the trace stored and goes as span records too (duplicates counted), as the records would."""
+    names = (*HTTP, *TRITON_MODEL_EVENTS, *TRITON_COMPUTE_EVENTS)
+    full = {n: T0 + k * 100 for k, n in enumerate(names)}
+    partial = Request(7, {n: t for n, t in full.items() if n in (*HTTP, *TRITON_MODEL_EVENTS)}, "ctr", "1", "")
+    reqs = [Request(i, {n: T0 + i * 10_000 + k for k, n in enumerate(names)}, "ctr", "1", "") for i in range(8, 400)]
+    batch = span_requests_batch([[partial, Request(7, full, "ctr", "1", ""), *reqs]])
+    with mock.patch.object(stages_mod, "BATCH_MIN", 6):
+        new, old, hubs = _hubs([batch])
+    assert new == old
+    (e,) = [e for e in hubs[0].store._plain.values() if e.trace_id == batch.items[0].whole[1][0].hex()]
+    assert type(e) is not RequestEntry and len(e.by_id) == 3
