@@ -18,8 +18,10 @@ evicted):
 - ours on Triton's spans alone (no caller's span: every request waits out the join window and leaves with the
   sweep that follows, timed with it), the default config's shape when callers send no spans;
 - ours on a trace file's requests (the recorded ``mode=triton`` request, no request id, replicated; the spans as
-  the trace-file source builds them): as a trace file's batches (they leave at once: nothing can join them), and
-  the same batches as another source's (they wait out the window and leave with the sweep).
+  the trace-file source builds them): as a trace file's batches (they leave at once: nothing can join them), the
+  same requests whole as the source publishes them (``span_requests``: finished from their event times, no spans
+  built; spans/s counts the spans they stand for), and the span batches as another source's (they wait out the
+  window and leave with the sweep).
 
 Prints spans/s for each, ours/before and ours/floor. ``--profile`` prints a cProfile of ours (default sampling).
 """
@@ -43,14 +45,14 @@ from request_records_before import RequestRecordsBefore  # noqa: E402
 from trace_files_before import replicated, templates_of  # noqa: E402
 
 from sidecar.clock import FakeClock  # noqa: E402
-from sidecar.model import Batch  # noqa: E402
+from sidecar.model import Batch, SpanRequests  # noqa: E402
 from sidecar.processors.request_records import RequestRecords  # noqa: E402
 from sidecar.processors.request_records_config import RequestRecordsConfig  # noqa: E402
 from sidecar.records import TRACE, TRACE_FILE_SOURCE, Record  # noqa: E402
 from sidecar.sources.otlp.json_fast import decode_fast  # noqa: E402
 from sidecar.sources.otlp.limits import DEFAULT_LIMITS  # noqa: E402
 from sidecar.sources.trace_files.requests import Assembler, Request  # noqa: E402
-from sidecar.sources.trace_files.spans import span_records  # noqa: E402
+from sidecar.sources.trace_files.spans import ROOT_NAME, span_records, whole_of  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "traces"
 PER_BODY = 100
@@ -97,17 +99,25 @@ def bodies(n_traces: int, callers_too: bool = True) -> list[bytes]:
     return out
 
 
-def trace_file_batches(n_traces: int) -> tuple[list[Batch], int]:
-    """``n_traces`` requests of the recorded ``mode=triton`` file (no request id) as the trace-file source
-    publishes their spans, 300 spans a batch: trace ids of the reader's own, so nothing can join them."""
+def trace_file_batches(n_traces: int) -> tuple[list[Batch], int, list[Batch]]:
+    """``n_traces`` requests of the recorded ``mode=triton`` file (no request id) as their spans, 300 spans a
+    batch: trace ids of the reader's own, so nothing can join them; and the same requests whole, 100 a batch, as
+    the trace-file source publishes them (``span_requests``)."""
     data = replicated(templates_of((DATA / "trace-file-triton-mode.json").read_bytes()), n_traces)
     grouped: dict[int, Request] = {}
     Assembler(1 << 30, 256).add(orjson.loads(data), grouped)
-    recs = span_records(list(grouped.values()), 1_796_000_000_000_000_000, "/t/trace.json")
+    reqs, offset, path = list(grouped.values()), 1_796_000_000_000_000_000, "/t/trace.json"
+    recs = span_records(reqs, offset, path)
     batches = [
         Batch(kind="spans", source=TRACE_FILE_SOURCE, items=tuple(recs[i : i + 300])) for i in range(0, len(recs), 300)
     ]
-    return batches, len(recs)
+    whole = []
+    for i in range(0, len(reqs), 100):
+        part = reqs[i : i + 100]
+        w, n = whole_of(part, offset, path)
+        item = SpanRequests(tuple(part), tuple(w), offset, path, span_records, n, ROOT_NAME)
+        whole.append(Batch(kind="span_requests", source=TRACE_FILE_SOURCE, items=(item,)))
+    return batches, len(recs), whole
 
 
 def decode(bs: list[bytes]) -> list[list[Record]]:
@@ -127,7 +137,10 @@ def join(cls: Any, batches: list[Batch], sample_rate: float = 0.01) -> tuple[flo
     rr = cls(cfg, sink=kept.extend, registry=CollectorRegistry(), clock=clock)
     t0 = time.process_time()
     for b in batches:
-        rr.on_spans(b)
+        if b.kind == "span_requests":
+            rr.on_span_requests(b)
+        else:
+            rr.on_spans(b)
     clock.advance(cfg.join_window_secs + 1)
     rr.on_spans(Batch(kind="spans", source="otlp", items=()))  # the sweep: what waited out the window
     t = time.process_time() - t0
@@ -174,7 +187,7 @@ def main() -> None:
     batches = [Batch(kind="spans", source="otlp", items=tuple(r)) for r in recs]
     alone = [Batch(kind="spans", source="otlp", items=tuple(r)) for r in decode(bodies(args.traces, False))]
     n_alone = sum(len(b.items) for b in alone)
-    files, n_files = trace_file_batches(args.traces)
+    files, n_files, whole = trace_file_batches(args.traces)
     print(f"{args.traces} requests, {n_spans} spans in {len(bs)} OTLP JSON bodies, python {sys.version.split()[0]}")
     print(f"{'CPU of one thread, median of ' + str(args.repeat):58s} {'spans/s':>10s} {'us/span':>8s}")
     rate: dict[str, float] = {"decode": n_spans / statistics.median(times)}
@@ -188,6 +201,7 @@ def main() -> None:
         ("ours, sample_rate 1", RequestRecords, 1.0, batches, n_spans),
         ("ours, Triton's spans alone (out by the sweep)", RequestRecords, 0.01, alone, n_alone),
         ("ours, trace files, no request id (out at once)", RequestRecords, 0.01, files, n_files),
+        ("ours, the same requests whole (span_requests)", RequestRecords, 0.01, whole, n_files),
         (
             "ours, the same as otlp's (out by the sweep)",
             RequestRecords,
