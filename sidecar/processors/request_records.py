@@ -43,6 +43,7 @@ from sidecar.processors.request_records_doc import (
     D_MODEL,
     D_OUTCOME,
     D_VERSION,
+    LONE,
     P_ALIASES,
     P_CALLER,
     P_COMPUTE,
@@ -51,6 +52,7 @@ from sidecar.processors.request_records_doc import (
     P_REQUEST,
     P_SEEN,
     Done,
+    count_lone,
     document,
     finish,
     outcome_of,
@@ -85,16 +87,6 @@ def _slim_event(e: Event) -> Event:
         return e
     kept = {k: v for k in ("http_status", "grpc_code") if (v := e.fields.get(k)) is not None}
     return dataclasses.replace(e, features={}, fields=kept)
-
-
-_LONE = {"triton": 0, "client": 0}
-
-
-def _count_lone(p: Sequence[Any], lone: dict[str, int]) -> None:
-    """Count the join ``p``, leaving now, in ``lone`` when it has one side only (Triton's, or the caller's)."""
-    triton = p[P_MODEL] is not None
-    if not (triton and (p[P_CALLER] is not None or p[P_EVENT] is not None)):
-        lone["triton" if triton else "client"] += 1
 
 
 def _merge(a: Sequence[Any], b: Sequence[Any] | None) -> list[Any]:
@@ -246,7 +238,7 @@ class RequestRecords(Polled):
             # came in this batch, so only an event with its request id could still join it: without one it
             # leaves now, as it would after the window, instead of holding a pending slot for nothing.
             derived = batch.source == TRACE_FILE_SOURCE
-            lone = _LONE.copy()
+            lone = LONE.copy()
             for key in touched:
                 p = pending.get(key)
                 if p is None:
@@ -261,7 +253,7 @@ class RequestRecords(Polled):
                 elif derived and p[P_ALIASES] is None:
                     del pending[key]
                     out.append(self._record(key, p))
-                    _count_lone(p, lone)
+                    count_lone(p, lone)
                 elif type(p) is list:
                     pending[key] = tuple(p)  # waits as a tuple: see _new
             self._lone(lone)
@@ -273,10 +265,12 @@ class RequestRecords(Polled):
         done, rest = finished(batch.items, self.cfg.slow_ms, self.cfg.sample_rate)
         if rest:
             self.on_spans(Batch(kind="spans", source=batch.source, items=tuple(rest), received_at=batch.received_at))
+        swept: list[Done] = []
         with self._lock:  # the sweep as after any batch; the finished ones had Triton's side alone
             self._lone({"triton": len(done), "client": 0})
-            self._sweep(done)
-        self._emit(done)
+            self._sweep(swept)
+        self._emit(done, judged=True)  # ``finished`` kept none of them
+        self._emit(swept)
 
     def on_events(self, batch: Batch) -> None:
         out: list[Done] = []
@@ -322,10 +316,10 @@ class RequestRecords(Polled):
             if p[P_SEEN] > cutoff:
                 break
             expired.append(key)
-        lone = _LONE.copy()
+        lone = LONE.copy()
         for key in expired:
             p = pending.pop(key)
-            _count_lone(p, lone)
+            count_lone(p, lone)
             out.append(self._record(key, p))
         self._lone(lone)
 
@@ -359,9 +353,9 @@ class RequestRecords(Polled):
                 self._alias.pop(a, None)
         return finish(key, p)
 
-    def _emit(self, out: list[Done]) -> None:
+    def _emit(self, out: list[Done], judged: bool = False) -> None:
         """Count every finished join (one increment per label set and batch); build the documents of the ones
-        kept and hand them to the sink."""
+        kept and hand them to the sink (``judged``: none is kept, already decided)."""
         if not out:
             return
         keep: list[Rec] = []
@@ -378,7 +372,7 @@ class RequestRecords(Polled):
                     models.add(mv)
             ck = (*mv, o[D_OUTCOME])
             counts[ck] = counts.get(ck, 0) + 1
-            why = why_kept(o, slow_ms, rate)
+            why = None if judged else why_kept(o, slow_ms, rate)
             if why is None:
                 continue
             whys[why] = whys.get(why, 0) + 1

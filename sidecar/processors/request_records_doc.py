@@ -34,6 +34,7 @@ from sidecar.processors.stages import stage_seconds
 from sidecar.records import MODEL_ATTR, VERSION_ATTR
 
 __all__ = [
+    "LONE",
     "P_ALIASES",
     "P_CALLER",
     "P_COMPUTE",
@@ -42,6 +43,7 @@ __all__ = [
     "P_REQUEST",
     "P_SEEN",
     "Done",
+    "count_lone",
     "document",
     "finish",
     "ms_of_ns",
@@ -107,6 +109,17 @@ def _int(v: object) -> int | None:
 # D_* indexes. Only the records the audit log keeps (failed, slow, or sampled: 1% by default) get a document.
 Done = tuple[Any, ...]
 D_KEY, D_SIDES, D_MODEL, D_VERSION, D_OUTCOME, D_FAILED, D_HTTP, D_GRPC, D_LATENCY, D_RID = range(10)
+
+
+LONE = {"triton": 0, "client": 0}  # joins leaving with one side only, by side: copied per count
+
+
+def count_lone(p: Any, lone: dict[str, int]) -> None:
+    """Count the pending join ``p``, leaving now, in ``lone`` when it has one side only (Triton's, or the
+    caller's)."""
+    triton = p[P_MODEL] is not None
+    if not (triton and (p[P_CALLER] is not None or p[P_EVENT] is not None)):
+        lone["triton" if triton else "client"] += 1
 
 
 def finish(key: str, p: list[Any]) -> Done:

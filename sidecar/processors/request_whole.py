@@ -47,12 +47,11 @@ def finished(items: Sequence[SpanRequests], slow_ms: float, sample_rate: float) 
                 continue
             get = q.stamps.get
             t = [x for x in map(get, front) if x is not None]  # a whole request has its root's events
-            model, version = q.model, q.version
             o = (
                 w[0].hex(),
                 None,
-                model[:KEPT_CHARS] if len(model) > KEPT_CHARS else model,
-                version[:KEPT_CHARS] if len(version) > KEPT_CHARS else version,
+                q.model[:KEPT_CHARS],  # as ``kept`` cuts the model span's attributes (a shorter one is itself)
+                q.version[:KEPT_CHARS],
                 "ok",
                 None,
                 None,

@@ -208,12 +208,7 @@ class CanaryCheck(Passive):
         taken = [0, 0, 0]  # by what _take_model_span returns: nothing, a latency, a latency and an error value
         with self._lock:
             for r in items:
-                # A model span: Triton's span named after the model carries its name and version; its compute
-                # child and the InferRequest root do not, or would double the request.
-                if not isinstance(r, tuple) or r[MODEL] is None or r[NAME] == "compute":
-                    continue
-                model, version = r[MODEL]
-                taken[self._take_model_span(str(model), str(version), r[START], r[END], r[STATUS], now)] += 1
+                taken[self._take_record(r, now)] += 1
         self._count_taken(taken)
 
     def _take_requests(self, items: Sequence[SpanRequests]) -> None:
@@ -228,16 +223,22 @@ class CanaryCheck(Passive):
                 for q, w in zip(item.requests, item.whole, strict=True):
                     if w is None:
                         for r in item.spans((q,)):
-                            if r[MODEL] is not None and r[NAME] != "compute":
-                                taken[self._take_model_span(q.model, q.version, r[START], r[END], r[STATUS], now)] += 1
+                            taken[self._take_record(r, now)] += 1
                         continue
                     t = [x for x in map(q.stamps.get, names) if x is not None]
                     taken[self._take_model_span(q.model, q.version, min(t) + off, max(t) + off, 0, now)] += 1
         self._count_taken(taken)
 
+    def _take_record(self, r: object, now: float) -> int:
+        """``_take_model_span`` of a span record that is a model span: Triton's span named after the model carries
+        its name and version; its compute child and the InferRequest root do not, or would double the request."""
+        if not isinstance(r, tuple) or r[MODEL] is None or r[NAME] == "compute":
+            return 0
+        model, version = r[MODEL]
+        return self._take_model_span(str(model), str(version), r[START], r[END], r[STATUS], now)
+
     def _take_model_span(self, model: str, version: str, start: int, end: int, status: int, now: float) -> int:
-        """Take a model span's latency (and its error value when it has a status); returns 0 when it was not taken,
-        1 for its latency, 2 for its latency and error value."""
+        """Take a model span's latency, and its error value when it has a status: 0 neither taken, 1 latency, 2 both."""
         ts = end / 1e9
         v = self._version(model, version, ts, now)
         if v is None:
@@ -249,8 +250,7 @@ class CanaryCheck(Passive):
         return 2
 
     def _count_taken(self, taken: list[int]) -> None:
-        """Count a batch's taken values (one increment a signal: a labelled inc() per span cost as much as taking
-        it)."""
+        """Count a batch's taken values, one increment a signal (a labelled inc() a span cost as much as taking it)."""
         if taken[1] + taken[2]:
             self._taken.labels("latency_spans").inc(taken[1] + taken[2])
         if taken[2]:

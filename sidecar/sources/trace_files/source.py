@@ -53,7 +53,6 @@ EVENTS_SOURCE = "triton_trace"
 class _Pass:
     requests: list[SpanRequests] = field(default_factory=list)  # one per clock group
     spans: list[Record] = field(default_factory=list)  # stream spans
-    request_spans: int = 0  # the spans ``requests`` stand for
     events: list[Event] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)  # files whose marks changed in this pass
     finished: list[str] = field(default_factory=list)  # closed and read to the end
@@ -304,7 +303,6 @@ class TraceFileSource(Polled):
             if self.s.spans and fine:
                 base = str(self.base)
                 whole, n = whole_of(fine, offset, base)
-                p.request_spans += n
                 p.requests.append(SpanRequests(tuple(fine), tuple(whole), offset, base, span_records, n, ROOT))
                 p.spans += stream_records(fine, offset, base, self.s.empty_final_response)
         self.m.requests.inc(len(ok))
@@ -352,7 +350,7 @@ class TraceFileSource(Polled):
         committed = self._commit(p, gone)
         if committed and self.s.delete_after_read:
             self._delete(cp, p)
-        return p.request_spans + len(p.spans) + len(p.events)
+        return sum(r.span_count for r in p.requests) + len(p.spans) + len(p.events)
 
     def _delete(self, cp: state.Checkpoint, p: _Pass) -> None:
         deleted: set[str] = set()
