@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sidecar.model import Span
 from sidecar.records import EVENTS, FMT, FMT_JSON, FMT_PB, NAME, PARENT, RAW, START, Record, to_span
@@ -26,6 +26,7 @@ __all__ = [
     "RECORD_BYTES",
     "TraceEntry",
     "TraceSummary",
+    "filled_entry",
     "pairs_bytes",
     "record_bytes",
     "trace_key",
@@ -194,20 +195,18 @@ class TraceEntry:
 
 
 _new_entry = object.__new__
+_E = TypeVar("_E", bound=TraceEntry)
 
 
-def whole_entry(
-    key: bytes, first_seen: float, by_id: dict[bytes, Record], nbytes: int, start_ns: int, end_ns: int, mv: Any
-) -> TraceEntry:
-    """A new entry holding ``by_id``'s spans already, as ``TraceEntry(...)`` and then storing them one by one would
-    leave it (``mv``: the model span's (model, version)); for the store's whole requests
-    (``sidecar.state.trace_ingest``), without the keyword call and the fields set twice."""
-    e: TraceEntry = _new_entry(TraceEntry)
+def filled_entry(cls: type[_E], key: bytes, first_seen: float, nbytes: int, start_ns: int, end_ns: int, mv: Any) -> _E:
+    """A new ``cls`` entry with every slot but ``by_id`` as ``TraceEntry(...)`` and then storing its spans one by one
+    would leave it (``mv``: the model span's (model, version)), without the keyword call and the fields set twice:
+    ``whole_entry`` adds its span records, a ``trace_requests.RequestEntry`` builds them when read."""
+    e: _E = _new_entry(cls)
     e.trace_id = key.hex()
     e.first_seen = first_seen
     e.key = key
     e.nbytes = nbytes
-    e.by_id = by_id
     e.start_ns = start_ns
     e.end_ns = end_ns
     e.model, e.version = mv
@@ -217,6 +216,16 @@ def whole_entry(
     e.stage_waiting = None
     e.stage_times = None
     e._spans = None
+    return e
+
+
+def whole_entry(
+    key: bytes, first_seen: float, by_id: dict[bytes, Record], nbytes: int, start_ns: int, end_ns: int, mv: Any
+) -> TraceEntry:
+    """A new entry holding ``by_id``'s spans already (``filled_entry``), for the store's whole requests
+    (``sidecar.state.trace_ingest``)."""
+    e = filled_entry(TraceEntry, key, first_seen, nbytes, start_ns, end_ns, mv)
+    e.by_id = by_id
     return e
 
 

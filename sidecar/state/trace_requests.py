@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from sidecar.model import SpanRequest, SpanRequests
 from sidecar.records import EVENTS, SPAN, Record
-from sidecar.state.trace_entry import ENTRY_BYTES, EVENT_BYTES, TraceEntry, record_bytes
+from sidecar.state.trace_entry import ENTRY_BYTES, EVENT_BYTES, TraceEntry, filled_entry, record_bytes
 from sidecar.state.trace_ingest import Limits, OnStored, OnTrios, Taken, add_records, plus
 
 __all__ = ["OnRequests", "RequestEntry", "add_requests"]
@@ -36,7 +36,6 @@ OnRequests = Callable[[list[tuple[TraceEntry, Mapping[str, int], tuple[str, str]
 
 _BY_ID: Any = TraceEntry.__dict__["by_id"]  # the base class's slot: unset in a RequestEntry until its spans are built
 _BUILDING = threading.Lock()
-_new = object.__new__
 
 
 class _Request(NamedTuple):
@@ -99,21 +98,7 @@ class RequestEntry(TraceEntry):
 def _entry(
     key: bytes, now: float, nbytes: int, start: int, end: int, q: SpanRequest, item: SpanRequests
 ) -> RequestEntry:
-    e: RequestEntry = _new(RequestEntry)
-    e.trace_id = key.hex()
-    e.first_seen = now
-    e.key = key
-    e.nbytes = nbytes
-    e.start_ns = start
-    e.end_ns = end
-    e.model = q.model
-    e.version = q.version
-    e.error = False  # a trace file's spans carry no status
-    e.failure_note = ""
-    e.stage_compute = None
-    e.stage_waiting = None
-    e.stage_times = None
-    e._spans = None
+    e = filled_entry(RequestEntry, key, now, nbytes, start, end, (q.model, q.version))  # no status: no error
     e._src = (
         item.build,
         _Request(q.tid, q.stamps, q.model, q.version, q.request_id),

@@ -38,12 +38,12 @@ __all__ = [
     "whole_of",
 ]
 
-_REQ_EVENTS, _MODEL_EVENTS, _COMPUTE_EVENTS = TRITON_REQUEST_EVENTS, TRITON_MODEL_EVENTS, TRITON_COMPUTE_EVENTS
 SERVICE = "triton-inference-server"
 ROOT_NAME = "InferRequest"  # the root span of a request with frontend events
 # Event name -> the span it goes on: 0 InferRequest, 1 the model span, 2 compute.
-_GROUP = {n: g for g, names in enumerate((_REQ_EVENTS, _MODEL_EVENTS, _COMPUTE_EVENTS)) for n in names}
-_KNOWN, _REQ, _MODEL, _COMPUTE = map(frozenset, (_GROUP, _REQ_EVENTS, _MODEL_EVENTS, _COMPUTE_EVENTS))
+_SPANS = (TRITON_REQUEST_EVENTS, TRITON_MODEL_EVENTS, TRITON_COMPUTE_EVENTS)
+_GROUP = {n: g for g, names in enumerate(_SPANS) for n in names}
+_KNOWN, _REQ, _MODEL, _COMPUTE = map(frozenset, (_GROUP, *_SPANS))
 _NO_ATTRS: tuple[Any, ...] = ((), "", 2)  # the JSON record's (attributes, status message, kind)
 # A request longer than this is not a request: its timestamps are corrupt (it would also stretch every page).
 MAX_REQUEST_NS = 24 * 3600 * 1_000_000_000
